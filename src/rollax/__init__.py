@@ -1,0 +1,66 @@
+"""rollax: batched on-policy reinforcement learning in JAX with checked contracts."""
+
+from rollax.algos import TrainConfig, TrainMetrics, TrainResult, make_train, train
+from rollax.collect import Trajectory, collect, collection_keys, rollout
+from rollax.envs import (
+    Box,
+    Corridor,
+    Discrete,
+    Environment,
+    TabularEnv,
+    make,
+    mdp_from_gymnasium,
+    register,
+    registered,
+)
+from rollax.exact import (
+    FiniteMDP,
+    expected_return,
+    optimal_return,
+    optimal_values,
+    policy_return,
+    policy_table,
+    policy_values,
+    uniform_policy,
+)
+from rollax.losses import ppo_clip_loss, ppo_clip_objective, reinforce_loss
+from rollax.policies import BernoulliPolicy, SoftmaxPolicy, default_policy
+from rollax.returns import reward_to_go
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BernoulliPolicy",
+    "Box",
+    "Corridor",
+    "Discrete",
+    "Environment",
+    "FiniteMDP",
+    "SoftmaxPolicy",
+    "TabularEnv",
+    "TrainConfig",
+    "TrainMetrics",
+    "TrainResult",
+    "Trajectory",
+    "collect",
+    "collection_keys",
+    "default_policy",
+    "expected_return",
+    "make",
+    "make_train",
+    "mdp_from_gymnasium",
+    "optimal_return",
+    "optimal_values",
+    "policy_return",
+    "policy_table",
+    "policy_values",
+    "ppo_clip_loss",
+    "ppo_clip_objective",
+    "register",
+    "registered",
+    "reinforce_loss",
+    "reward_to_go",
+    "rollout",
+    "train",
+    "uniform_policy",
+]

@@ -1,0 +1,141 @@
+"""The absorbing collector: ``vmap`` over environments, ``lax.scan`` over time.
+
+Key ownership (spec §2), for a deterministic environment::
+
+    reset_key, action_key = split(key)
+    reset_keys  = split(reset_key, B)                    # one per environment
+    step_keys   = split(action_key, T)                   # one per time step
+    action_keys[t] = split(step_keys[t], B)              # one per (step, environment)
+
+An environment with random transitions (``env.stochastic``) splits ``key`` into three,
+``reset_key, action_key, transition_key``, and owns ``transition_key`` exactly like the action
+key (one key per time step and environment, never reused).
+
+The trajectory is time-major: every field has leading shape ``(T, B)``. ``active`` is taken from
+the state *before* the step, so the transition that ends an episode is active and keeps its
+reward; only later cells are padding (reward 0, no events). ``reward.sum(axis=0)`` is one return
+per episode; ``reward.sum(axis=1)`` is the reward per time index across the batch.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Trajectory(NamedTuple):
+    """A time-major batch; every field has leading shape ``(T, B)``."""
+
+    observation: jax.Array
+    """Observation before the step."""
+    action: jax.Array
+    """Action taken."""
+    reward: jax.Array
+    """float32 reward of the transition (0 on padding)."""
+    active: jax.Array
+    """bool: the episode was live before the step (the transition is real evidence)."""
+    terminated: jax.Array
+    """bool event: this transition reached a terminal state."""
+    truncated: jax.Array
+    """bool event: this transition hit the time limit."""
+    log_prob: jax.Array
+    """Behaviour policy's log-probability of ``action``, stored at collection time."""
+
+
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
+
+
+def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic: bool = False):
+    """The keys the collector uses, materialised: ``(reset_keys (B,), action_keys (T, B),
+    transition_keys (T, B) or None)``. ``collect`` derives the same keys inside its scan."""
+    if stochastic:
+        reset_key, action_key, transition_key = jax.random.split(key, 3)
+    else:
+        (reset_key, action_key), transition_key = jax.random.split(key), None
+
+    def per_step(k):
+        return jax.vmap(lambda s: jax.random.split(s, batch_size))(jax.random.split(k, num_steps))
+
+    reset_keys = jax.random.split(reset_key, batch_size)
+    return reset_keys, per_step(action_key), None if transition_key is None else per_step(
+        transition_key
+    )
+
+
+def _step_batch(env, policy, params, state, action_keys, transition_keys):
+    """One time step of B environments with their own keys: ``(next_state, Trajectory row)``."""
+
+    def one(state, action_key, transition_key):
+        observation = env.observation(state)
+        active = ~env.done(state)
+        action, log_prob = policy.sample(params, observation, action_key)
+        if env.stochastic:
+            next_state, reward, terminated, truncated = env.step(state, action, transition_key)
+        else:
+            next_state, reward, terminated, truncated = env.step(state, action)
+        row = Trajectory(observation, action, reward, active, terminated, truncated, log_prob)
+        return next_state, row
+
+    if transition_keys is None:
+        return jax.vmap(lambda s, k: one(s, k, None))(state, action_keys)
+    return jax.vmap(one)(state, action_keys, transition_keys)
+
+
+def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
+    """Absorbing rollout from explicit keys: ``reset_keys (B,)``, ``action_keys (T, B)`` and,
+    for a stochastic environment, ``transition_keys (T, B)``. Returns ``(final_state,
+    Trajectory)``. ``collect`` is this function with the keys derived from one key."""
+    if env.stochastic and transition_keys is None:
+        raise ValueError("a stochastic environment needs transition_keys of shape (T, B)")
+    state = jax.vmap(env.reset)(reset_keys)
+
+    def body(state, keys):
+        return _step_batch(env, policy, params, state, *keys)
+
+    return jax.lax.scan(body, state, (action_keys, transition_keys))
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps"))
+def _collect(env, policy, params, key, batch_size, num_steps):
+    if env.stochastic:
+        reset_key, action_key, transition_key = jax.random.split(key, 3)
+        xs = (jax.random.split(action_key, num_steps), jax.random.split(transition_key, num_steps))
+    else:
+        reset_key, action_key = jax.random.split(key)
+        xs = (jax.random.split(action_key, num_steps), None)
+    state = jax.vmap(env.reset)(jax.random.split(reset_key, batch_size))
+
+    def body(state, step_keys):
+        action_step_key, transition_step_key = step_keys
+        action_keys = jax.random.split(action_step_key, batch_size)
+        transition_keys = (
+            None if transition_step_key is None
+            else jax.random.split(transition_step_key, batch_size)
+        )
+        return _step_batch(env, policy, params, state, action_keys, transition_keys)
+
+    return jax.lax.scan(body, state, xs)
+
+
+def collect(env, policy, params, key, batch_size: int, num_steps: int):
+    """Collect ``batch_size`` (B) absorbing episodes for ``num_steps`` (T) steps.
+
+    Returns ``(final_state, trajectory)``; every trajectory field has shape ``(T, B, ...)``.
+    Compiled once per (env, policy, B, T); works inside ``jit`` and ``vmap``.
+
+    Example::
+
+        env = rollax.make("corridor")
+        policy = rollax.BernoulliPolicy(3)
+        _, traj = collect(env, policy, policy.init(), jax.random.key(0), 256, 8)
+        episode_returns = traj.reward.sum(axis=0)      # (B,)
+    """
+    _check_count("batch_size", batch_size)
+    _check_count("num_steps", num_steps)
+    return _collect(env, policy, params, key, int(batch_size), int(num_steps))
