@@ -1,0 +1,55 @@
+"""Run folders: created whole or not at all; an existing folder is never written into."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+
+def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") -> Path:
+    """The folder a new run will be written to. ``out`` must not exist yet (a run folder is
+    never overwritten); without ``out`` a fresh name under ``root`` is chosen."""
+    if out is not None:
+        path = Path(out)
+        if path.exists():
+            raise ValueError(f"out {str(path)!r} already exists: choose a new folder")
+        return path
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{default_name}-{stamp}"
+    n = 2
+    while path.exists():
+        path = Path(root) / f"{default_name}-{stamp}-{n}"
+        n += 1
+    return path
+
+
+@contextlib.contextmanager
+def staged_run_dir(path: Path) -> Iterator[Path]:
+    """Yield a hidden staging folder beside ``path``; on success rename it to ``path`` in one
+    step, on failure delete it. Readers never see a half-written run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield staging
+        if path.exists():
+            raise ValueError(f"out {str(path)!r} appeared while the run was going: not replaced")
+        os.rename(staging, path)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2) + "\n")
+
+
+def write_jsonl(path: Path, rows) -> None:
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
