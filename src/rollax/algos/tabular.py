@@ -168,7 +168,7 @@ def make_train(config: TrainConfig) -> Callable[[jax.Array], TrainResult]:
         def epoch(params, _):
             loss, grad = jax.value_and_grad(loss_fn)(params, traj, targets)
             step, _ = optimiser.update(grad, optimiser.init(params))
-            return optax.apply_updates(params, step), (loss, optax.global_norm(grad))
+            return optax.apply_updates(params, step), (loss, optax.tree.norm(grad))
 
         params, (losses, grad_norms) = jax.lax.scan(epoch, carry.params, None, config.epochs)
         ratio = jnp.exp(batch_log_prob(params, traj) - traj.log_prob)

@@ -1,0 +1,126 @@
+"""The command line: JSON outputs, run folders, one-line errors that write nothing."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rollax.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_train_json_and_run_folder(capsys, tmp_path):
+    out_dir = tmp_path / "run"
+    code, out, err = run(capsys, "train", "--json", "--updates", "3", "--batch-size", "32",
+                         "--out", str(out_dir))
+    assert code == 0, err
+    obj = json.loads(out)  # exactly one JSON object on stdout
+    assert len(obj["exact_return"]) == 4 and len(obj["params"]) == 3
+    np.testing.assert_allclose(obj["exact_return"][0], 0.466875, rtol=1e-5)
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "config.json", "exact_return.png", "metrics.jsonl", "summary.json"]
+    config = json.loads((out_dir / "config.json").read_text())
+    assert config["epochs"] == 3 and config["horizon"] == 8 and config["algo"] == "ppo"
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [1, 2, 3]
+    assert [r["exact_return"] for r in rows] == pytest.approx(obj["exact_return"][1:])
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["params"] == obj["params"]
+    assert (out_dir / "exact_return.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the same seed replays: the same numbers
+    code, out2, _ = run(capsys, "train", "--json", "--updates", "3", "--batch-size", "32",
+                        "--out", str(tmp_path / "again"))
+    assert json.loads(out2)["params"] == obj["params"]
+
+
+def test_train_table_output(capsys, tmp_path):
+    code, out, _ = run(capsys, "train", "--algo", "reinforce", "--updates", "2",
+                       "--batch-size", "16", "--out", str(tmp_path / "t"))
+    assert code == 0
+    assert "exact return before: 0.466875" in out and "exact return after:" in out
+
+
+def test_rollout_json(capsys, tmp_path):
+    code, out, _ = run(capsys, "rollout", "--json", "--batch-size", "64", "--horizon", "6",
+                       "--seed", "1", "--out", str(tmp_path / "r"))
+    assert code == 0
+    obj = json.loads(out)
+    active = obj["active_per_step"]
+    assert len(active) == 6 and active[0] == 64 and all(np.diff(active) <= 0)
+    assert -0.06 <= obj["mean_return"] <= 0.99
+    assert (tmp_path / "r" / "active_per_step.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["exact", "--json"], (0.466875, 0.985, 8)),
+        (["exact", "--json", "--horizon", "2"], (None, 0.485, 2)),
+        (["exact", "--json", "--env", "CliffWalking-v1", "--horizon", "13"], (None, -13.0, 13)),
+    ],
+)
+def test_exact_json(capsys, argv, expected):
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    obj = json.loads(out)
+    uniform, optimal, horizon = expected
+    if uniform is not None:
+        assert obj["uniform_return"] == pytest.approx(uniform, rel=1e-5)
+    assert obj["optimal_return"] == pytest.approx(optimal, rel=1e-5)
+    assert obj["horizon"] == horizon
+
+
+BAD = [
+    (["train", "--updates", "0"], "updates must be a positive integer"),
+    (["train", "--updates", "x"], "--updates"),
+    (["train", "--algo", "a2c"], "--algo"),
+    (["train", "--algo", "reinforce", "--epochs", "2"], "epochs must be 1 for algo reinforce"),
+    (["train", "--lr", "-1"], "lr must be a finite number > 0"),
+    (["train", "--batch-size", "0"], "batch_size must be a positive integer"),
+    (["train", "--horizon", "0"], "horizon must be a positive integer"),
+    (["train", "--bogus", "1"], "Unrecognized options: --bogus"),
+    (["rollout", "--batch-size", "0"], "batch_size must be a positive integer"),
+    (["rollout", "--horizon", "-2"], "horizon must be a positive integer"),
+    (["exact", "--env", "CliffWalking-v1"], "registers no episode limit"),
+    (["exact", "--env", "Pong"], "--env"),
+    (["exact", "--horizon", "0"], "horizon must be a positive integer"),
+    (["trian"], "Unrecognized options: trian"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD)
+def test_bad_input_one_line_nothing_written(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+    assert err.startswith("rollax")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_run_folder_is_never_touched(capsys, tmp_path):
+    existing = tmp_path / "old"
+    existing.mkdir()
+    (existing / "metrics.jsonl").write_text("precious\n")
+    code, _, err = run(capsys, "train", "--updates", "1", "--out", str(existing))
+    assert code == 2 and "already exists" in err
+    assert (existing / "metrics.jsonl").read_text() == "precious\n"
+    assert [p.name for p in existing.iterdir()] == ["metrics.jsonl"]
+
+
+def test_entry_point_in_a_subprocess(tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    ok = subprocess.run([sys.executable, "-m", "rollax.cli", "exact", "--json"],
+                        capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["optimal_return"] == pytest.approx(0.985)
+    bad = subprocess.run([sys.executable, "-m", "rollax.cli", "train", "--lr", "0"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stdout == ""
