@@ -62,6 +62,8 @@ def test_spaces_and_observation():
     assert not bool(env.action_space.contains(jnp.int32(2)))
     assert bool(rollax.Box(-1.0, 1.0, (2,)).contains(jnp.zeros(2)))
     assert not bool(rollax.Box(-1.0, 1.0, (2,)).contains(jnp.full(2, 3.0)))
+    assert not bool(rollax.Box(-1.0, 1.0, (2,)).contains(jnp.zeros(3)))  # wrong shape
+    assert not bool(env.action_space.contains(jnp.float32(1.0)))        # wrong dtype
 
 
 def test_registry():

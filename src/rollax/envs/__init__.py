@@ -1,16 +1,28 @@
 """Functional environments: the interface, the corridor, finite MDPs and the registry."""
 
+from rollax.envs.acrobot import Acrobot, AcrobotState
 from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.cartpole import CartPole, CartPoleState
 from rollax.envs.corridor import Corridor, CorridorState
+from rollax.envs.mountain_car import MountainCar, MountainCarState
+from rollax.envs.pendulum import Pendulum, PendulumState
 from rollax.envs.registry import make, register, registered
 from rollax.envs.tabular import TOY_TEXT, TabularEnv, TabularState, mdp_from_gymnasium
 
 __all__ = [
+    "Acrobot",
+    "AcrobotState",
     "Box",
+    "CartPole",
+    "CartPoleState",
     "Corridor",
     "CorridorState",
     "Discrete",
     "Environment",
+    "MountainCar",
+    "MountainCarState",
+    "Pendulum",
+    "PendulumState",
     "TOY_TEXT",
     "TabularEnv",
     "TabularState",

@@ -29,6 +29,14 @@ import numpy as np
 State = Any
 
 
+def check_horizon(horizon) -> None:
+    """``ValueError`` unless ``horizon`` is a positive integer (bools refused)."""
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
+        raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+    if horizon < 1:
+        raise ValueError(f"horizon must be a positive integer (>= 1), got {horizon}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Discrete:
     """``n`` actions or observations ``0 .. n-1`` of integer ``dtype``, scalar shape."""
@@ -39,7 +47,9 @@ class Discrete:
 
     def contains(self, x) -> jax.Array:
         x = jnp.asarray(x)
-        return (x.shape == self.shape) & jnp.all((x >= 0) & (x < self.n))
+        if x.shape != self.shape or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.bool_(False)
+        return jnp.all((x >= 0) & (x < self.n))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,9 +63,11 @@ class Box:
 
     def contains(self, x) -> jax.Array:
         x = jnp.asarray(x)
+        if x.shape != self.shape:
+            return jnp.bool_(False)
         low = np.broadcast_to(np.asarray(self.low), self.shape)
         high = np.broadcast_to(np.asarray(self.high), self.shape)
-        return (x.shape == self.shape) & jnp.all((x >= low) & (x <= high))
+        return jnp.all((x >= low) & (x <= high))
 
 
 class Environment(abc.ABC):

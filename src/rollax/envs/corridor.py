@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Discrete, Environment
+from rollax.envs.base import Discrete, Environment, check_horizon
 
 NUM_POSITIONS = 4
 GOAL = NUM_POSITIONS - 1
@@ -39,10 +39,7 @@ class Corridor(Environment):
     horizon: int = 8
 
     def __post_init__(self):
-        if isinstance(self.horizon, bool) or not isinstance(self.horizon, (int, np.integer)):
-            raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
-        if self.horizon < 1:
-            raise ValueError(f"horizon must be a positive integer (>= 1), got {self.horizon}")
+        check_horizon(self.horizon)
 
     def reset(self, key: jax.Array) -> CorridorState:
         position = jax.random.randint(key, (), 0, 2).astype(jnp.int32)

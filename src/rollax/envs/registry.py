@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Callable
 
 from rollax.envs.base import Environment
@@ -39,15 +40,40 @@ def _corridor(horizon: int = 8) -> Environment:
     return Corridor(horizon=horizon)
 
 
+def _classic_control(module: str, cls: str, default_horizon: int) -> Callable[..., Environment]:
+    def constructor(horizon: int | None = default_horizon, **kwargs) -> Environment:
+        import importlib
+
+        env_cls = getattr(importlib.import_module(f"rollax.envs.{module}"), cls)
+        return env_cls(horizon=default_horizon if horizon is None else horizon, **kwargs)
+
+    return constructor
+
+
 def _toy_text(env_id: str) -> Callable[..., Environment]:
-    def constructor(horizon: int | None = None, **kwargs) -> Environment:
+    # cached: the same settings give the same environment object, so compiled functions that
+    # take it as a static argument are reused instead of rebuilt
+    @functools.lru_cache(maxsize=16)
+    def build(horizon, items) -> Environment:
         from rollax.envs.tabular import TabularEnv, mdp_from_gymnasium
 
-        return TabularEnv(mdp_from_gymnasium(env_id, horizon, **kwargs), name=env_id)
+        return TabularEnv(mdp_from_gymnasium(env_id, horizon, **dict(items)), name=env_id)
+
+    def constructor(horizon: int | None = None, **kwargs) -> Environment:
+        items = tuple(sorted(kwargs.items()))
+        try:
+            hash(items)
+        except TypeError:  # e.g. a custom map given as a list: build it afresh
+            return build.__wrapped__(horizon, items)
+        return build(horizon, items)
 
     return constructor
 
 
 register("corridor", _corridor)
+register("CartPole-v1", _classic_control("cartpole", "CartPole", 500))
+register("Acrobot-v1", _classic_control("acrobot", "Acrobot", 500))
+register("MountainCar-v0", _classic_control("mountain_car", "MountainCar", 200))
+register("Pendulum-v1", _classic_control("pendulum", "Pendulum", 200))
 for _env_id in ("FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v4", "CliffWalking-v1"):  # TOY_TEXT
     register(_env_id, _toy_text(_env_id))

@@ -90,7 +90,8 @@ def mdp_from_gymnasium(env_id: str, horizon: int | None = None, **kwargs) -> Fin
         horizon = spec.max_episode_steps
         if horizon is None:
             raise ValueError(
-                f"{env_id} registers no episode limit: give horizon (--horizon H), a positive integer"
+                f"{env_id} registers no episode limit: give horizon (--horizon H), "
+                f"a positive integer"
             )
     env = gymnasium.make(env_id, **kwargs).unwrapped
     table = getattr(env, "P", None)
