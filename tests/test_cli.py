@@ -116,6 +116,14 @@ def test_existing_run_folder_is_never_touched(capsys, tmp_path):
     assert [p.name for p in existing.iterdir()] == ["metrics.jsonl"]
 
 
+def test_unwritable_out_is_refused_before_training(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = run(capsys, "train", "--updates", "1", "--out", str(blocker / "run"))
+    assert code == 2 and out == "" and "cannot be created" in err
+    assert len(err.strip().splitlines()) == 1 and blocker.read_text() == "x"
+
+
 def test_entry_point_in_a_subprocess(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     ok = subprocess.run([sys.executable, "-m", "rollax.cli", "exact", "--json"],

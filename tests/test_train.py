@@ -102,6 +102,9 @@ def test_metrics_shapes_and_ranges(default_runs):
     assert (np.asarray(m.episode_length) <= 8).all() and (np.asarray(m.episode_length) >= 2).all()
     assert (np.asarray(m.approx_kl) >= 0).all()
     assert (np.asarray(m.ratio_min) <= 1).all() and (np.asarray(m.ratio_max) >= 1).all()
+    entropy = np.asarray(m.entropy)
+    assert ((entropy > 0) & (entropy < np.log(2))).all()  # Bernoulli entropy, below the coin's
+    assert entropy[-1] < entropy[0] < np.log(2) - 1e-3  # the policy grows more certain
     np.testing.assert_array_equal(default_runs["reinforce"].metrics.exact_return,
                                   default_runs["reinforce"].exact_return[1:])
 

@@ -14,7 +14,6 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
@@ -53,7 +52,7 @@ class Rollout:
 
 @dataclasses.dataclass(frozen=True)
 class Exact:
-    """Exact expected return of the uniform policy and of the optimal policy (dynamic programming)."""
+    """Exact expected return of the uniform and of the optimal policy (dynamic programming)."""
 
     env: Literal[EXACT_ENVS] = "corridor"  # type: ignore[valid-type]
     """Finite task: the corridor or a Gymnasium toy-text environment."""
@@ -253,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"{prefix}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        print(f"{prefix}: error: {err.strerror or err} ({err.filename or 'no file'})",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted; nothing was written", file=sys.stderr)
         return 130

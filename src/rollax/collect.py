@@ -139,3 +139,108 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int):
     _check_count("batch_size", batch_size)
     _check_count("num_steps", num_steps)
     return _collect(env, policy, params, key, int(batch_size), int(num_steps))
+
+
+# ---------------------------------------------------------------------------------------------
+# Auto-reset (streaming) collection
+
+
+class AutoResetTrajectory(NamedTuple):
+    """A time-major streaming batch; every field has leading shape ``(T, B)``.
+
+    Every cell is a real transition (``active`` is all True). When a transition ends an
+    episode, ``next_observation`` is the episode's true final observation, while the next row's
+    ``observation`` is already the fresh start of the following episode (same-step reset).
+    """
+
+    observation: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    active: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    log_prob: jax.Array
+    next_observation: jax.Array
+    """True next observation of the transition (the final one when the episode ended)."""
+
+
+def reset_batch(env, key: jax.Array, batch_size: int):
+    """``B`` start states, environment ``b`` reset with ``split(key, B)[b]``."""
+    _check_count("batch_size", batch_size)
+    return jax.vmap(env.reset)(jax.random.split(key, batch_size))
+
+
+def _select(mask, on_true, on_false):
+    def pick(a, b):
+        m = mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim))
+        return jnp.where(m, a, b)
+
+    return jax.tree_util.tree_map(pick, on_true, on_false)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
+def _collect_autoreset(env, policy, params, state, key, num_steps):
+    batch_size = jax.tree_util.tree_leaves(state)[0].shape[0]
+    if env.stochastic:
+        reset_key, action_key, transition_key = jax.random.split(key, 3)
+        transition_step_keys = jax.random.split(transition_key, num_steps)
+    else:
+        reset_key, action_key = jax.random.split(key)
+        transition_step_keys = None
+    xs = (jax.random.split(reset_key, num_steps), jax.random.split(action_key, num_steps),
+          transition_step_keys)
+
+    def one(state, action_key, transition_key):
+        observation = env.observation(state)
+        action, log_prob = policy.sample(params, observation, action_key)
+        if env.stochastic:
+            next_state, reward, terminated, truncated = env.step(state, action, transition_key)
+        else:
+            next_state, reward, terminated, truncated = env.step(state, action)
+        row = AutoResetTrajectory(
+            observation, action, reward, jnp.ones((), bool), terminated, truncated, log_prob,
+            env.observation(next_state),
+        )
+        return next_state, row
+
+    def body(state, step_keys):
+        reset_step_key, action_step_key, transition_step_key = step_keys
+        action_keys = jax.random.split(action_step_key, batch_size)
+        if transition_step_key is None:
+            next_state, row = jax.vmap(lambda s, k: one(s, k, None))(state, action_keys)
+        else:
+            transition_keys = jax.random.split(transition_step_key, batch_size)
+            next_state, row = jax.vmap(one)(state, action_keys, transition_keys)
+        done = row.terminated | row.truncated
+
+        def with_resets(next_state):
+            fresh = jax.vmap(env.reset)(jax.random.split(reset_step_key, batch_size))
+            return _select(done, fresh, next_state)
+
+        # reset only when some environment finished (the common case skips the reset work)
+        next_state = jax.lax.cond(jnp.any(done), with_resets, lambda s: s, next_state)
+        return next_state, row
+
+    return jax.lax.scan(body, state, xs)
+
+
+def collect_autoreset(env, policy, params, state, key: jax.Array, num_steps: int):
+    """Continue ``B`` streaming environments from ``state`` for ``num_steps`` (T) steps.
+
+    Reset convention: **same-step** (Gymnasium's name). The step that ends an episode
+    (terminated or truncated) records the true final observation in ``next_observation``; the
+    state carried to the next step is a fresh ``env.reset`` with its own key, never a cached
+    start state. Keys: ``reset_key, action_key = split(key)`` (plus ``transition_key`` for a
+    stochastic environment); action keys ``split(split(action_key, T)[t], B)[b]`` as in
+    :func:`collect`, and the auto-reset keys likewise from ``reset_key``. Start states come
+    from :func:`reset_batch`.
+
+    Returns ``(state, AutoResetTrajectory)``, fields ``(T, B, ...)``.
+
+    Example::
+
+        state = reset_batch(env, jax.random.key(0), 8)
+        state, traj = collect_autoreset(env, policy, params, state, jax.random.key(1), 128)
+    """
+    _check_count("num_steps", num_steps)
+    return _collect_autoreset(env, policy, params, state, key, int(num_steps))

@@ -52,10 +52,9 @@ class FiniteMDP:
         start = np.asarray(self.start, dtype=np.float64)
         if (start < 0).any() or not np.isclose(start.sum(), 1.0, atol=1e-6):
             raise ValueError("start must be probabilities summing to 1")
-        if isinstance(self.horizon, bool) or not isinstance(self.horizon, (int, np.integer)):
-            raise ValueError(f"horizon must be a positive integer, got {self.horizon!r}")
-        if self.horizon < 1:
-            raise ValueError(f"horizon must be a positive integer (>= 1), got {self.horizon}")
+        from rollax.envs.base import check_horizon
+
+        check_horizon(self.horizon)
 
     @property
     def num_states(self) -> int:
@@ -88,7 +87,7 @@ def _backup(mdp: FiniteMDP, combine) -> jax.Array:
 
 
 def policy_values(mdp: FiniteMDP, policy: jax.Array) -> jax.Array:
-    """``V_H(s)`` of a stochastic policy table ``policy[s, a]`` (shape ``(S, A)``), shape ``(S,)``."""
+    """``V_H(s)``, shape ``(S,)``, of a stochastic policy table ``policy[s, a]`` ``(S, A)``."""
     policy = jnp.asarray(policy)
     if policy.shape != (mdp.num_states, mdp.num_actions):
         raise ValueError(

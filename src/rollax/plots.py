@@ -8,7 +8,9 @@ from typing import Sequence
 from matplotlib.figure import Figure
 
 
-def plot_exact_return(history: Sequence[float], path: Path, title: str, optimum: float | None = None):
+def plot_exact_return(
+    history: Sequence[float], path: Path, title: str, optimum: float | None = None
+):
     """Exact expected return after each update (update 0 = initial parameters)."""
     fig = Figure(figsize=(6, 4), dpi=120)
     ax = fig.add_subplot()

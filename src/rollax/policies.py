@@ -11,9 +11,14 @@ A policy is an immutable object with pure methods over one environment's observa
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from rollax.distributions import Categorical, DiagGaussian
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,3 +86,167 @@ def default_policy(env):
         return BernoulliPolicy(num_logits=GOAL)
     space = env.observation_space
     return SoftmaxPolicy(space.n, env.action_space.n)
+
+
+# ---------------------------------------------------------------------------------------------
+# Neural actor-critic
+
+
+class ActorCriticParams(NamedTuple):
+    """Parameters of :class:`MLPActorCritic` (a pytree of arrays only)."""
+
+    actor: tuple
+    """Actor layers (``equinox.nn.Linear``), the last one giving logits or the Gaussian mean."""
+    critic: tuple
+    """Critic layers, the last one giving the scalar value."""
+    log_std: jax.Array
+    """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
+
+
+def _linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear:
+    """A linear layer with orthogonal weights scaled by ``gain`` and zero bias."""
+    layer = eqx.nn.Linear(n_in, n_out, key=key)
+    weight = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in), jnp.float32)
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer,
+                       (weight, jnp.zeros(n_out, jnp.float32)))
+
+
+def _mlp(key, sizes, out_gain):
+    keys = jax.random.split(key, len(sizes) - 1)
+    gains = [math.sqrt(2.0)] * (len(sizes) - 2) + [out_gain]
+    return tuple(_linear(k, a, b, g) for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
+
+
+_ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+
+
+@dataclasses.dataclass(frozen=True)
+class MLPActorCritic:
+    """Separate MLP actor and critic (orthogonal initialisation, as in CleanRL/PureJaxRL).
+
+    Hidden layers use gain sqrt(2), the actor's output gain 0.01 and the critic's 1.0. With
+    ``num_actions`` the actor gives categorical logits; with ``action_size`` it gives the mean
+    of a diagonal Gaussian whose log standard deviation is a free parameter vector.
+
+    Shapes: one observation ``(observation_size,)``; ``vmap`` adds batch axes.
+
+    Example::
+
+        net = MLPActorCritic(observation_size=4, num_actions=2)
+        params = net.init(jax.random.key(0))
+        action, log_prob = net.sample(params, jnp.zeros(4), jax.random.key(1))
+    """
+
+    observation_size: int
+    num_actions: int | None = None
+    action_size: int | None = None
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    init_log_std: float = 0.0
+
+    def __post_init__(self):
+        if (self.num_actions is None) == (self.action_size is None):
+            raise ValueError("give exactly one of num_actions (discrete) or action_size")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(_ACTIVATIONS)}, "
+                             f"got {self.activation!r}")
+
+    @property
+    def discrete(self) -> bool:
+        return self.num_actions is not None
+
+    def init(self, key: jax.Array) -> ActorCriticParams:
+        actor_key, critic_key = jax.random.split(key)
+        out = self.num_actions if self.discrete else self.action_size
+        sizes = (self.observation_size, *self.hidden)
+        actor = _mlp(actor_key, (*sizes, out), 0.01)
+        critic = _mlp(critic_key, (*sizes, 1), 1.0)
+        log_std = jnp.full((0 if self.discrete else self.action_size,), self.init_log_std,
+                           jnp.float32)
+        return ActorCriticParams(actor, critic, log_std)
+
+    def _forward(self, layers, x):
+        act = _ACTIVATIONS[self.activation]
+        for layer in layers[:-1]:
+            x = act(layer(x))
+        return layers[-1](x)
+
+    def distribution(self, params: ActorCriticParams, observation: jax.Array):
+        out = self._forward(params.actor, observation)
+        if self.discrete:
+            return Categorical(out)
+        return DiagGaussian(out, params.log_std)
+
+    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
+        return self._forward(params.critic, observation)[0]
+
+    def sample(self, params, observation, key):
+        dist = self.distribution(params, observation)
+        action = dist.sample(key)
+        return action, dist.log_prob(action)
+
+    def log_prob(self, params, observation, action) -> jax.Array:
+        return self.distribution(params, observation).log_prob(action)
+
+    def greedy(self, params, observation) -> jax.Array:
+        return self.distribution(params, observation).mode()
+
+
+class ObsNormState(NamedTuple):
+    """Running mean and variance of observations (merged batch by batch)."""
+
+    count: jax.Array
+    mean: jax.Array
+    var: jax.Array
+
+
+def obs_norm_init(observation_size: int) -> ObsNormState:
+    return ObsNormState(jnp.float32(1e-4), jnp.zeros(observation_size, jnp.float32),
+                        jnp.ones(observation_size, jnp.float32))
+
+
+def obs_norm_update(state: ObsNormState, batch: jax.Array) -> ObsNormState:
+    """Merge a batch ``(..., observation_size)`` into the running statistics (Chan et al.)."""
+    batch = batch.reshape(-1, state.mean.shape[0])
+    n = jnp.float32(batch.shape[0])
+    mean, var = jnp.mean(batch, axis=0), jnp.var(batch, axis=0)
+    total = state.count + n
+    delta = mean - state.mean
+    new_mean = state.mean + delta * n / total
+    m2 = state.var * state.count + var * n + delta**2 * state.count * n / total
+    return ObsNormState(total, new_mean, m2 / total)
+
+
+def obs_normalize(state: ObsNormState, observation: jax.Array, clip: float = 10.0) -> jax.Array:
+    """``clip((o - mean) / sqrt(var + 1e-8), -clip, clip)``."""
+    z = (observation - state.mean) / jnp.sqrt(state.var + 1e-8)
+    return jnp.clip(z, -clip, clip)
+
+
+@dataclasses.dataclass(frozen=True)
+class NormalizedPolicy:
+    """A policy that normalises observations first: its params are ``(inner_params, stats)``."""
+
+    inner: MLPActorCritic
+
+    def sample(self, params, observation, key):
+        inner_params, stats = params
+        return self.inner.sample(inner_params, obs_normalize(stats, observation), key)
+
+    def log_prob(self, params, observation, action):
+        inner_params, stats = params
+        return self.inner.log_prob(inner_params, obs_normalize(stats, observation), action)
+
+    def greedy(self, params, observation):
+        inner_params, stats = params
+        return self.inner.greedy(inner_params, obs_normalize(stats, observation))
+
+
+@dataclasses.dataclass(frozen=True)
+class GreedyPolicy:
+    """The mode of another policy's distribution (for evaluation); log-prob 0."""
+
+    inner: object
+
+    def sample(self, params, observation, key):
+        return self.inner.greedy(params, observation), jnp.zeros((), jnp.float32)

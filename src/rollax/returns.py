@@ -17,3 +17,85 @@ def reward_to_go(rewards: jax.Array) -> jax.Array:
     if rewards.ndim < 1:
         raise ValueError(f"rewards must have a leading time axis, got shape {rewards.shape}")
     return jnp.flip(jnp.cumsum(jnp.flip(rewards, 0), axis=0), 0)
+
+
+def _check_time_major(**arrays) -> None:
+    shapes = {name: jnp.shape(a) for name, a in arrays.items()}
+    first = next(iter(shapes.values()))
+    if len(first) < 1 or any(s != first for s in shapes.values()):
+        raise ValueError(f"expected time-major arrays of one shape (T, ...), got {shapes}")
+
+
+def gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    gamma: float,
+    lam: float,
+    active: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalised advantage estimation over time-major ``(T, B)`` arrays.
+
+    ``values[t] = V(s_t)``; ``next_values[t] = V(s'_t)``, the value of the true next state of
+    transition t (the final observation when the episode ended there, before any reset)::
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
+        A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},   done = terminated | truncated
+
+    A truncated episode is bootstrapped from the value of its real last state; a terminated one
+    never is; the last row bootstraps from ``next_values[T-1]`` (the rollout cut). Cells with
+    ``active = False`` (absorbing padding) get advantage 0. Returns ``(advantages, targets)``
+    with ``targets = advantages + values``; with ``lam = 1`` the targets are the discounted
+    returns of :func:`discounted_returns`.
+    """
+    _check_time_major(rewards=rewards, values=values, next_values=next_values,
+                      terminated=terminated, truncated=truncated)
+    terminated = jnp.asarray(terminated, bool)
+    done = terminated | jnp.asarray(truncated, bool)
+    delta = rewards + gamma * jnp.where(terminated, 0.0, next_values) - values
+    if active is not None:
+        delta = jnp.where(active, delta, 0.0)
+    carry_on = gamma * lam * jnp.where(done, 0.0, 1.0)
+
+    def step(next_advantage, x):
+        delta_t, carry_on_t = x
+        advantage = delta_t + carry_on_t * next_advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(step, jnp.zeros_like(delta[0]), (delta, carry_on), reverse=True)
+    return advantages, advantages + values
+
+
+def discounted_returns(
+    rewards: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    gamma: float,
+) -> jax.Array:
+    """Discounted returns over time-major ``(T, B)`` arrays, respecting episode boundaries::
+
+        G_t = r_t + gamma * { 0                  if terminated_t
+                            { V(s'_t)            if truncated_t, or t = T - 1 (rollout cut)
+                            { G_{t+1}            otherwise
+
+    ``next_values[t]`` is the value of the true next state of transition t (only read where
+    the episode was truncated or the rollout ends).
+    """
+    _check_time_major(rewards=rewards, next_values=next_values, terminated=terminated,
+                      truncated=truncated)
+    terminated = jnp.asarray(terminated, bool)
+    truncated = jnp.asarray(truncated, bool)
+
+    def step(next_return, x):
+        r, v, term, trunc = x
+        follow = jnp.where(term, 0.0, jnp.where(trunc, v, next_return))
+        g = r + gamma * follow
+        return g, g
+
+    last = next_values[-1]
+    _, returns = jax.lax.scan(step, last, (rewards, next_values, terminated, truncated),
+                              reverse=True)
+    return returns

@@ -12,13 +12,25 @@ from pathlib import Path
 from typing import Iterator
 
 
+def _check_creatable(path: Path) -> None:
+    """The nearest existing ancestor of ``path`` must be a writable folder."""
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ValueError(f"out {str(path)!r} cannot be created: {str(ancestor)!r} is not a "
+                         f"writable folder")
+
+
 def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") -> Path:
     """The folder a new run will be written to. ``out`` must not exist yet (a run folder is
-    never overwritten); without ``out`` a fresh name under ``root`` is chosen."""
+    never overwritten) and must be creatable; without ``out`` a fresh name under ``root`` is
+    chosen. Checked before any work starts."""
     if out is not None:
         path = Path(out)
         if path.exists():
             raise ValueError(f"out {str(path)!r} already exists: choose a new folder")
+        _check_creatable(path)
         return path
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = Path(root) / f"{default_name}-{stamp}"
@@ -26,6 +38,7 @@ def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") ->
     while path.exists():
         path = Path(root) / f"{default_name}-{stamp}-{n}"
         n += 1
+    _check_creatable(path)
     return path
 
 

@@ -81,6 +81,8 @@ class TrainMetrics(NamedTuple):
     """Smallest final ratio over live cells."""
     ratio_max: jax.Array
     """Largest final ratio over live cells."""
+    entropy: jax.Array
+    """Mean entropy (nats) of the updated policy over the batch's live observations."""
 
 
 class TrainResult(NamedTuple):
@@ -160,6 +162,15 @@ def make_train(config: TrainConfig) -> Callable[[jax.Array], TrainResult]:
             return reinforce_loss(log_prob, targets, traj.active)
         return ppo_clip_loss(log_prob, traj.log_prob, targets, traj.active, config.clip_eps)
 
+    actions = jnp.arange(env.action_space.n, dtype=jnp.int32)
+
+    def entropy(params, observation):
+        def one(obs):
+            log_p = jax.vmap(policy.log_prob, (None, None, 0))(params, obs, actions)
+            return -jnp.sum(jnp.exp(log_p) * log_p)
+
+        return jax.vmap(jax.vmap(one))(observation)
+
     def update(carry: _Carry, _):
         key, sample_key = jax.random.split(carry.key)
         _, traj = collect(env, policy, carry.params, sample_key, batch_size, num_steps)
@@ -184,6 +195,7 @@ def make_train(config: TrainConfig) -> Callable[[jax.Array], TrainResult]:
             clip_fraction=_live_mean(clipped.astype(jnp.float32), live),
             ratio_min=jnp.min(jnp.where(live, ratio, jnp.inf)),
             ratio_max=jnp.max(jnp.where(live, ratio, -jnp.inf)),
+            entropy=_live_mean(entropy(params, traj.observation), live),
         )
         return _Carry(params, key), metrics
 

@@ -1,0 +1,394 @@
+"""PPO for neural actor-critics, compiled end to end: ``make_train(config)(key)``.
+
+One update (all inside one ``lax.scan`` over updates)::
+
+    key, rollout_key, shuffle_key = split(key, 3)
+    env_state, traj = collect_autoreset(env, policy, params, env_state, rollout_key, T)
+    V = critic(obs), V' = critic(true next obs)
+    A, targets = gae(r, V, V', terminated, truncated, gamma, lambda)     # two signals kept apart
+    repeat `epochs`: shuffle the T*B cells into `minibatches`, and for each minibatch
+        loss = -mean(min(r A, clip(r, 1-eps, 1+eps) A))     # A normalised per minibatch
+               + vf_coef * 0.5 * mean(max((V - target)^2, (V_clipped - target)^2))
+               - ent_coef * mean(entropy)
+        params <- adam(clip_by_global_norm(grad)), learning rate linearly annealed
+    observation statistics <- merged with this batch (when normalising)
+
+The behaviour log-probs, actions, advantages and targets of a batch stay frozen through its
+epochs. After the last update the policy's mode is evaluated on ``eval_episodes`` absorbing
+episodes (greedy evaluation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rollax.collect import _check_count, _collect, _collect_autoreset, reset_batch
+from rollax.envs.base import Box, Discrete
+from rollax.envs.registry import make
+from rollax.policies import (
+    ActorCriticParams,
+    GreedyPolicy,
+    MLPActorCritic,
+    NormalizedPolicy,
+    ObsNormState,
+    obs_norm_init,
+    obs_norm_update,
+    obs_normalize,
+)
+from rollax.returns import gae
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """PPO settings; defaults follow CleanRL's ppo.py / PureJaxRL for CartPole-v1."""
+
+    env: str = "CartPole-v1"
+    """Registered environment with a Box observation space."""
+    seed: int = 0
+    """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
+    total_steps: int = 500_000
+    """Environment steps in all: updates = total_steps // (num_envs * num_steps)."""
+    num_envs: int = 4
+    """Parallel environments B (auto-reset)."""
+    num_steps: int = 128
+    """Steps T collected per environment per update."""
+    epochs: int = 4
+    """Passes over each batch."""
+    minibatches: int = 4
+    """Minibatches per epoch; must divide num_envs * num_steps."""
+    lr: float = 2.5e-4
+    """Adam learning rate (start value when annealed)."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over training."""
+    gamma: float = 0.99
+    """Discount factor, in (0, 1]."""
+    gae_lambda: float = 0.95
+    """GAE lambda, in [0, 1]."""
+    clip_eps: float = 0.2
+    """Clip range of the ratio, in (0, 1)."""
+    clip_value: bool = True
+    """Clip the value update to +-clip_eps around the collected value."""
+    vf_coef: float = 0.5
+    """Weight of the value loss."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    normalize_advantages: bool = True
+    """Normalise advantages within each minibatch."""
+    normalize_observations: bool = False
+    """Normalise observations with running statistics (merged after each update)."""
+    reward_scale: float = 1.0
+    """Multiply rewards by this before computing advantages."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the actor and of the critic."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Hidden activation."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation (continuous actions)."""
+    eval_episodes: int = 32
+    """Greedy evaluation episodes after training."""
+
+
+PRESETS: dict[str, dict] = {
+    "CartPole-v1": {},
+    "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
+    "MountainCar-v0": dict(total_steps=1_000_000, num_envs=16, normalize_observations=True),
+    "Pendulum-v1": dict(
+        total_steps=2_000_000, num_envs=16, num_steps=256, epochs=10, minibatches=16, lr=1e-3,
+        gamma=0.95, gae_lambda=0.95, ent_coef=0.0, normalize_observations=True,
+        reward_scale=0.1, max_grad_norm=0.5,
+    ),
+}
+"""Tuned settings per task (overrides of the PPOConfig defaults)."""
+
+
+def preset(env: str, **overrides) -> PPOConfig:
+    """The tuned config for ``env`` with ``overrides`` applied."""
+    return PPOConfig(env=env, **{**PRESETS.get(env, {}), **overrides})
+
+
+class PPOMetrics(NamedTuple):
+    """Per-update diagnostics (each ``(updates,)``); names follow SB3/CleanRL."""
+
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    """k3 estimator mean((r - 1) - log r), averaged over epochs and minibatches."""
+    old_approx_kl: jax.Array
+    """mean(-log r), the naive estimator."""
+    clip_fraction: jax.Array
+    ratio_min: jax.Array
+    ratio_max: jax.Array
+    explained_variance: jax.Array
+    learning_rate: jax.Array
+    episode_return: jax.Array
+    """Mean return of episodes that ended during this update's rollout (NaN if none)."""
+    episode_length: jax.Array
+    episodes: jax.Array
+    """Number of episodes that ended during the rollout."""
+    env_steps: jax.Array
+    """Environment steps taken so far."""
+
+
+class PPOState(NamedTuple):
+    """Everything a run carries from one update to the next."""
+
+    params: ActorCriticParams
+    opt_state: optax.OptState
+    obs_stats: ObsNormState
+    env_state: object
+    episode_return: jax.Array
+    """(B,) return so far of each environment's current episode."""
+    episode_length: jax.Array
+    key: jax.Array
+    update: jax.Array
+
+
+class PPOResult(NamedTuple):
+    params: ActorCriticParams
+    obs_stats: ObsNormState
+    metrics: PPOMetrics
+    eval_return: jax.Array
+    """Mean greedy-evaluation return over ``eval_episodes``."""
+    state: PPOState
+
+
+def _is_int(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, np.integer))
+
+
+def _check_real(name, value, low, high, low_open=False, high_open=False):
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    ok = ok and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        lo, hi = "(" if low_open else "[", ")" if high_open else "]"
+        raise ValueError(f"{name} must be a number in {lo}{low}, {high}{hi}, got {value!r}")
+
+
+def num_updates(config: PPOConfig) -> int:
+    return config.total_steps // (config.num_envs * config.num_steps)
+
+
+def validate(config: PPOConfig):
+    """Check every setting (``ValueError`` naming it and its range); returns the env."""
+    if not _is_int(config.seed) or not 0 <= config.seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {config.seed!r}")
+    for name in ("total_steps", "num_envs", "num_steps", "epochs", "minibatches",
+                 "eval_episodes"):
+        _check_count(name, getattr(config, name))
+    batch = config.num_envs * config.num_steps
+    if config.total_steps < batch:
+        raise ValueError(
+            f"total_steps must be at least num_envs * num_steps = {batch}, "
+            f"got {config.total_steps}"
+        )
+    if batch % config.minibatches:
+        raise ValueError(
+            f"minibatches must divide num_envs * num_steps = {batch}, got {config.minibatches}"
+        )
+    _check_real("lr", config.lr, 0, math.inf, low_open=True, high_open=True)
+    _check_real("gamma", config.gamma, 0, 1, low_open=True)
+    _check_real("gae_lambda", config.gae_lambda, 0, 1)
+    _check_real("clip_eps", config.clip_eps, 0, 1, low_open=True, high_open=True)
+    _check_real("vf_coef", config.vf_coef, 0, math.inf, high_open=True)
+    _check_real("ent_coef", config.ent_coef, 0, math.inf, high_open=True)
+    _check_real("max_grad_norm", config.max_grad_norm, 0, math.inf, low_open=True,
+                high_open=True)
+    _check_real("reward_scale", config.reward_scale, 0, math.inf, low_open=True,
+                high_open=True)
+    _check_real("init_log_std", config.init_log_std, -10, 10)
+    if not config.hidden or not all(_is_int(h) and h >= 1 for h in config.hidden):
+        raise ValueError(f"hidden must be positive layer sizes, got {config.hidden!r}")
+    if config.activation not in ("tanh", "relu"):
+        raise ValueError(f"activation must be one of tanh, relu, got {config.activation!r}")
+    env = make(config.env)
+    if not isinstance(env.observation_space, Box) or len(env.observation_space.shape) != 1:
+        raise ValueError(
+            f"env {config.env!r} has no vector (Box) observations: PPO needs one "
+            f"(tabular tasks train with `rollax train --env ... --algo ppo` on the corridor path)"
+        )
+    return env
+
+
+def make_network(env, config: PPOConfig) -> MLPActorCritic:
+    space = env.action_space
+    kwargs = dict(num_actions=space.n) if isinstance(space, Discrete) else dict(
+        action_size=int(np.prod(space.shape)))
+    return MLPActorCritic(
+        observation_size=int(env.observation_space.shape[0]), hidden=tuple(config.hidden),
+        activation=config.activation, init_log_std=config.init_log_std, **kwargs,
+    )
+
+
+def _explained_variance(values, targets):
+    var = jnp.var(targets)
+    return jnp.where(var > 0, 1.0 - jnp.var(targets - values) / var, jnp.nan)
+
+
+class _Batch(NamedTuple):
+    observation: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    advantage: jax.Array
+    target: jax.Array
+    value: jax.Array
+
+
+def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
+    """Validate ``config`` (before compiling) and return the compiled ``train(key)``.
+
+    ``train`` is a pure function of its key: ``jax.vmap(train)(keys)`` trains many seeds in
+    one program.
+    """
+    env = validate(config)
+    net = make_network(env, config)
+    policy = NormalizedPolicy(net) if config.normalize_observations else net
+    updates = num_updates(config)
+    B, T = config.num_envs, config.num_steps
+    batch = B * T
+    mb = batch // config.minibatches
+    steps_per_update = config.epochs * config.minibatches
+    if config.anneal_lr:
+        schedule = optax.linear_schedule(config.lr, 0.0, updates * steps_per_update)
+    else:
+        schedule = optax.constant_schedule(config.lr)
+    tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                     optax.adam(schedule, eps=1e-5))
+    eps = config.clip_eps
+
+    def policy_params(params, stats):
+        return (params, stats) if config.normalize_observations else params
+
+    def norm(stats, obs):
+        return obs_normalize(stats, obs) if config.normalize_observations else obs
+
+    def loss_fn(params, data: _Batch):
+        dist = jax.vmap(net.distribution, (None, 0))(params, data.observation)
+        log_prob = dist.log_prob(data.action)
+        log_ratio = log_prob - data.log_prob
+        ratio = jnp.exp(log_ratio)
+        adv = data.advantage
+        if config.normalize_advantages:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        policy_loss = -jnp.mean(jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - eps, 1 + eps) * adv))
+        value = jax.vmap(net.value, (None, 0))(params, data.observation)
+        value_loss = (value - data.target) ** 2
+        if config.clip_value:
+            clipped = data.value + jnp.clip(value - data.value, -eps, eps)
+            value_loss = jnp.maximum(value_loss, (clipped - data.target) ** 2)
+        value_loss = 0.5 * jnp.mean(value_loss)
+        entropy = jnp.mean(dist.entropy())
+        total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        aux = dict(
+            policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
+            approx_kl=jnp.mean((ratio - 1) - log_ratio), old_approx_kl=jnp.mean(-log_ratio),
+            clip_fraction=jnp.mean((jnp.abs(ratio - 1) > eps).astype(jnp.float32)),
+            ratio_min=jnp.min(ratio), ratio_max=jnp.max(ratio),
+        )
+        return total, aux
+
+    def sgd_step(carry, data):
+        params, opt_state = carry
+        grads, aux = jax.grad(loss_fn, has_aux=True)(params, data)
+        updates_, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates_), opt_state), aux
+
+    def epoch(carry, key):
+        params, opt_state, data = carry
+        perm = jax.random.permutation(key, batch)
+        shuffled = jax.tree_util.tree_map(
+            lambda x: x[perm].reshape((config.minibatches, mb) + x.shape[1:]), data)
+        (params, opt_state), aux = jax.lax.scan(sgd_step, (params, opt_state), shuffled)
+        return (params, opt_state, data), aux
+
+    def episode_stats(state: PPOState, traj):
+        def step(carry, x):
+            ret, length = carry
+            reward, done = x
+            ret, length = ret + reward, length + 1
+            out = (jnp.where(done, ret, 0.0), jnp.where(done, length, 0), done)
+            return (jnp.where(done, 0.0, ret), jnp.where(done, 0, length)), out
+
+        done = traj.terminated | traj.truncated
+        (ret, length), (ended_ret, ended_len, ended) = jax.lax.scan(
+            step, (state.episode_return, state.episode_length), (traj.reward, done))
+        count = jnp.sum(ended)
+        safe = jnp.maximum(count, 1)
+        mean_ret = jnp.where(count > 0, jnp.sum(ended_ret) / safe, jnp.nan)
+        mean_len = jnp.where(count > 0, jnp.sum(ended_len) / safe, jnp.nan)
+        return ret, length, mean_ret, mean_len, count
+
+    def update(state: PPOState, _):
+        key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
+        env_state, traj = _collect_autoreset(
+            env, policy, policy_params(state.params, state.obs_stats), state.env_state,
+            rollout_key, T)
+        obs = norm(state.obs_stats, traj.observation)
+        next_obs = norm(state.obs_stats, traj.next_observation)
+        critic = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))
+        values, next_values = critic(state.params, obs), critic(state.params, next_obs)
+        advantages, targets = gae(traj.reward * config.reward_scale, values, next_values,
+                                  traj.terminated, traj.truncated, config.gamma,
+                                  config.gae_lambda)
+        flat = jax.tree_util.tree_map(
+            lambda x: x.reshape((batch,) + x.shape[2:]),
+            _Batch(obs, traj.action, traj.log_prob, advantages, targets, values))
+        (params, opt_state, _), aux = jax.lax.scan(
+            epoch, (state.params, state.opt_state, flat), jax.random.split(shuffle_key,
+                                                                           config.epochs))
+        stats = state.obs_stats
+        if config.normalize_observations:
+            stats = obs_norm_update(stats, traj.observation)
+        ep_ret, ep_len, mean_ret, mean_len, count = episode_stats(state, traj)
+        metrics = PPOMetrics(
+            policy_loss=aux["policy_loss"].mean(), value_loss=aux["value_loss"].mean(),
+            entropy=aux["entropy"].mean(), approx_kl=aux["approx_kl"].mean(),
+            old_approx_kl=aux["old_approx_kl"].mean(),
+            clip_fraction=aux["clip_fraction"].mean(),
+            ratio_min=aux["ratio_min"].min(), ratio_max=aux["ratio_max"].max(),
+            explained_variance=_explained_variance(values, targets),
+            learning_rate=jnp.asarray(schedule(state.update * steps_per_update), jnp.float32),
+            episode_return=mean_ret, episode_length=mean_len, episodes=count,
+            env_steps=(state.update + 1) * batch,
+        )
+        new_state = PPOState(params, opt_state, stats, env_state, ep_ret, ep_len, key,
+                             state.update + 1)
+        return new_state, metrics
+
+    def train(key: jax.Array) -> PPOResult:
+        key, init_key, env_key = jax.random.split(key, 3)
+        params = net.init(init_key)
+        state = PPOState(
+            params=params, opt_state=tx.init(params),
+            obs_stats=obs_norm_init(net.observation_size),
+            env_state=reset_batch(env, env_key, B),
+            episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
+            key=key, update=jnp.zeros((), jnp.int32),
+        )
+        state, metrics = jax.lax.scan(update, state, None, updates)
+        eval_key, final_key = jax.random.split(state.key)
+        state = state._replace(key=final_key)
+        eval_return = evaluate(env, policy, policy_params(state.params, state.obs_stats),
+                               eval_key, config.eval_episodes)
+        return PPOResult(state.params, state.obs_stats, metrics, eval_return, state)
+
+    return jax.jit(train)
+
+
+def evaluate(env, policy, params, key, episodes: int, greedy: bool = True) -> jax.Array:
+    """Mean return of ``episodes`` absorbing episodes (one each, ``env.horizon`` steps), acting
+    with the policy's mode (``greedy``) or by sampling."""
+    actor = GreedyPolicy(policy) if greedy else policy
+    _, traj = _collect(env, actor, params, key, episodes, env.horizon)
+    return jnp.mean(jnp.sum(traj.reward, axis=0))
