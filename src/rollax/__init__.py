@@ -1,7 +1,16 @@
 """rollax: batched on-policy reinforcement learning in JAX with checked contracts."""
 
-from rollax.algos import TrainConfig, TrainMetrics, TrainResult, make_train, train
-from rollax.collect import Trajectory, collect, collection_keys, rollout
+from rollax.algos import TrainConfig, TrainMetrics, TrainResult, make_train, ppo, tabular, train
+from rollax.collect import (
+    AutoResetTrajectory,
+    Trajectory,
+    collect,
+    collect_autoreset,
+    collection_keys,
+    reset_batch,
+    rollout,
+)
+from rollax.distributions import Categorical, DiagGaussian
 from rollax.envs import (
     Box,
     Corridor,
@@ -24,12 +33,22 @@ from rollax.exact import (
     uniform_policy,
 )
 from rollax.losses import ppo_clip_loss, ppo_clip_objective, reinforce_loss
-from rollax.policies import BernoulliPolicy, SoftmaxPolicy, default_policy
-from rollax.returns import reward_to_go
+from rollax.policies import BernoulliPolicy, MLPActorCritic, SoftmaxPolicy, default_policy
+from rollax.returns import discounted_returns, gae, reward_to_go
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AutoResetTrajectory",
+    "Categorical",
+    "DiagGaussian",
+    "MLPActorCritic",
+    "collect_autoreset",
+    "discounted_returns",
+    "gae",
+    "ppo",
+    "reset_batch",
+    "tabular",
     "BernoulliPolicy",
     "Box",
     "Corridor",

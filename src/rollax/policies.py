@@ -218,8 +218,11 @@ def obs_norm_update(state: ObsNormState, batch: jax.Array) -> ObsNormState:
 
 
 def obs_normalize(state: ObsNormState, observation: jax.Array, clip: float = 10.0) -> jax.Array:
-    """``clip((o - mean) / sqrt(var + 1e-8), -clip, clip)``."""
-    z = (observation - state.mean) / jnp.sqrt(state.var + 1e-8)
+    """``clip((o - mean) / sqrt(var + 1e-8), -clip, clip)``; ``observation`` may carry leading
+    batch axes ``(..., observation_size)``."""
+    mean = jnp.broadcast_to(state.mean, observation.shape)
+    scale = jnp.broadcast_to(jnp.sqrt(state.var + 1e-8), observation.shape)
+    z = (observation - mean) / scale
     return jnp.clip(z, -clip, clip)
 
 

@@ -1,0 +1,114 @@
+"""The auto-reset collector: same-step resets, fresh starts, true final observations, keys."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+from rollax.collect import _collect_autoreset, collect_autoreset, reset_batch
+
+POLICY = rollax.BernoulliPolicy(3)
+
+
+def reference_autoreset(theta, init_key, key, B, T, horizon):
+    """Plain loops: the corridor with same-step resets and the documented key ownership."""
+    env = rollax.make("corridor", horizon=horizon)
+    starts = [env.reset(k) for k in jax.random.split(init_key, B)]
+    pos = [int(s.position) for s in starts]
+    elapsed = [0] * B
+    reset_key, action_key = jax.random.split(key)
+    reset_steps, action_steps = jax.random.split(reset_key, T), jax.random.split(action_key, T)
+    rows = {f: np.zeros((T, B)) for f in ("observation", "action", "reward", "terminated",
+                                          "truncated", "next_observation")}
+    for t in range(T):
+        akeys = jax.random.split(action_steps[t], B)
+        rkeys = jax.random.split(reset_steps[t], B)
+        for b in range(B):
+            p = jax.nn.sigmoid(jnp.float32(theta[min(pos[b], 2)]))
+            a = int(jax.random.bernoulli(akeys[b], p))
+            rows["observation"][t, b], rows["action"][t, b] = pos[b], a
+            pos[b] = min(max(pos[b] + (1 if a else -1), 0), 3)
+            elapsed[b] += 1
+            term = pos[b] == 3
+            trunc = not term and elapsed[b] >= horizon
+            rows["reward"][t, b] = 1.0 if term else -0.01
+            rows["terminated"][t, b], rows["truncated"][t, b] = term, trunc
+            rows["next_observation"][t, b] = pos[b]
+            if term or trunc:
+                pos[b], elapsed[b] = int(jax.random.randint(rkeys[b], (), 0, 2)), 0
+    return rows
+
+
+def test_same_step_reset_and_keys_match_plain_loop():
+    theta = np.array([0.2, -0.3, 0.4])
+    init_key, key = jax.random.key(0), jax.random.key(1)
+    env = rollax.make("corridor", horizon=4)
+    state = reset_batch(env, init_key, 3)
+    _, traj = collect_autoreset(env, POLICY, jnp.asarray(theta, jnp.float32), state, key, 12)
+    ref = reference_autoreset(theta, init_key, key, 3, 12, 4)
+    for name, expected in ref.items():
+        np.testing.assert_allclose(np.asarray(getattr(traj, name), np.float64), expected,
+                                   atol=1e-7, err_msg=name)
+    assert np.asarray(traj.active).all()
+    done = np.asarray(traj.terminated | traj.truncated)
+    assert done.sum() >= 6  # several episodes ended inside the rollout
+
+
+@pytest.fixture(scope="module")
+def cartpole_rollout():
+    env = rollax.make("CartPole-v1", horizon=30)
+    net = rollax.algos.ppo.make_network(env, rollax.algos.ppo.PPOConfig())
+    params = net.init(jax.random.key(0))
+    state = reset_batch(env, jax.random.key(1), 16)
+    final, traj = collect_autoreset(env, net, params, state, jax.random.key(2), 80)
+    return env, traj, final
+
+
+def test_final_observation_kept_and_fresh_resets(cartpole_rollout):
+    env, traj, _ = cartpole_rollout
+    obs, nxt = np.asarray(traj.observation), np.asarray(traj.next_observation)
+    term, trunc = np.asarray(traj.terminated), np.asarray(traj.truncated)
+    done = term | trunc
+    assert term.any() and trunc.any()
+    # within an episode the next observation is the following row's observation
+    np.testing.assert_array_equal(nxt[:-1][~done[:-1]], obs[1:][~done[:-1]])
+    # a terminated episode's final observation is outside the pole/cart limits
+    final = nxt[term]
+    assert ((np.abs(final[:, 0]) > 2.4) | (np.abs(final[:, 2]) > 12 * 2 * np.pi / 360)).all()
+    # after an ending the next row starts a fresh episode drawn with its own reset key
+    reset_key, _ = jax.random.split(jax.random.key(2))
+    reset_steps = jax.random.split(reset_key, 80)
+    starts = []
+    for t, b in zip(*np.nonzero(done[:-1])):
+        fresh = env.reset(jax.random.split(reset_steps[t], 16)[b])
+        np.testing.assert_allclose(obs[t + 1, b], np.asarray(env.observation(fresh)), rtol=1e-6)
+        assert (np.abs(obs[t + 1, b]) <= 0.05).all()
+        starts.append(tuple(obs[t + 1, b]))
+    assert len(set(starts)) == len(starts)  # never a cached start state
+
+
+def test_truncation_after_horizon_steps(cartpole_rollout):
+    _, traj, final = cartpole_rollout
+    done = np.asarray(traj.terminated | traj.truncated)
+    trunc = np.asarray(traj.truncated)
+    for b in range(done.shape[1]):
+        ends = np.nonzero(done[:, b])[0]
+        starts = np.concatenate([[-1], ends[:-1]])
+        for start, end in zip(starts, ends):
+            if trunc[end, b] and start >= 0:  # episodes that began inside the rollout
+                assert end - start == 30
+    assert (np.asarray(final.elapsed) < 30).all() and not np.asarray(final.done).any()
+
+
+def test_replay_and_compile_once():
+    env = rollax.make("corridor", horizon=4)
+    state = reset_batch(env, jax.random.key(0), 5)
+    a = collect_autoreset(env, POLICY, jnp.zeros(3), state, jax.random.key(3), 7)[1]
+    size = _collect_autoreset._cache_size()
+    b = collect_autoreset(env, POLICY, jnp.ones(3), state, jax.random.key(3), 7)[1]
+    c = collect_autoreset(env, POLICY, jnp.zeros(3), state, jax.random.key(3), 7)[1]
+    assert _collect_autoreset._cache_size() == size
+    for x, y in zip(a, c):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert (np.asarray(a.action) != np.asarray(b.action)).any()
