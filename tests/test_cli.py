@@ -33,12 +33,45 @@ def test_train_json_and_run_folder(capsys, tmp_path):
     assert [r["update"] for r in rows] == [1, 2, 3]
     assert [r["exact_return"] for r in rows] == pytest.approx(obj["exact_return"][1:])
     summary = json.loads((out_dir / "summary.json").read_text())
-    assert summary["params"] == obj["params"]
+    assert summary["params"] == [obj["params"]] and summary["seeds"] == [0]
     assert (out_dir / "exact_return.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the same seed replays: the same numbers
     code, out2, _ = run(capsys, "train", "--json", "--updates", "3", "--batch-size", "32",
                         "--out", str(tmp_path / "again"))
     assert json.loads(out2)["params"] == obj["params"]
+
+
+def test_train_several_seeds_tabular(capsys, tmp_path):
+    code, out, err = run(capsys, "train", "--json", "--updates", "2", "--batch-size", "16",
+                         "--seeds", "3", "--seed", "4", "--out", str(tmp_path / "s"))
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["seeds"] == [4, 5, 6] and len(obj["exact_return"]) == 3
+    # seed k of a multi-seed run is the single run with root key key(seed + k)
+    code, single, _ = run(capsys, "train", "--json", "--updates", "2", "--batch-size", "16",
+                          "--seed", "5", "--out", str(tmp_path / "one"))
+    assert json.loads(single)["params"] == pytest.approx(obj["params"][1], rel=1e-6)
+    rows = (tmp_path / "s" / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 6 and {json.loads(r)["seed"] for r in rows} == {4, 5, 6}
+
+
+def test_train_neural_ppo_json(capsys, tmp_path):
+    code, out, err = run(capsys, "train", "--env", "CartPole-v1", "--json", "--total-steps",
+                         "1024", "--num-envs", "4", "--num-steps", "64", "--seeds", "2",
+                         "--out", str(tmp_path / "n"))
+    assert code == 0, err
+    obj = json.loads(out)
+    assert len(obj["eval_return"]) == 2 and obj["env_steps"] == 1024
+    assert obj["eval_return_mean"] == pytest.approx(np.mean(obj["eval_return"]))
+    assert all(8 <= r <= 500 for r in obj["eval_return"])
+    files = sorted(p.name for p in (tmp_path / "n").iterdir())
+    assert files == ["config.json", "episode_return.png", "metrics.jsonl", "params.eqx",
+                     "summary.json"]
+    rows = [json.loads(r) for r in (tmp_path / "n" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 4 and {"approx_kl", "clip_fraction", "explained_variance",
+                                   "entropy", "learning_rate"} <= set(rows[0])
+    summary = json.loads((tmp_path / "n" / "summary.json").read_text())
+    assert summary["eval_return"] == obj["eval_return"] and summary["env_steps_per_second"] > 0
 
 
 def test_train_table_output(capsys, tmp_path):
@@ -87,6 +120,13 @@ BAD = [
     (["train", "--batch-size", "0"], "batch_size must be a positive integer"),
     (["train", "--horizon", "0"], "horizon must be a positive integer"),
     (["train", "--bogus", "1"], "Unrecognized options: --bogus"),
+    (["train", "--seeds", "0"], "seeds must be a positive integer"),
+    (["train", "--env", "CartPole-v1", "--updates", "3"], "--updates apply to tabular tasks"),
+    (["train", "--total-steps", "100"], "--total-steps apply to neural tasks"),
+    (["train", "--env", "Pendulum-v1", "--algo", "reinforce"], "only available for tabular"),
+    (["train", "--env", "CartPole-v1", "--minibatches", "3"], "minibatches must divide"),
+    (["train", "--env", "CartPole-v1", "--total-steps", "10"], "total_steps must be at least"),
+    (["train", "--env", "CartPol-v1"], "did you mean CartPole-v1"),
     (["rollout", "--batch-size", "0"], "batch_size must be a positive integer"),
     (["rollout", "--horizon", "-2"], "horizon must be a positive integer"),
     (["exact", "--env", "CliffWalking-v1"], "registers no episode limit"),

@@ -51,6 +51,8 @@ class PPOConfig:
 
     env: str = "CartPole-v1"
     """Registered environment with a Box observation space."""
+    horizon: int | None = None
+    """Episode time limit (default: the task's own, e.g. 500 for CartPole-v1)."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
     total_steps: int = 500_000
@@ -212,11 +214,11 @@ def validate(config: PPOConfig):
         raise ValueError(f"hidden must be positive layer sizes, got {config.hidden!r}")
     if config.activation not in ("tanh", "relu"):
         raise ValueError(f"activation must be one of tanh, relu, got {config.activation!r}")
-    env = make(config.env)
+    env = make(config.env) if config.horizon is None else make(config.env, horizon=config.horizon)
     if not isinstance(env.observation_space, Box) or len(env.observation_space.shape) != 1:
         raise ValueError(
             f"env {config.env!r} has no vector (Box) observations: PPO needs one "
-            f"(tabular tasks train with `rollax train --env ... --algo ppo` on the corridor path)"
+            f"(finite tasks train with the tabular trainer, rollax.algos.tabular)"
         )
     return env
 

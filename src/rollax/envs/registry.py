@@ -10,11 +10,16 @@ from rollax.envs.base import Environment
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
 
+GYMNAX_PREFIX = "gymnax:"
+"""``make("gymnax:<id>", horizon=None, **options)`` wraps gymnax's ``<id>`` (lazy import)."""
+
 
 def register(name: str, constructor: Callable[..., Environment]) -> None:
     """Register ``constructor(**kwargs) -> Environment`` under ``name``."""
     if name in _REGISTRY:
         raise ValueError(f"environment {name!r} is already registered")
+    if isinstance(name, str) and name.startswith(GYMNAX_PREFIX):
+        raise ValueError(f"names starting with {GYMNAX_PREFIX!r} are reserved for gymnax")
     _REGISTRY[name] = constructor
 
 
@@ -24,12 +29,18 @@ def registered() -> tuple[str, ...]:
 
 
 def make(name: str, **kwargs) -> Environment:
-    """Build a registered environment, e.g. ``make("corridor", horizon=8)``."""
+    """Build a registered environment, e.g. ``make("corridor", horizon=8)``, or a gymnax one,
+    e.g. ``make("gymnax:Catch-bsuite")`` (needs ``pip install rollax[gymnax]``)."""
+    if isinstance(name, str) and name.startswith(GYMNAX_PREFIX):
+        from rollax.envs.gymnax_adapter import make_gymnax
+
+        return make_gymnax(name[len(GYMNAX_PREFIX):], **kwargs)
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, _REGISTRY, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ValueError(
-            f"unknown environment {name!r}{hint} (registered: {', '.join(registered())})"
+            f"unknown environment {name!r}{hint} (registered: {', '.join(registered())}; "
+            f"gymnax environments: {GYMNAX_PREFIX}<id>)"
         )
     return _REGISTRY[name](**kwargs)
 

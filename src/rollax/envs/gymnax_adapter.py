@@ -1,0 +1,258 @@
+"""gymnax environments behind rollax's functional interface: ``make("gymnax:<id>")``.
+
+``GymnaxEnv`` wraps one gymnax environment (with its default ``EnvParams``) as a rollax
+:class:`~rollax.envs.base.Environment`. gymnax is imported lazily, only when such an
+environment is built; install it with ``pip install rollax[gymnax]``.
+
+What gymnax does, and what the adapter uses (gymnax 1.x):
+
+- ``reset_env(key, params) -> (obs, state)`` and ``step_env(key, state, action, params) ->
+  (obs, state, reward, terminated, info)`` are the raw dynamics: no auto-reset and no time
+  limit. ``terminated`` is ``is_terminal(next_state, params)`` (``== is_terminated``), the
+  task's own end only.
+- ``step(key, state, action, params)`` wraps ``step_env``: it splits the key, adds
+  ``truncated = state.time >= params.max_steps_in_episode`` (``is_truncated``), auto-resets when
+  either fires and returns ``(obs, state, reward, terminated, truncated, info)`` with the final
+  observation in ``info["final_observation"]``. The adapter does **not** use it: rollax states
+  absorb instead of resetting, and rollax owns the time limit.
+
+Truncation is therefore separated exactly: ``terminated`` is ``step_env``'s flag, unchanged;
+``truncated`` is the adapter's own ``elapsed >= horizon`` on a live step that did not terminate
+(an episode that terminates on its last allowed step is terminated, not truncated). The horizon
+defaults to the environment's ``max_steps_in_episode``, so with the default the events coincide
+with gymnax's own ``step`` (minus its ``terminated & truncated`` overlap). ``params`` are passed
+unchanged: a few gymnax environments read ``max_steps_in_episode`` in their observations (e.g.
+``DiscountingChain-bsuite`` shows ``time / max_steps_in_episode``), so replacing it by an
+"infinite" value would change what the agent sees, and in gymnax 1.x no ``step_env`` consults it
+for termination (the tests check this for every environment they cover).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rollax.envs.base import Box, Discrete, Environment, check_horizon
+
+PREFIX = "gymnax:"
+"""``rollax.make`` hands names starting with this to :func:`make_gymnax`."""
+
+_INSTALL_HINT = "pip install rollax[gymnax]"
+
+
+class GymnaxState(NamedTuple):
+    """One wrapped environment's state."""
+
+    inner: Any
+    """gymnax's own state (a pytree)."""
+    obs: jax.Array
+    """The last observation as gymnax returned it (original shape): the reset observation, or
+    the observation after the last live step (the final one once done)."""
+    elapsed: jax.Array
+    """int32 ``()``: live steps taken so far."""
+    done: jax.Array
+    """bool ``()``: the episode has terminated or been truncated."""
+
+
+def _import_gymnax():
+    try:
+        import gymnax
+    except ImportError as error:  # not installed, or installed without a dependency
+        raise ValueError(
+            f"gymnax environments need the optional dependency: `{_INSTALL_HINT}` "
+            f"(importing gymnax failed: {error})"
+        ) from error
+    return gymnax
+
+
+def _strong(x) -> jax.Array:
+    """``x`` as an array of its canonical dtype without weak typing (stable scan carries)."""
+    x = jnp.asarray(x)
+    return jnp.asarray(x, dtype=x.dtype)
+
+
+def _bounds(value, shape) -> np.ndarray:
+    return np.broadcast_to(np.asarray(value, np.float32), shape).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class GymnaxEnv(Environment):
+    """A gymnax environment with rollax's contracts (built by ``make("gymnax:<id>")``).
+
+    - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` to gymnax's
+      ``step_env`` (gymnax transitions take a key even where they ignore it); ``reset(key)``
+      passes ``key`` to ``reset_env``.
+    - ``terminated`` is gymnax's own termination; ``truncated`` fires on the live step where
+      ``elapsed`` reaches ``horizon`` without terminating (module docstring).
+    - Absorbing: stepping a done state returns it unchanged with reward 0 and no events; the
+      final observation stays in ``state.obs``. gymnax's auto-reset is never used.
+    - Observations: a ``Box`` observation is returned as float32 and **flattened to a vector**
+      (C order) when gymnax's is not already one, e.g. ``Catch-bsuite``'s ``(10, 5)`` board
+      becomes ``(50,)`` and MinAtar's ``(10, 10, C)`` planes ``(100 C,)``: rollax's neural
+      policies and PPO take rank-1 ``Box`` observations. ``state.obs`` keeps the original shape
+      (``raw_observation_shape``) for anyone who wants to reshape it back, e.g. for a CNN. A
+      ``Discrete`` observation (``FrozenLake-misc``) stays an int32 scalar, as for rollax's
+      tabular tasks. The space's bounds are gymnax's, broadcast and flattened (its declared
+      dtype is replaced by float32, the dtype actually returned).
+    - Equality and hash depend only on ``(name, horizon, env_kwargs)``, so two adapters of the
+      same environment are interchangeable static arguments and compiled functions are reused.
+      ``env_kwargs`` (keyword arguments of gymnax's environment constructor, e.g. ``rows`` for
+      ``Catch-bsuite``) must be hashable. gymnax's default ``EnvParams`` are always used.
+    """
+
+    stochastic = True
+
+    name: str
+    """gymnax environment id, e.g. ``"Catch-bsuite"`` (without the ``gymnax:`` prefix)."""
+    horizon: int | None = None
+    """Live steps after which an episode is truncated; ``None`` (resolved at construction):
+    the environment's ``max_steps_in_episode``."""
+    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    """Sorted ``(name, value)`` pairs passed to gymnax's environment constructor."""
+
+    gymnax_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    """The wrapped gymnax environment object."""
+    gymnax_params: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    """Its default ``EnvParams`` (used unchanged)."""
+    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        gymnax = _import_gymnax()
+        if not isinstance(self.name, str) or self.name not in gymnax.registered_envs:
+            valid = list(gymnax.registered_envs)
+            close = difflib.get_close_matches(str(self.name), valid, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
+            raise ValueError(
+                f"unknown gymnax environment {self.name!r}{hint} "
+                f"(gymnax {_version(gymnax)} has: {', '.join(valid)})"
+            )
+        env_kwargs = tuple(sorted(dict(self.env_kwargs).items()))
+        try:
+            hash(env_kwargs)
+        except TypeError as error:
+            raise ValueError(
+                f"gymnax environment options must be hashable, got {dict(env_kwargs)!r}"
+            ) from error
+        try:
+            env, params = gymnax.make(self.name, **dict(env_kwargs))
+        except TypeError as error:
+            raise ValueError(
+                f"gymnax environment {self.name!r} does not accept {dict(env_kwargs)!r}: {error}"
+            ) from error
+        horizon = self.horizon
+        if horizon is None:
+            horizon = _default_horizon(params.max_steps_in_episode)
+        check_horizon(horizon)
+        object.__setattr__(self, "env_kwargs", env_kwargs)
+        object.__setattr__(self, "horizon", int(horizon))
+        object.__setattr__(self, "gymnax_env", env)
+        object.__setattr__(self, "gymnax_params", params)
+        object.__setattr__(self, "_spaces", _convert_spaces(gymnax, env, params, self.name))
+
+    # -- the functional interface ---------------------------------------------------------------
+
+    def reset(self, key: jax.Array) -> GymnaxState:
+        obs, inner = self.gymnax_env.reset_env(key, self.gymnax_params)
+        return GymnaxState(
+            jax.tree.map(_strong, inner), _strong(obs), jnp.zeros((), jnp.int32),
+            jnp.zeros((), bool),
+        )
+
+    def step(self, state: GymnaxState, action: jax.Array, key: jax.Array | None = None):
+        if key is None:
+            raise ValueError(
+                f"gymnax:{self.name} is stochastic: step(state, action, key) needs a key"
+            )
+        live = ~state.done
+        obs, inner, reward, terminated, _ = self.gymnax_env.step_env(
+            key, state.inner, action, self.gymnax_params
+        )
+        elapsed = state.elapsed + 1
+        terminated = live & jnp.reshape(jnp.asarray(terminated, bool), ())
+        truncated = live & ~terminated & (elapsed >= self.horizon)
+        reward = jnp.where(live, jnp.reshape(jnp.asarray(reward, jnp.float32), ()), 0.0)
+        moved = GymnaxState(inner, obs, elapsed, state.done)
+        # old dtypes kept: gymnax may return weakly typed or differently typed leaves
+        next_state = jax.tree.map(
+            lambda new, old: jnp.where(live, new, old).astype(old.dtype), moved, state
+        )
+        next_state = next_state._replace(done=state.done | terminated | truncated)
+        return next_state, reward, terminated, truncated
+
+    def observation(self, state: GymnaxState) -> jax.Array:
+        if isinstance(self.observation_space, Discrete):
+            return state.obs.astype(jnp.int32)
+        return jnp.reshape(state.obs, (-1,)).astype(jnp.float32)
+
+    @property
+    def observation_space(self) -> Discrete | Box:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> Discrete | Box:
+        return self._spaces[1]
+
+    @property
+    def raw_observation_shape(self) -> tuple[int, ...]:
+        """gymnax's observation shape (``state.obs``), before flattening."""
+        return self._spaces[2]
+
+
+def _version(gymnax) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gymnax")
+    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
+        return getattr(gymnax, "__version__", "?")
+
+
+def _default_horizon(max_steps) -> int:
+    value = float(np.asarray(max_steps))
+    if not math.isfinite(value) or value < 1 or value != int(value):
+        raise ValueError(
+            f"gymnax max_steps_in_episode {max_steps!r} is not a usable horizon; pass horizon="
+        )
+    return int(value)
+
+
+def _convert_spaces(gymnax, env, params, name):
+    spaces = gymnax.environments.spaces
+    obs_space, act_space = env.observation_space(params), env.action_space(params)
+    if isinstance(obs_space, spaces.Discrete):
+        observation, raw_shape = Discrete(int(obs_space.n)), ()
+    elif isinstance(obs_space, spaces.Box):
+        raw_shape = tuple(int(d) for d in obs_space.shape)
+        size = int(np.prod(raw_shape))
+        observation = Box(
+            _bounds(obs_space.low, raw_shape).reshape(size),
+            _bounds(obs_space.high, raw_shape).reshape(size),
+            (size,),
+        )
+    else:
+        raise ValueError(
+            f"gymnax:{name} has a {type(obs_space).__name__} observation space; the adapter "
+            f"supports Box and Discrete"
+        )
+    if isinstance(act_space, spaces.Discrete):
+        action = Discrete(int(act_space.n))
+    elif isinstance(act_space, spaces.Box):
+        shape = tuple(int(d) for d in act_space.shape)
+        action = Box(_bounds(act_space.low, shape), _bounds(act_space.high, shape), shape)
+    else:
+        raise ValueError(
+            f"gymnax:{name} has a {type(act_space).__name__} action space; the adapter "
+            f"supports Box and Discrete"
+        )
+    return observation, action, raw_shape
+
+
+def make_gymnax(env_id: str, horizon: int | None = None, **env_kwargs) -> GymnaxEnv:
+    """``GymnaxEnv(env_id, horizon, env_kwargs)``; what ``make("gymnax:<env_id>")`` calls."""
+    return GymnaxEnv(env_id, horizon, tuple(sorted(env_kwargs.items())))
