@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rollax.algos.base import Algorithm
 from rollax.collect import _check_count, _collect, _collect_autoreset, reset_batch
 from rollax.envs.base import Box, Discrete
 from rollax.envs.registry import make
@@ -104,7 +105,7 @@ PRESETS: dict[str, dict] = {
     "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
     "MountainCar-v0": dict(total_steps=1_000_000, num_envs=16, normalize_observations=True),
     "Pendulum-v1": dict(
-        total_steps=2_000_000, num_envs=16, num_steps=256, epochs=10, minibatches=16, lr=1e-3,
+        total_steps=1_000_000, num_envs=16, num_steps=256, epochs=10, minibatches=16, lr=1e-3,
         gamma=0.95, gae_lambda=0.95, ent_coef=0.0, normalize_observations=True,
         reward_scale=0.1, max_grad_norm=0.5,
     ),
@@ -247,12 +248,21 @@ class _Batch(NamedTuple):
     value: jax.Array
 
 
-def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
-    """Validate ``config`` (before compiling) and return the compiled ``train(key)``.
+class PPOHyperparams(NamedTuple):
+    """Numeric PPO settings, traced (so a sweep can ``vmap`` over them)."""
 
-    ``train`` is a pure function of its key: ``jax.vmap(train)(keys)`` trains many seeds in
-    one program.
-    """
+    lr: float | jax.Array
+    gamma: float | jax.Array
+    gae_lambda: float | jax.Array
+    clip_eps: float | jax.Array
+    vf_coef: float | jax.Array
+    ent_coef: float | jax.Array
+    max_grad_norm: float | jax.Array
+    reward_scale: float | jax.Array
+
+
+def make_algorithm(config: PPOConfig) -> Algorithm:
+    """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate)."""
     env = validate(config)
     net = make_network(env, config)
     policy = NormalizedPolicy(net) if config.normalize_observations else net
@@ -261,13 +271,15 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
     batch = B * T
     mb = batch // config.minibatches
     steps_per_update = config.epochs * config.minibatches
-    if config.anneal_lr:
-        schedule = optax.linear_schedule(config.lr, 0.0, updates * steps_per_update)
-    else:
-        schedule = optax.constant_schedule(config.lr)
-    tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                     optax.adam(schedule, eps=1e-5))
-    eps = config.clip_eps
+
+    def schedule(hp: PPOHyperparams, count):
+        if config.anneal_lr:  # linear from lr to 0 over all gradient steps of the run
+            return optax.linear_schedule(hp.lr, 0.0, updates * steps_per_update)(count)
+        return optax.constant_schedule(hp.lr)(count)
+
+    def optimiser(hp: PPOHyperparams):
+        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm),
+                           optax.adam(lambda count: schedule(hp, count), eps=1e-5))
 
     def policy_params(params, stats):
         return (params, stats) if config.normalize_observations else params
@@ -275,7 +287,8 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
     def norm(stats, obs):
         return obs_normalize(stats, obs) if config.normalize_observations else obs
 
-    def loss_fn(params, data: _Batch):
+    def loss_fn(params, data: _Batch, hp: PPOHyperparams):
+        eps = hp.clip_eps
         dist = jax.vmap(net.distribution, (None, 0))(params, data.observation)
         log_prob = dist.log_prob(data.action)
         log_ratio = log_prob - data.log_prob
@@ -291,7 +304,7 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
             value_loss = jnp.maximum(value_loss, (clipped - data.target) ** 2)
         value_loss = 0.5 * jnp.mean(value_loss)
         entropy = jnp.mean(dist.entropy())
-        total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        total = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
         aux = dict(
             policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
             approx_kl=jnp.mean((ratio - 1) - log_ratio), old_approx_kl=jnp.mean(-log_ratio),
@@ -299,20 +312,6 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
             ratio_min=jnp.min(ratio), ratio_max=jnp.max(ratio),
         )
         return total, aux
-
-    def sgd_step(carry, data):
-        params, opt_state = carry
-        grads, aux = jax.grad(loss_fn, has_aux=True)(params, data)
-        updates_, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates_), opt_state), aux
-
-    def epoch(carry, key):
-        params, opt_state, data = carry
-        perm = jax.random.permutation(key, batch)
-        shuffled = jax.tree_util.tree_map(
-            lambda x: x[perm].reshape((config.minibatches, mb) + x.shape[1:]), data)
-        (params, opt_state), aux = jax.lax.scan(sgd_step, (params, opt_state), shuffled)
-        return (params, opt_state, data), aux
 
     def episode_stats(state: PPOState, traj):
         def step(carry, x):
@@ -331,7 +330,19 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
         mean_len = jnp.where(count > 0, jnp.sum(ended_len) / safe, jnp.nan)
         return ret, length, mean_ret, mean_len, count
 
-    def update(state: PPOState, _):
+    def init(key: jax.Array, hp: PPOHyperparams) -> PPOState:
+        key, init_key, env_key = jax.random.split(key, 3)
+        params = net.init(init_key)
+        return PPOState(
+            params=params, opt_state=optimiser(hp).init(params),
+            obs_stats=obs_norm_init(net.observation_size),
+            env_state=reset_batch(env, env_key, B),
+            episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
+            key=key, update=jnp.zeros((), jnp.int32),
+        )
+
+    def update(state: PPOState, hp: PPOHyperparams):
+        tx = optimiser(hp)
         key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
         env_state, traj = _collect_autoreset(
             env, policy, policy_params(state.params, state.obs_stats), state.env_state,
@@ -340,15 +351,27 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
         next_obs = norm(state.obs_stats, traj.next_observation)
         critic = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))
         values, next_values = critic(state.params, obs), critic(state.params, next_obs)
-        advantages, targets = gae(traj.reward * config.reward_scale, values, next_values,
-                                  traj.terminated, traj.truncated, config.gamma,
-                                  config.gae_lambda)
+        advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
+                                  traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
         flat = jax.tree_util.tree_map(
             lambda x: x.reshape((batch,) + x.shape[2:]),
             _Batch(obs, traj.action, traj.log_prob, advantages, targets, values))
-        (params, opt_state, _), aux = jax.lax.scan(
-            epoch, (state.params, state.opt_state, flat), jax.random.split(shuffle_key,
-                                                                           config.epochs))
+
+        def sgd_step(carry, data):
+            params, opt_state = carry
+            grads, aux = jax.grad(loss_fn, has_aux=True)(params, data, hp)
+            updates_, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates_), opt_state), aux
+
+        def epoch(carry, key):
+            params, opt_state = carry
+            perm = jax.random.permutation(key, batch)
+            shuffled = jax.tree_util.tree_map(
+                lambda x: x[perm].reshape((config.minibatches, mb) + x.shape[1:]), flat)
+            return jax.lax.scan(sgd_step, (params, opt_state), shuffled)
+
+        (params, opt_state), aux = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(shuffle_key, config.epochs))
         stats = state.obs_stats
         if config.normalize_observations:
             stats = obs_norm_update(stats, traj.observation)
@@ -360,7 +383,8 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
             clip_fraction=aux["clip_fraction"].mean(),
             ratio_min=aux["ratio_min"].min(), ratio_max=aux["ratio_max"].max(),
             explained_variance=_explained_variance(values, targets),
-            learning_rate=jnp.asarray(schedule(state.update * steps_per_update), jnp.float32),
+            learning_rate=jnp.asarray(schedule(hp, state.update * steps_per_update),
+                                      jnp.float32),
             episode_return=mean_ret, episode_length=mean_len, episodes=count,
             env_steps=(state.update + 1) * batch,
         )
@@ -368,21 +392,37 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], PPOResult]:
                              state.update + 1)
         return new_state, metrics
 
-    def train(key: jax.Array) -> PPOResult:
-        key, init_key, env_key = jax.random.split(key, 3)
-        params = net.init(init_key)
-        state = PPOState(
-            params=params, opt_state=tx.init(params),
-            obs_stats=obs_norm_init(net.observation_size),
-            env_state=reset_batch(env, env_key, B),
-            episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
-            key=key, update=jnp.zeros((), jnp.int32),
-        )
-        state, metrics = jax.lax.scan(update, state, None, updates)
-        eval_key, final_key = jax.random.split(state.key)
-        state = state._replace(key=final_key)
-        eval_return = evaluate(env, policy, policy_params(state.params, state.obs_stats),
-                               eval_key, config.eval_episodes)
+    def evaluate_state(state: PPOState, hp: PPOHyperparams) -> dict:
+        eval_key, _ = jax.random.split(state.key)
+        returns = evaluate(env, policy, policy_params(state.params, state.obs_stats), eval_key,
+                           config.eval_episodes)
+        return {"eval_return": returns}
+
+    hyperparams = PPOHyperparams(
+        lr=config.lr, gamma=config.gamma, gae_lambda=config.gae_lambda,
+        clip_eps=config.clip_eps, vf_coef=config.vf_coef, ent_coef=config.ent_coef,
+        max_grad_norm=config.max_grad_norm, reward_scale=config.reward_scale)
+    return Algorithm(
+        config=config, hyperparams=hyperparams, num_updates=updates,
+        env_steps_per_update=batch, init=init, update=update, evaluate=evaluate_state,
+        params=lambda state: (state.params, state.obs_stats),
+    )
+
+
+def make_train(config: PPOConfig) -> Callable[..., PPOResult]:
+    """Validate ``config`` (before compiling) and return the compiled ``train(key)``.
+
+    ``train`` is a pure function of its key: ``jax.vmap(train)(keys)`` trains many seeds in
+    one program; ``train(key, hp)`` takes :class:`PPOHyperparams` as traced inputs (sweeps).
+    """
+    algo = make_algorithm(config)
+
+    def train(key: jax.Array, hp: PPOHyperparams | None = None) -> PPOResult:
+        hp = algo.hyperparams if hp is None else hp
+        state = algo.init(key, hp)
+        state, metrics = jax.lax.scan(lambda s, _: algo.update(s, hp), state, None,
+                                      algo.num_updates)
+        eval_return = algo.evaluate(state, hp)["eval_return"]
         return PPOResult(state.params, state.obs_stats, metrics, eval_return, state)
 
     return jax.jit(train)

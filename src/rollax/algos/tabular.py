@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rollax.algos.base import Algorithm
 from rollax.collect import Trajectory, _check_count, collect
 from rollax.envs.registry import make
 from rollax.exact import policy_return
@@ -93,9 +94,21 @@ class TrainResult(NamedTuple):
     metrics: TrainMetrics
 
 
-class _Carry(NamedTuple):
+class TabularState(NamedTuple):
+    """What the trainer carries from one update to the next."""
+
     params: jax.Array
     key: jax.Array
+    """The running key: each update splits it into (next running key, sample key)."""
+    update: jax.Array
+    """Updates done so far."""
+
+
+class TabularHyperparams(NamedTuple):
+    """Numeric settings (traced, so they can be swept with ``vmap``)."""
+
+    lr: float | jax.Array
+    clip_eps: float | jax.Array
 
 
 def _is_int(x) -> bool:
@@ -139,30 +152,25 @@ def _live_mean(x, active):
     return jnp.sum(jnp.where(active, x, 0.0)) / jnp.maximum(jnp.sum(active), 1)
 
 
-def make_train(config: TrainConfig) -> Callable[[jax.Array], TrainResult]:
-    """Validate ``config`` (before anything compiles) and return the compiled ``train(key)``.
-
-    ``train`` is pure, so seeds vectorise: ``jax.vmap(train)(jax.random.split(key, 8))``.
-    """
+def make_algorithm(config: TrainConfig) -> Algorithm:
+    """Validate ``config`` (before anything compiles) and return the trainer's parts."""
     config = resolve_config(config)
     env = make(config.env, horizon=config.horizon)
     policy = default_policy(env)
     mdp = env.to_mdp()
     batch_size, num_steps = config.batch_size, config.horizon
-    optimiser = optax.sgd(config.lr)  # params <- params - lr * grad
+    actions = jnp.arange(env.action_space.n, dtype=jnp.int32)
 
     def batch_log_prob(params, traj: Trajectory):
         return jax.vmap(jax.vmap(policy.log_prob, (None, 0, 0)), (None, 0, 0))(
             params, traj.observation, traj.action
         )
 
-    def loss_fn(params, traj: Trajectory, targets):
+    def loss_fn(params, traj: Trajectory, targets, clip_eps):
         log_prob = batch_log_prob(params, traj)
         if config.algo == "reinforce":
             return reinforce_loss(log_prob, targets, traj.active)
-        return ppo_clip_loss(log_prob, traj.log_prob, targets, traj.active, config.clip_eps)
-
-    actions = jnp.arange(env.action_space.n, dtype=jnp.int32)
+        return ppo_clip_loss(log_prob, traj.log_prob, targets, traj.active, clip_eps)
 
     def entropy(params, observation):
         def one(obs):
@@ -171,20 +179,24 @@ def make_train(config: TrainConfig) -> Callable[[jax.Array], TrainResult]:
 
         return jax.vmap(jax.vmap(one))(observation)
 
-    def update(carry: _Carry, _):
-        key, sample_key = jax.random.split(carry.key)
-        _, traj = collect(env, policy, carry.params, sample_key, batch_size, num_steps)
+    def init(key: jax.Array, hp: TabularHyperparams) -> TabularState:
+        return TabularState(policy.init(), key, jnp.zeros((), jnp.int32))
+
+    def update(state: TabularState, hp: TabularHyperparams):
+        optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
+        key, sample_key = jax.random.split(state.key)
+        _, traj = collect(env, policy, state.params, sample_key, batch_size, num_steps)
         targets = reward_to_go(traj.reward)
 
         def epoch(params, _):
-            loss, grad = jax.value_and_grad(loss_fn)(params, traj, targets)
+            loss, grad = jax.value_and_grad(loss_fn)(params, traj, targets, hp.clip_eps)
             step, _ = optimiser.update(grad, optimiser.init(params))
             return optax.apply_updates(params, step), (loss, optax.tree.norm(grad))
 
-        params, (losses, grad_norms) = jax.lax.scan(epoch, carry.params, None, config.epochs)
+        params, (losses, grad_norms) = jax.lax.scan(epoch, state.params, None, config.epochs)
         ratio = jnp.exp(batch_log_prob(params, traj) - traj.log_prob)
         live = traj.active
-        clipped = jnp.abs(ratio - 1.0) > config.clip_eps
+        clipped = jnp.abs(ratio - 1.0) > hp.clip_eps
         metrics = TrainMetrics(
             exact_return=policy_return(mdp, policy, params),
             episode_return=jnp.mean(jnp.sum(traj.reward, axis=0)),
@@ -197,14 +209,34 @@ def make_train(config: TrainConfig) -> Callable[[jax.Array], TrainResult]:
             ratio_max=jnp.max(jnp.where(live, ratio, -jnp.inf)),
             entropy=_live_mean(entropy(params, traj.observation), live),
         )
-        return _Carry(params, key), metrics
+        return TabularState(params, key, state.update + 1), metrics
 
-    def train(key: jax.Array) -> TrainResult:
-        params = policy.init()
-        initial = policy_return(mdp, policy, params)
-        carry, metrics = jax.lax.scan(update, _Carry(params, key), None, config.updates)
+    def evaluate(state: TabularState, hp: TabularHyperparams) -> dict:
+        return {"exact_return": policy_return(mdp, policy, state.params)}
+
+    return Algorithm(
+        config=config, hyperparams=TabularHyperparams(config.lr, config.clip_eps),
+        num_updates=config.updates, env_steps_per_update=batch_size * num_steps,
+        init=init, update=update, evaluate=evaluate, params=lambda state: state.params,
+    )
+
+
+def make_train(config: TrainConfig) -> Callable[..., TrainResult]:
+    """Validate ``config`` (before anything compiles) and return the compiled ``train(key)``.
+
+    ``train`` is pure, so seeds vectorise: ``jax.vmap(train)(jax.random.split(key, 8))``;
+    ``train(key, hp)`` takes the numeric hyperparameters as traced inputs (for sweeps).
+    """
+    algo = make_algorithm(config)
+
+    def train(key: jax.Array, hp: TabularHyperparams | None = None) -> TrainResult:
+        hp = algo.hyperparams if hp is None else hp
+        state = algo.init(key, hp)
+        initial = algo.evaluate(state, hp)["exact_return"]
+        state, metrics = jax.lax.scan(lambda s, _: algo.update(s, hp), state, None,
+                                      algo.num_updates)
         history = jnp.concatenate([initial[None], metrics.exact_return])
-        return TrainResult(carry.params, history, metrics)
+        return TrainResult(state.params, history, metrics)
 
     return jax.jit(train)
 
