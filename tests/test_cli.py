@@ -26,15 +26,18 @@ def test_train_json_and_run_folder(capsys, tmp_path):
     assert len(obj["exact_return"]) == 4 and len(obj["params"]) == 3
     np.testing.assert_allclose(obj["exact_return"][0], 0.466875, rtol=1e-5)
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "config.json", "exact_return.png", "metrics.jsonl", "summary.json"]
-    config = json.loads((out_dir / "config.json").read_text())
+        "checkpoints", "config.json", "figures", "metrics.jsonl", "summary.json"]
+    config = json.loads((out_dir / "config.json").read_text())["config"]
     assert config["epochs"] == 3 and config["horizon"] == 8 and config["algo"] == "ppo"
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["update"] for r in rows] == [1, 2, 3]
-    assert [r["exact_return"] for r in rows] == pytest.approx(obj["exact_return"][1:])
+    assert [r["update"] for r in rows] == [0, 1, 2, 3]
+    assert [r["exact_return"] for r in rows] == pytest.approx(obj["exact_return"])
     summary = json.loads((out_dir / "summary.json").read_text())
-    assert summary["params"] == [obj["params"]] and summary["seeds"] == [0]
-    assert (out_dir / "exact_return.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert summary["lanes"][0]["seed"] == 0
+    assert summary["lanes"][0]["exact_return"] == pytest.approx(obj["exact_return"][-1])
+    assert summary["params_sha256"] == obj["params_sha256"]
+    png = (out_dir / "figures" / "training_curve.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
     # the same seed replays: the same numbers
     code, out2, _ = run(capsys, "train", "--json", "--updates", "3", "--batch-size", "32",
                         "--out", str(tmp_path / "again"))
@@ -52,7 +55,7 @@ def test_train_several_seeds_tabular(capsys, tmp_path):
                           "--seed", "5", "--out", str(tmp_path / "one"))
     assert json.loads(single)["params"] == pytest.approx(obj["params"][1], rel=1e-6)
     rows = (tmp_path / "s" / "metrics.jsonl").read_text().splitlines()
-    assert len(rows) == 6 and {json.loads(r)["seed"] for r in rows} == {4, 5, 6}
+    assert len(rows) == 9 and {json.loads(r)["seed"] for r in rows} == {4, 5, 6}
 
 
 def test_train_neural_ppo_json(capsys, tmp_path):
@@ -65,13 +68,13 @@ def test_train_neural_ppo_json(capsys, tmp_path):
     assert obj["eval_return_mean"] == pytest.approx(np.mean(obj["eval_return"]))
     assert all(8 <= r <= 500 for r in obj["eval_return"])
     files = sorted(p.name for p in (tmp_path / "n").iterdir())
-    assert files == ["config.json", "episode_return.png", "metrics.jsonl", "params.eqx",
-                     "summary.json"]
+    assert files == ["checkpoints", "config.json", "figures", "metrics.jsonl", "summary.json"]
     rows = [json.loads(r) for r in (tmp_path / "n" / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 * 4 and {"approx_kl", "clip_fraction", "explained_variance",
-                                   "entropy", "learning_rate"} <= set(rows[0])
+    assert len(rows) == 2 * (4 + 1) and {"approx_kl", "clip_fraction", "explained_variance",
+                                         "entropy", "learning_rate"} <= set(rows[-1])
     summary = json.loads((tmp_path / "n" / "summary.json").read_text())
-    assert summary["eval_return"] == obj["eval_return"] and summary["env_steps_per_second"] > 0
+    assert [lane["eval_return"] for lane in summary["lanes"]] == obj["eval_return"]
+    assert summary["env_steps_per_second"] > 0
 
 
 def test_train_table_output(capsys, tmp_path):

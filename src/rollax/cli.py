@@ -13,12 +13,10 @@ import io
 import json
 import re
 import sys
-import time
+from pathlib import Path
 from typing import Literal
 
 import tyro
-
-from rollax.algos.tabular import TrainConfig, resolve_config
 
 EXACT_ENVS = ("corridor", "FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v4", "CliffWalking-v1")
 
@@ -58,10 +56,49 @@ class Train:
     """Neural only: steps per environment per update (default: the preset's)."""
     minibatches: int | None = None
     """Neural only: minibatches per epoch (default: the preset's)."""
+    sweep: tuple[str, ...] = ()
+    """Numeric hyperparameters to sweep, each name=v1,v2 (e.g. lr=1e-3,3e-4); every
+    combination x seed is one lane of the same program."""
+    chunk_size: int | None = None
+    """Updates per compiled chunk (default: about 1/20 of the run); never changes results."""
+    checkpoint_every: int | None = None
+    """Write a checkpoint every N updates (at chunk ends; default: about 1/5 of the run)."""
+    config: str | None = None
+    """TOML or YAML file of these settings (names as here); command-line flags override it."""
+    resume: str | None = None
+    """Continue the run in this folder from its latest checkpoint (takes no other setting)."""
     out: str | None = None
     """Run folder to create (must not exist); default runs/<env>-<algo>-seed<S>-<time>."""
     json: bool = False
     """Print one JSON object instead of tables."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluate:
+    """Evaluate the saved policies of a training run with fresh keys (greedy by default)."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run folder."""
+    episodes: int = 100
+    """Episodes per seed."""
+    stochastic: bool = False
+    """Sample actions instead of acting greedily."""
+    seed: int = 0
+    """Evaluation keys derive from jax.random.key(seed), apart from training's."""
+    json: bool = False
+    """Print one JSON object."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """Draw the figures of one or more run folders (PNG and SVG)."""
+
+    run_dirs: tyro.conf.Positional[tuple[str, ...]]
+    """Run folders (training runs are overlaid; rollout folders give active counts)."""
+    out: str | None = None
+    """Folder for the figures (default: RUN_DIR/figures for one run, else required)."""
+    json: bool = False
+    """Print one JSON object listing the files written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +129,8 @@ class Exact:
     """Print one JSON object (uniform_return, optimal_return, horizon)."""
 
 
-COMMANDS = {"train": Train, "rollout": Rollout, "exact": Exact}
+COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
+            "exact": Exact}
 
 
 class UsageError(Exception):
@@ -111,6 +149,94 @@ def _one_line(box: str) -> str:
         lines.append(text)
     message = " ".join(lines) or box.strip() or "invalid arguments"
     return re.sub(r"\s+", " ", message)
+
+
+CONFIG_EXCLUDED = ("config", "resume", "json")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _given_on_command_line(argv: list[str], name: str) -> bool:
+    flag = _flag(name)
+    negative = "--no-" + name.replace("_", "-")
+    return any(a == flag or a.startswith(flag + "=") or a == negative for a in argv)
+
+
+def load_config_file(path: str) -> dict:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``, safe loader) settings file."""
+    import difflib
+
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ValueError(f"config {path!r} must be a .toml, .yaml or .yml file")
+    try:
+        text = file.read_text()
+    except OSError as err:
+        raise ValueError(f"config {path!r} cannot be read: {err.strerror or err}") from None
+    try:
+        if suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)  # plain data only: no tags, no objects
+    except Exception as err:  # the parsers raise their own error types
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"config {path!r} is not valid {suffix[1:].upper()}: {first}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path!r} must hold a table of settings, got "
+                         f"{type(data).__name__}")
+    valid = [f.name for f in dataclasses.fields(Train) if f.name not in CONFIG_EXCLUDED]
+    for key in data:
+        name = str(key).replace("-", "_")
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"config {path!r}: unknown key {key!r}{hint}")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _config_tokens(data: dict, argv: list[str]) -> list[str]:
+    """Command-line tokens for the file's settings that the command line does not override."""
+    tokens = []
+    for name, value in data.items():
+        if _given_on_command_line(argv, name):
+            continue
+        if isinstance(value, bool):
+            tokens.append(_flag(name) if value else "--no-" + name.replace("_", "-"))
+        elif isinstance(value, (list, tuple)):
+            tokens += [_flag(name), *[str(v) for v in value]]
+        elif isinstance(value, dict):
+            raise ValueError(f"config: {name!r} must be a single value, not a table")
+        else:
+            tokens += [_flag(name), "None" if value is None else str(value)]
+    return tokens
+
+
+def _expand_config(argv: list[str]) -> list[str]:
+    """``train --config FILE ...``: the file's settings, then the command line's."""
+    if not argv or argv[0] != "train":
+        return argv
+    rest = argv[1:]
+    for i, token in enumerate(rest):
+        if token == "--config" or token.startswith("--config="):
+            if token == "--config":
+                if i + 1 >= len(rest):
+                    raise UsageError("--config needs a file", "train")
+                path, drop = rest[i + 1], 2
+            else:
+                path, drop = token.split("=", 1)[1], 1
+            remaining = rest[:i] + rest[i + drop:]
+            data = load_config_file(path)
+            return ["train", *_config_tokens(data, remaining), *remaining]
+    return argv
 
 
 def _parse(argv: list[str]):
@@ -146,247 +272,146 @@ def _versions() -> dict:
     }
 
 
-TABULAR_ONLY = ("updates", "batch_size")
-NEURAL_ONLY = ("total_steps", "num_envs", "num_steps", "minibatches")
-
-
-def _given(cmd: Train, names) -> list[str]:
-    return ["--" + n.replace("_", "-") for n in names if getattr(cmd, n) is not None]
-
-
-def _check_seeds(seed, seeds) -> None:
-    from rollax.collect import _check_count
-
-    _check_count("seeds", seeds)
-    if not isinstance(seed, int) or not 0 <= seed < 2**63 - seeds:
-        raise ValueError(f"seed must be an integer in [0, 2**63 - seeds), got {seed!r}")
-
-
-def _is_tabular(env_name: str, horizon) -> bool:
-    from rollax.envs.registry import make
-
-    env = make(env_name) if horizon is None else make(env_name, horizon=horizon)
-    return hasattr(env, "to_mdp")
-
-
 def run_train(cmd: Train) -> None:
-    _check_seeds(cmd.seed, cmd.seeds)
-    if _is_tabular(cmd.env, cmd.horizon):
-        if _given(cmd, NEURAL_ONLY):
-            raise ValueError(f"{', '.join(_given(cmd, NEURAL_ONLY))} apply to neural tasks; "
-                             f"{cmd.env} is tabular (use --updates and --batch-size)")
-        given = {k: getattr(cmd, k) for k in ("updates", "batch_size", "horizon", "epochs", "lr",
-                                              "clip_eps") if getattr(cmd, k) is not None}
-        config = resolve_config(TrainConfig(algo=cmd.algo, env=cmd.env, seed=cmd.seed, **given))
-        return _train_tabular(cmd, config)
-    if cmd.algo != "ppo":
-        raise ValueError(f"algo {cmd.algo} is only available for tabular tasks; "
-                         f"{cmd.env} trains with --algo ppo")
-    if _given(cmd, TABULAR_ONLY):
-        raise ValueError(f"{', '.join(_given(cmd, TABULAR_ONLY))} apply to tabular tasks; "
-                         f"{cmd.env} is neural (use --total-steps and --num-envs)")
-    from rollax.algos import ppo
+    from rollax import training
 
-    given = {k: getattr(cmd, k) for k in ("horizon", "epochs", "lr", "clip_eps", *NEURAL_ONLY)
-             if getattr(cmd, k) is not None}
-    config = ppo.preset(cmd.env, seed=cmd.seed, **given)
-    ppo.validate(config)
-    return _train_ppo(cmd, config)
+    if cmd.resume is not None:
+        defaults = dataclasses.replace(Train(), resume=cmd.resume, json=cmd.json)
+        if cmd != defaults:
+            changed = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(Train)
+                       if getattr(cmd, f.name) != getattr(defaults, f.name)]
+            raise ValueError(f"--resume takes no other settings (the run's config.json is used); "
+                             f"got {', '.join(changed)}")
+        run_dir, plan, (summary, params) = training.resume_run(cmd.resume, not cmd.json)
+    else:
+        plan, algo = training.plan_from_command(cmd)
+        run_dir, (summary, params) = training.new_run(plan, algo, cmd.out, not cmd.json)
+    _report_train(cmd, run_dir, plan, summary, params)
 
 
-def _seed_keys(seed: int, seeds: int):
-    """Seed k's root key is ``jax.random.key(seed + k)``."""
+def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> None:
     import jax
-    import jax.numpy as jnp
-
-    return jnp.stack([jax.random.key(seed + k) for k in range(seeds)])
-
-
-def _compile_and_run(train, keys):
-    """Compile once (timed apart), then run; several seeds are one vmapped program. A single
-    seed runs unbatched, exactly as ``train(jax.random.key(seed))``."""
-    import jax
-
-    single = keys.shape[0] == 1
-    program = jax.jit(train) if single else jax.jit(jax.vmap(train))
-    args = keys[0] if single else keys
-    start = time.perf_counter()
-    compiled = program.lower(args).compile()
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    result = jax.block_until_ready(compiled(args))
-    run_s = time.perf_counter() - start
-    if single:
-        result = jax.tree_util.tree_map(lambda x: x[None], result)
-    return result, compile_s, run_s
-
-
-def _train_tabular(cmd: Train, config: TrainConfig) -> None:
     import numpy as np
     from rich.console import Console
     from rich.table import Table
 
-    from rollax.algos.tabular import make_train
-    from rollax.envs.registry import make
-    from rollax.exact import optimal_return
-    from rollax.plots import plot_exact_return
-    from rollax.runs import check_new_run_dir, staged_run_dir, write_json, write_jsonl
+    from rollax import training
 
-    run_dir = check_new_run_dir(cmd.out, f"{config.env}-{config.algo}-seed{config.seed}")
-    train = make_train(config)
-    result, compile_s, run_s = _compile_and_run(train, _seed_keys(config.seed, cmd.seeds))
-    history = np.asarray(result.exact_return, dtype=np.float64)  # (K, updates + 1)
-    metrics = {k: np.asarray(v, dtype=np.float64) for k, v in result.metrics._asdict().items()}
-    optimum = float(optimal_return(make(config.env, horizon=config.horizon).to_mdp()))
-    params = np.asarray(result.params, dtype=np.float64)  # (K, ...)
-    seeds = [config.seed + k for k in range(cmd.seeds)]
-
-    with staged_run_dir(run_dir) as staging:
-        write_json(staging / "config.json",
-                   {**dataclasses.asdict(config), "seeds": cmd.seeds, **_versions()})
-        write_jsonl(
-            staging / "metrics.jsonl",
-            (
-                {"seed": s, "update": i + 1, **{k: float(v[j, i]) for k, v in metrics.items()}}
-                for j, s in enumerate(seeds)
-                for i in range(config.updates)
-            ),
-        )
-        write_json(
-            staging / "summary.json",
-            {
-                "seeds": seeds,
-                "exact_return_initial": [float(h[0]) for h in history],
-                "exact_return_final": [float(h[-1]) for h in history],
-                "optimal_return": optimum,
-                "exact_return": [_floats(h) for h in history],
-                "params": [_floats(p) for p in params],
-                "compile_time_s": compile_s,
-                "run_time_s": run_s,
-            },
-        )
-        plot_exact_return(
-            history, staging / "exact_return.png",
-            f"{config.algo} on {config.env} (B={config.batch_size}, "
-            f"{cmd.seeds} seed{'s' if cmd.seeds > 1 else ''})", optimum,
-        )
-
+    rows = training.read_metrics(run_dir)
+    labels = [{k: lane[k] for k in ("seed", *plan.sweep)} for lane in summary["lanes"]]
+    tabular = plan.kind == "tabular"
+    score = "exact_return" if tabular else "episode_return"
+    history = training.metric_table(rows, labels, score)
+    single = len(labels) == 1 and not plan.sweep
     if cmd.json:
-        if cmd.seeds == 1:
-            _emit({"exact_return": _floats(history[0]), "params": _floats(params[0]),
-                   "run_dir": str(run_dir)})
+        obj: dict = {}
+        if tabular:
+            flat = [np.asarray(p, np.float64).reshape(-1).tolist() for p in
+                    np.asarray(params)]
+            obj["exact_return"] = history[0].tolist() if single else history.tolist()
+            obj["params"] = flat[0] if single else flat
         else:
-            _emit({"exact_return": [_floats(h) for h in history],
-                   "params": [_floats(p) for p in params], "seeds": seeds,
-                   "run_dir": str(run_dir)})
+            evals = [lane["eval_return"] for lane in summary["lanes"]]
+            obj["eval_return"] = evals
+            obj["eval_return_mean"] = float(np.mean(evals))
+            obj["env_steps"] = summary["env_steps_per_lane"]
+        if not single:
+            obj["seeds"] = [label["seed"] for label in labels]
+        if plan.sweep:
+            obj["lanes"] = labels
+        obj["params_sha256"] = summary["params_sha256"]
+        obj["run_dir"] = str(run_dir)
+        _emit(obj)
         return
+    del jax
     console = Console(highlight=False)
-    console.print(
-        f"{config.algo} on {config.env}: {config.updates} updates x B={config.batch_size}, "
-        f"horizon {config.horizon}, {config.epochs} epoch(s), lr {config.lr}, "
-        f"seed{'s' if cmd.seeds > 1 else ''} {', '.join(map(str, seeds))}"
-    )
-    table = Table("update", "exact return", "batch return", "loss", "approx_kl", "clip frac",
-                  title="mean over seeds" if cmd.seeds > 1 else None)
-    every = max(1, config.updates // 20)
-    for i in range(config.updates):
-        if (i + 1) % every and i + 1 != config.updates:
-            continue
-        table.add_row(
-            str(i + 1), f"{history[:, i + 1].mean():.4f}",
-            f"{metrics['episode_return'][:, i].mean():.4f}",
-            f"{metrics['loss'][:, i].mean():+.4f}", f"{metrics['approx_kl'][:, i].mean():.2e}",
-            f"{metrics['clip_fraction'][:, i].mean():.3f}",
-        )
-    console.print(table)
-    console.print(f"exact return before: {history[0, 0]:.6f}")
-    after = ", ".join(f"{h:.6f}" for h in history[:, -1])
-    console.print(f"exact return after:  {after}   (optimal {optimum:.6f})")
-    if cmd.seeds == 1:
-        console.print(f"params: {np.round(params[0], 4).tolist()}")
-    console.print(f"compile {compile_s:.1f} s, run {run_s:.1f} s; run folder: {run_dir}")
-
-
-def _train_ppo(cmd: Train, config) -> None:
-    import equinox as eqx
-    import numpy as np
-    from rich.console import Console
-    from rich.table import Table
-
-    from rollax.algos import ppo
-    from rollax.plots import plot_training_curves
-    from rollax.runs import check_new_run_dir, staged_run_dir, write_json, write_jsonl
-
-    run_dir = check_new_run_dir(cmd.out, f"{config.env.replace(':', '-')}-ppo-seed{config.seed}")
-    train = ppo.make_train(config)
-    result, compile_s, run_s = _compile_and_run(train, _seed_keys(config.seed, cmd.seeds))
-    metrics = {k: np.asarray(v, dtype=np.float64) for k, v in result.metrics._asdict().items()}
-    eval_return = np.asarray(result.eval_return, dtype=np.float64)
-    seeds = [config.seed + k for k in range(cmd.seeds)]
-    updates = ppo.num_updates(config)
-    env_steps = metrics["env_steps"][0]
-    steps_per_s = cmd.seeds * env_steps[-1] / run_s
-
-    def clean(x):
-        return None if not np.isfinite(x) else float(x)
-
-    with staged_run_dir(run_dir) as staging:
-        write_json(staging / "config.json", {**dataclasses.asdict(config), "seeds": cmd.seeds,
-                                             "updates": updates, **_versions()})
-        write_jsonl(
-            staging / "metrics.jsonl",
-            (
-                {"seed": s, "update": i + 1, **{k: clean(v[j, i]) for k, v in metrics.items()}}
-                for j, s in enumerate(seeds)
-                for i in range(updates)
-            ),
-        )
-        write_json(staging / "summary.json", {
-            "seeds": seeds,
-            "eval_return": _floats(eval_return),
-            "eval_return_mean": float(eval_return.mean()),
-            "eval_episodes": config.eval_episodes,
-            "env_steps_per_seed": int(env_steps[-1]),
-            "compile_time_s": compile_s,
-            "run_time_s": run_s,
-            "env_steps_per_second": steps_per_s,
-        })
-        eqx.tree_serialise_leaves(staging / "params.eqx", (result.params, result.obs_stats))
-        plot_training_curves(env_steps, metrics["episode_return"], staging / "episode_return.png",
-                             f"PPO on {config.env} ({cmd.seeds} seed{'s' * (cmd.seeds > 1)})")
-
-    if cmd.json:
-        _emit({"eval_return": _floats(eval_return), "eval_return_mean": float(eval_return.mean()),
-               "seeds": seeds, "env_steps": int(env_steps[-1]), "run_dir": str(run_dir)})
-        return
-    console = Console(highlight=False)
-    console.print(
-        f"PPO on {config.env}: {updates} updates x {config.num_envs} envs x {config.num_steps} "
-        f"steps, {config.epochs} epochs x {config.minibatches} minibatches, lr {config.lr}, "
-        f"seed{'s' * (cmd.seeds > 1)} {', '.join(map(str, seeds))}"
-    )
-    table = Table("update", "env steps", "episode return", "approx_kl", "clip frac", "entropy",
-                  "expl. var", title="mean over seeds" if cmd.seeds > 1 else None)
+    config = plan.config
+    if tabular:
+        console.print(
+            f"{config['algo']} on {config['env']}: {config['updates']} updates x "
+            f"B={config['batch_size']}, horizon {config['horizon']}, {config['epochs']} epoch(s),"
+            f" lr {config['lr']}, {len(labels)} lane(s)")
+        columns = [("exact return", "exact_return", ".4f"),
+                   ("batch return", "episode_return", ".4f"), ("loss", "loss", "+.4f"),
+                   ("approx_kl", "approx_kl", ".2e"), ("clip frac", "clip_fraction", ".3f")]
+    else:
+        console.print(
+            f"PPO on {config['env']}: {config['total_steps']:,} env steps per lane, "
+            f"{config['num_envs']} envs x {config['num_steps']} steps, {config['epochs']} epochs"
+            f" x {config['minibatches']} minibatches, lr {config['lr']}, {len(labels)} lane(s)")
+        columns = [("episode return", "episode_return", ".1f"), ("approx_kl", "approx_kl", ".2e"),
+                   ("clip frac", "clip_fraction", ".3f"), ("entropy", "entropy", ".3f"),
+                   ("expl. var", "explained_variance", ".2f")]
+    tables = {key: training.metric_table(rows, labels, key) for _, key, _ in columns}
+    updates = history.shape[1] - 1
+    table = Table("update", *[c[0] for c in columns],
+                  title="mean over lanes" if len(labels) > 1 else None)
     every = max(1, updates // 20)
     with np.errstate(all="ignore"):
-        for i in range(updates):
-            if (i + 1) % every and i + 1 != updates:
+        for i in range(1, updates + 1):
+            if i % every and i != updates:
                 continue
-            ret = np.nanmean(metrics["episode_return"][:, i]) if np.isfinite(
-                metrics["episode_return"][:, i]).any() else float("nan")
-            table.add_row(
-                str(i + 1), f"{int(env_steps[i]):,}", f"{ret:.1f}",
-                f"{metrics['approx_kl'][:, i].mean():.2e}",
-                f"{metrics['clip_fraction'][:, i].mean():.3f}",
-                f"{metrics['entropy'][:, i].mean():.3f}",
-                f"{np.nanmean(metrics['explained_variance'][:, i]):.2f}",
-            )
+            table.add_row(str(i), *[format(float(np.nanmean(tables[key][:, i])), fmt)
+                                    for _, key, fmt in columns])
     console.print(table)
-    console.print("greedy evaluation return per seed: "
-                  + ", ".join(f"{r:.1f}" for r in eval_return)
-                  + f"   mean {eval_return.mean():.1f} ({config.eval_episodes} episodes each)")
-    console.print(f"compile {compile_s:.1f} s, run {run_s:.1f} s "
-                  f"({steps_per_s:,.0f} env steps/s); run folder: {run_dir}")
+    for agg in summary["aggregate"]:
+        name = ", ".join(f"{k}={v:g}" for k, v in agg.items() if k != summary["score"])
+        stats = agg[summary["score"]]
+        if stats["mean"] is None:
+            continue
+        console.print(f"{summary['score']}{' (' + name + ')' if name else ''}: mean "
+                      f"{stats['mean']:.4f}, 95% CI [{stats['ci95'][0]:.4f}, "
+                      f"{stats['ci95'][1]:.4f}], IQM {stats['iqm']:.4f} over {stats['n']} seeds")
+    if tabular:
+        console.print(f"exact return before: {history[0, 0]:.6f}")
+        console.print("exact return after:  " + ", ".join(f"{h:.6f}" for h in history[:, -1]))
+        if single:
+            console.print(f"params: {np.round(np.asarray(params)[0], 4).tolist()}")
+    else:
+        console.print("greedy evaluation return per lane: "
+                      + ", ".join(f"{lane['eval_return']:.1f}" for lane in summary["lanes"]))
+    sps = summary["env_steps_per_second"]
+    console.print(f"compile {summary['compile_time_s']:.1f} s, run {summary['run_time_s']:.1f} s"
+                  + (f" ({sps:,.0f} env steps/s)" if sps else "") + f"; run folder: {run_dir}")
+
+
+def run_eval(cmd: Evaluate) -> None:
+    from rollax import evaluation
+
+    result = evaluation.evaluate_run(Path(cmd.run_dir), cmd.episodes, not cmd.stochastic,
+                                     cmd.seed)
+    if cmd.json:
+        _emit(result)
+        return
+    mode = "greedy" if not cmd.stochastic else "stochastic"
+    print(f"{result['env']}: {cmd.episodes} {mode} episodes per lane")
+    for lane in result["lanes"]:
+        extra = (f", exact {lane['exact_return']:.6f}" if "exact_return" in lane else "")
+        label = ", ".join(f"{k}={v}" for k, v in lane.items()
+                          if k not in ("mean_return", "exact_return"))
+        print(f"  {label}: mean return {lane['mean_return']:.4f}{extra}")
+    agg = result["aggregate"]
+    print(f"mean {agg['mean']:.4f}, 95% CI [{agg['ci95'][0]:.4f}, {agg['ci95'][1]:.4f}], "
+          f"IQM {agg['iqm']:.4f} over {agg['n']} lanes")
+
+
+def run_plot(cmd: Plot) -> None:
+    from rollax.plots import plot_runs
+
+    runs = [Path(r) for r in cmd.run_dirs]
+    for run in runs:
+        if not run.is_dir() or not ((run / "config.json").is_file()
+                                    or (run / "rollout.json").is_file()):
+            raise ValueError(f"{str(run)!r} is not a rollax run folder")
+    if cmd.out is None and len(runs) > 1:
+        raise ValueError("out is required when plotting several runs (--out DIR)")
+    out = Path(cmd.out) if cmd.out is not None else runs[0] / "figures"
+    written = plot_runs(runs, out)
+    if cmd.json:
+        _emit({"figures": [str(p) for p in written]})
+        return
+    for p in written:
+        print(p)
 
 
 def run_rollout(cmd: Rollout) -> None:
@@ -410,6 +435,9 @@ def run_rollout(cmd: Rollout) -> None:
     active = [int(n) for n in np.asarray(traj.active.sum(axis=1))]
     mean_return = float(np.asarray(traj.reward.sum(axis=0)).mean())
     with staged_run_dir(run_dir) as staging:
+        (staging / "rollout.json").write_text(json.dumps(
+            {"seed": cmd.seed, "batch_size": cmd.batch_size, "horizon": cmd.horizon,
+             "active_per_step": active, "mean_return": mean_return}) + "\n")
         plot_active(active, cmd.batch_size, staging / "active_per_step.png",
                     f"corridor, uniform policy, B={cmd.batch_size}, seed {cmd.seed}")
     if cmd.json:
@@ -437,7 +465,8 @@ def run_exact(cmd: Exact) -> None:
     print(f"optimal exact return:        {optimal:.6f}")
 
 
-RUNNERS = {Train: run_train, Rollout: run_rollout, Exact: run_exact}
+RUNNERS = {Train: run_train, Evaluate: run_eval, Plot: run_plot, Rollout: run_rollout,
+           Exact: run_exact}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -445,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0] if argv and argv[0] in COMMANDS else None
     prefix = f"rollax {name}" if name else "rollax"
     try:
-        cmd = _parse(argv)
+        cmd = _parse(_expand_config(argv))
         RUNNERS[type(cmd)](cmd)
     except UsageError as err:
         print(f"{prefix}: error: {err.args[0]}", file=sys.stderr)
@@ -458,8 +487,15 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"{prefix}: interrupted; nothing was written", file=sys.stderr)
+        print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        from rollax.training import Interrupted
+
+        if isinstance(err, Interrupted):
+            print(f"{prefix}: {err}", file=sys.stderr)
+            return 130
+        raise
     return 0
 
 

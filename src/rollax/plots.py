@@ -8,34 +8,134 @@ from typing import Sequence
 from matplotlib.figure import Figure
 
 
-def plot_exact_return(
-    history: Sequence[float], path: Path, title: str, optimum: float | None = None
-):
-    """Exact expected return after each update (update 0 = initial parameters); ``history``
-    is ``(updates + 1,)`` or ``(seeds, updates + 1)`` (one line per seed)."""
-    import numpy as np
-
-    fig = Figure(figsize=(6, 4), dpi=120)
-    ax = fig.add_subplot()
-    history = np.atleast_2d(np.asarray(history, dtype=np.float64))  # (seeds, updates + 1)
-    for k, curve in enumerate(history):
-        ax.plot(range(curve.shape[0]), curve, marker="o" if len(history) == 1 else None,
-                markersize=3, linewidth=1.5 if len(history) == 1 else 0.8,
-                label="exact return" if k == 0 else None)
-    if optimum is not None:
-        ax.axhline(optimum, color="grey", linestyle="--", linewidth=1, label="optimal return")
-    ax.set_xlabel("update")
-    ax.set_ylabel("exact expected return per episode")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-
-
 def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, title: str):
     """Active (live) environments before each transition; never rises when absorbing."""
     fig = Figure(figsize=(6, 4), dpi=120)
+    _draw_active(fig, active_per_step, batch_size, title)
+    fig.savefig(path)
+
+
+def _band(curves):
+    """Mean and 95 % percentile-bootstrap band across seeds, per update (NaN-aware)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    curves = np.asarray(curves, dtype=np.float64)
+    k = curves.shape[0]
+    with np.errstate(all="ignore"):
+        mean = np.nanmean(curves, axis=0)
+        if k < 2:
+            return mean, mean, mean
+        idx = rng.integers(0, k, size=(1000, k))
+        boot = np.nanmean(curves[idx], axis=1)  # (1000, updates)
+        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+    return mean, low, high
+
+
+def _save(fig, out_dir: Path, name: str) -> list[Path]:
+    paths = [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
+    for p in paths:
+        fig.savefig(p)
+    return paths
+
+
+def plot_runs(run_dirs, out_dir: Path) -> list[Path]:
+    """Figures of one or more run folders (training runs or rollouts), PNG and SVG.
+
+    - ``training_curve``: the score per update (exact return for tabular runs, mean return of
+      finished episodes for neural ones) with one thin line per seed and, per run and
+      hyperparameter combination, the mean across seeds with its 95 % bootstrap band;
+    - ``ppo_diagnostics``: the ratio spread (min to max, mean over seeds) and ``approx_kl``;
+    - ``active_per_step``: active environments per transition, for rollout folders.
+    """
+    import json
+
+    import numpy as np
+
+    from rollax.training import metric_table, read_metrics
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    training, rollouts = [], []
+    for run in map(Path, run_dirs):
+        (rollouts if (run / "rollout.json").exists() else training).append(run)
+
+    if training:
+        curve_fig = Figure(figsize=(7, 4.5), dpi=120)
+        ax = curve_fig.add_subplot()
+        diag_fig = Figure(figsize=(7, 6), dpi=120)
+        ax_ratio, ax_kl = diag_fig.subplots(2, 1, sharex=True)
+        colors = iter(f"C{i}" for i in range(100))
+        ylabel, has_diag = "", False
+        for run in training:
+            config = json.loads((run / "config.json").read_text())
+            rows = read_metrics(run)
+            score = "exact_return" if config["kind"] == "tabular" else "episode_return"
+            ylabel = ("exact expected return" if score == "exact_return"
+                      else "episode return (finished episodes)")
+            label_keys = ["seed", *config.get("sweep", {})]
+            labels = sorted({json.dumps({k: r[k] for k in label_keys}, sort_keys=True)
+                             for r in rows}, key=lambda s: [json.loads(s)[k] for k in label_keys])
+            labels = [json.loads(s) for s in labels]
+            table = metric_table(rows, labels, score)
+            start = 0 if score == "exact_return" else 1
+            x = np.arange(table.shape[1])[start:]
+            groups: dict[str, list[int]] = {}
+            for i, label in enumerate(labels):
+                name = ", ".join(f"{k}={v:g}" for k, v in label.items() if k != "seed")
+                groups.setdefault(name, []).append(i)
+            for name, idx in groups.items():
+                color = next(colors)
+                tag = run.name + (f" ({name})" if name else "")
+                for i in idx:
+                    ax.plot(x, table[i, start:], color=color, linewidth=0.6, alpha=0.35)
+                mean, low, high = _band(table[idx, start:])
+                ok = np.isfinite(mean)
+                ax.plot(x[ok], mean[ok], color=color, linewidth=2,
+                        label=f"{tag}: mean of {len(idx)} seed{'s' * (len(idx) > 1)}")
+                if len(idx) > 1:
+                    ax.fill_between(x[ok], low[ok], high[ok], color=color, alpha=0.2,
+                                    label="95% bootstrap interval of the mean")
+                if "ratio_min" in rows[-1] and rows[-1].get("ratio_min") is not None:
+                    has_diag = True
+                    rmin = metric_table(rows, labels, "ratio_min")[idx, 1:]
+                    rmax = metric_table(rows, labels, "ratio_max")[idx, 1:]
+                    kl = metric_table(rows, labels, "approx_kl")[idx, 1:]
+                    xu = np.arange(1, table.shape[1])
+                    with np.errstate(all="ignore"):
+                        ax_ratio.fill_between(xu, np.nanmean(rmin, 0), np.nanmean(rmax, 0),
+                                              color=color, alpha=0.3, label=tag)
+                        ax_kl.plot(xu, np.nanmean(kl, 0), color=color, label=tag)
+        ax.set_xlabel("update")
+        ax.set_ylabel(ylabel)
+        ax.set_title("training curves")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+        curve_fig.tight_layout()
+        written += _save(curve_fig, out_dir, "training_curve")
+        if has_diag:
+            ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
+            ax_ratio.set_ylabel("ratio pi_new / pi_old\n(min to max over the batch)")
+            ax_ratio.set_title("PPO ratio spread and approximate KL per update")
+            ax_ratio.legend(fontsize=8)
+            ax_ratio.grid(alpha=0.3)
+            ax_kl.set_ylabel("approx_kl (k3, nats)")
+            ax_kl.set_xlabel("update")
+            ax_kl.grid(alpha=0.3)
+            diag_fig.tight_layout()
+            written += _save(diag_fig, out_dir, "ppo_diagnostics")
+
+    for run in rollouts:
+        data = json.loads((run / "rollout.json").read_text())
+        fig = Figure(figsize=(6, 4), dpi=120)
+        _draw_active(fig, data["active_per_step"], data["batch_size"],
+                     f"{run.name}: active environments per transition")
+        written += _save(fig, out_dir, f"active_per_step-{run.name}" if len(rollouts) > 1
+                         else "active_per_step")
+    return written
+
+
+def _draw_active(fig, active_per_step, batch_size, title):
     ax = fig.add_subplot()
     steps = range(len(active_per_step))
     ax.step(steps, active_per_step, where="mid", marker="o", markersize=3)
@@ -45,33 +145,3 @@ def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, tit
     ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-
-
-def plot_training_curves(env_steps, returns, path: Path, title: str):
-    """Mean episode return per update: one thin line per seed, the mean across seeds bold.
-
-    ``returns`` has shape ``(seeds, updates)``; NaN marks updates with no finished episode.
-    """
-    import numpy as np
-
-    fig = Figure(figsize=(6, 4), dpi=120)
-    ax = fig.add_subplot()
-    returns = np.asarray(returns, dtype=np.float64)
-    for k, curve in enumerate(returns):
-        ok = np.isfinite(curve)
-        ax.plot(np.asarray(env_steps)[ok], curve[ok], linewidth=0.8, alpha=0.5,
-                label="seeds" if k == 0 else None)
-    if len(returns) > 1:
-        with np.errstate(all="ignore"):
-            mean = np.nanmean(returns, axis=0)
-        ok = np.isfinite(mean)
-        ax.plot(np.asarray(env_steps)[ok], mean[ok], color="black", linewidth=1.8,
-                label="mean over seeds")
-    ax.set_xlabel("environment steps (per seed)")
-    ax.set_ylabel("episode return (finished episodes)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)

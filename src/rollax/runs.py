@@ -60,9 +60,3 @@ def staged_run_dir(path: Path) -> Iterator[Path]:
 
 def write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, indent=2) + "\n")
-
-
-def write_jsonl(path: Path, rows) -> None:
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")

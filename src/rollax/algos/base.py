@@ -32,4 +32,10 @@ class Algorithm(NamedTuple):
     evaluate: Callable
     """``(state, hp) -> dict`` of final outputs."""
     params: Callable
-    """``state -> params`` (what is saved, hashed and evaluated)."""
+    """``state -> params`` (what is saved and hashed)."""
+    env: Any
+    """The environment the run trains on."""
+    policy: Any
+    """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
+    policy_params: Callable
+    """``state -> params`` as ``policy`` takes them (e.g. with observation statistics)."""

@@ -406,6 +406,8 @@ def make_algorithm(config: PPOConfig) -> Algorithm:
         config=config, hyperparams=hyperparams, num_updates=updates,
         env_steps_per_update=batch, init=init, update=update, evaluate=evaluate_state,
         params=lambda state: (state.params, state.obs_stats),
+        env=env, policy=policy,
+        policy_params=lambda state: policy_params(state.params, state.obs_stats),
     )
 
 

@@ -218,6 +218,7 @@ def make_algorithm(config: TrainConfig) -> Algorithm:
         config=config, hyperparams=TabularHyperparams(config.lr, config.clip_eps),
         num_updates=config.updates, env_steps_per_update=batch_size * num_steps,
         init=init, update=update, evaluate=evaluate, params=lambda state: state.params,
+        env=env, policy=policy, policy_params=lambda state: state.params,
     )
 
 

@@ -1,0 +1,148 @@
+"""Checkpoints: a pytree of arrays saved without pickle, written atomically, verified on load.
+
+Layout of a checkpoint folder ``checkpoints/update-000040/``:
+
+- ``state.npz``: the leaves as ``leaf_00000 ...`` (NumPy, read back with ``allow_pickle=False``);
+  typed PRNG keys are stored as their raw ``uint32`` data;
+- ``meta.json``: the update counter, the config fingerprint, each leaf's shape, dtype and kind,
+  and the SHA-256 of ``state.npz``.
+
+A checkpoint is written into a hidden staging folder and renamed into place; only then does
+``checkpoints/latest`` (a one-line text file, itself replaced atomically) point at it. A crash
+at any moment leaves the previous checkpoint as the latest, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+
+LATEST = "latest"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used (missing, corrupt, or from another config)."""
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _leaf_info(leaf) -> dict:
+    if _is_key(leaf):
+        data = jax.random.key_data(leaf)
+        return {"kind": "key", "impl": str(jax.random.key_impl(leaf)),
+                "shape": list(data.shape), "dtype": str(data.dtype)}
+    arr = np.asarray(leaf)
+    return {"kind": "array", "shape": list(arr.shape), "dtype": str(arr.dtype)}
+
+
+def fingerprint(config: dict) -> str:
+    """SHA-256 of a JSON-able config (sorted keys): what a checkpoint must match."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save(directory: Path, update: int, state, config: dict, keep: int = 3) -> Path:
+    """Write ``state`` as checkpoint ``update`` under ``directory`` and mark it the latest."""
+    directory.mkdir(parents=True, exist_ok=True)
+    leaves = jax.tree_util.tree_leaves(jax.device_get(state))
+    name = f"update-{update:07d}"
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=directory))
+    try:
+        arrays = {}
+        for i, leaf in enumerate(leaves):
+            arrays[f"leaf_{i:05d}"] = np.asarray(
+                jax.random.key_data(leaf) if _is_key(leaf) else leaf)
+        with (staging / "state.npz").open("wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        meta = {"update": int(update), "fingerprint": fingerprint(config),
+                "leaves": [_leaf_info(leaf) for leaf in leaves],
+                "sha256": _sha256(staging / "state.npz")}
+        (staging / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        final = directory / name
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(staging, final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    _atomic_write_text(directory / LATEST, name + "\n")
+    done = sorted(p for p in directory.glob("update-*") if p.is_dir())
+    for old in done[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest(directory: Path) -> Path:
+    """The folder ``checkpoints/latest`` points at."""
+    pointer = directory / LATEST
+    if not pointer.is_file():
+        raise CheckpointError(f"no checkpoint in {str(directory)!r} (missing {LATEST!r})")
+    name = pointer.read_text().strip()
+    path = directory / name
+    if not name.startswith("update-") or "/" in name or not path.is_dir():
+        raise CheckpointError(f"{str(pointer)!r} points at {name!r}, which is not a checkpoint")
+    return path
+
+
+def load(path: Path, template, config: dict):
+    """Read checkpoint ``path`` into the structure of ``template``; returns ``(update, state)``.
+
+    Refuses (``CheckpointError``, nothing modified) a checkpoint whose data does not match its
+    recorded hash, whose config fingerprint differs, or whose leaves differ from the template's.
+    """
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+        update, recorded, infos = int(meta["update"]), meta["sha256"], meta["leaves"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: unreadable meta.json "
+                              f"({err})") from None
+    data = path / "state.npz"
+    if not data.is_file() or _sha256(data) != recorded:
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: state.npz does not match "
+                              f"its recorded SHA-256")
+    if meta.get("fingerprint") != fingerprint(config):
+        raise CheckpointError(f"checkpoint {str(path)!r} was written for another config")
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    expected = [_leaf_info(leaf) for leaf in leaves]
+    if infos != expected:
+        raise CheckpointError(f"checkpoint {str(path)!r} does not match this run's state "
+                              f"({len(infos)} leaves saved, {len(expected)} expected)")
+    try:
+        with np.load(data, allow_pickle=False) as npz:
+            arrays = [npz[f"leaf_{i:05d}"] for i in range(len(leaves))]
+    except (OSError, ValueError, KeyError) as err:
+        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: {err}") from None
+    restored = []
+    for info, arr, leaf in zip(infos, arrays, leaves):
+        if info["kind"] == "key":
+            restored.append(jax.random.wrap_key_data(arr, impl=jax.random.key_impl(leaf)))
+        else:
+            restored.append(jax.numpy.asarray(arr))
+    return update, jax.tree_util.tree_unflatten(treedef, restored)

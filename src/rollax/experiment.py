@@ -1,0 +1,237 @@
+"""Experiments: many lanes (seeds x hyperparameter combinations) in one compiled program,
+run as a Python loop over compiled chunks of updates, with metrics moved to the host after
+every chunk, checkpoints, resume and summaries.
+
+Lane ``i`` trains with root key ``jax.random.key(seed + k)`` (``k`` its seed index) and its own
+numeric hyperparameters; all lanes are one ``vmap``. A chunk applies up to ``chunk_size``
+updates to every lane and is compiled once: the last, shorter chunk reuses it, skipping its
+surplus steps with a ``lax.cond`` on an unbatched counter. Chunking never changes results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rollax.algos.base import Algorithm
+
+
+@dataclasses.dataclass(frozen=True)
+class Lanes:
+    """The lanes of an experiment: one per (hyperparameter combination, seed)."""
+
+    seeds: tuple[int, ...]
+    """The seed of each lane (root key ``jax.random.key(seed)``)."""
+    values: tuple[dict, ...]
+    """The swept hyperparameter values of each lane (empty dicts without a sweep)."""
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def keys(self) -> jax.Array:
+        return jnp.stack([jax.random.key(s) for s in self.seeds])
+
+    def hyperparams(self, default):
+        """The stacked (lanes,) hyperparameters: the defaults with each lane's swept values."""
+        rows = [default._replace(**v) for v in self.values]
+        return jax.tree_util.tree_map(lambda *x: jnp.asarray(x, jnp.float32), *rows)
+
+    def labels(self) -> list[dict]:
+        return [{"seed": s, **v} for s, v in zip(self.seeds, self.values)]
+
+
+def parse_sweep(specs, hyperparams) -> dict[str, list[float]]:
+    """``("lr=1e-3,3e-4", ...)`` -> ``{"lr": [1e-3, 3e-4]}``, names checked against the
+    algorithm's numeric hyperparameters."""
+    import difflib
+
+    sweep: dict[str, list[float]] = {}
+    valid = hyperparams._fields
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not values.strip():
+            raise ValueError(f"sweep must look like name=v1,v2 (e.g. lr=1e-3,3e-4), got {spec!r}")
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"sweep: {name!r} is not a numeric hyperparameter{hint} "
+                             f"(sweepable: {', '.join(valid)})")
+        if name in sweep:
+            raise ValueError(f"sweep: {name!r} given twice")
+        try:
+            sweep[name] = [float(v) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(f"sweep: values of {name!r} must be numbers, got {values!r}") from None
+        if len(set(sweep[name])) != len(sweep[name]):
+            raise ValueError(f"sweep: values of {name!r} repeat: {values!r}")
+    return sweep
+
+
+def make_lanes(seed: int, seeds: int, sweep: dict[str, list[float]]) -> Lanes:
+    combos = [dict(zip(sweep, vals)) for vals in itertools.product(*sweep.values())] or [{}]
+    lane_seeds, values = [], []
+    for combo in combos:
+        for k in range(seeds):
+            lane_seeds.append(seed + k)
+            values.append(combo)
+    return Lanes(tuple(lane_seeds), tuple(values))
+
+
+def _zeros_like_metrics(algo: Algorithm, state, hp):
+    shapes = jax.eval_shape(lambda s: algo.update(s, hp)[1], state)
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+class Runner:
+    """Compiled pieces of an experiment over ``lanes``: ``init``, ``chunk`` (compiled once for
+    ``chunk_size`` updates) and ``evaluate``, all vmapped over lanes."""
+
+    def __init__(self, algo: Algorithm, lanes: Lanes, chunk_size: int):
+        self.algo, self.lanes, self.chunk_size = algo, lanes, chunk_size
+        self.hp = lanes.hyperparams(algo.hyperparams)
+        self.keys = lanes.keys()
+
+        def chunk(state, hp, n):
+            skip = _zeros_like_metrics(algo, state, hp)
+
+            def body(s, i):
+                return jax.lax.cond(i < n, lambda s: algo.update(s, hp), lambda s: (s, skip), s)
+
+            return jax.lax.scan(body, state, jnp.arange(chunk_size))
+
+        self.init = jax.jit(jax.vmap(algo.init))
+        self.chunk = jax.jit(jax.vmap(chunk, in_axes=(0, 0, None)))
+        self.evaluate = jax.jit(jax.vmap(algo.evaluate))
+
+    def initial_state(self):
+        return self.init(self.keys, self.hp)
+
+    def run_chunk(self, state, n: int):
+        """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""
+        state, metrics = self.chunk(state, self.hp, jnp.int32(n))
+        metrics = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :n], jax.device_get(metrics))
+        return state, metrics
+
+    def final_params(self, state):
+        return jax.vmap(self.algo.params)(state)
+
+
+def params_sha256(params) -> str:
+    """SHA-256 over the raw bytes of every parameter leaf (in tree order)."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(jax.device_get(params)):
+        arr = np.ascontiguousarray(np.asarray(leaf))
+        digest.update(str(arr.dtype).encode() + str(arr.shape).encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()
+
+
+def lane_params_sha256(params, lanes: int) -> list[str]:
+    return [params_sha256(jax.tree_util.tree_map(lambda x: x[i], params)) for i in range(lanes)]
+
+
+def summarize(values) -> dict:
+    """Mean, 95 % bootstrap interval (percentile, 10 000 resamples, fixed seed) and IQM."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return {"n": 0, "mean": None, "ci95": [None, None], "iqm": None}
+    if x.size > 1 and np.ptp(x) > 0:
+        ci = stats.bootstrap((x,), np.mean, confidence_level=0.95, n_resamples=10_000,
+                             method="percentile", random_state=0).confidence_interval
+        low, high = float(ci.low), float(ci.high)
+    else:
+        low = high = float(x.mean())
+    s = np.sort(x)
+    cut = x.size // 4
+    return {"n": int(x.size), "mean": float(x.mean()), "ci95": [low, high],
+            "iqm": float(s[cut: x.size - cut].mean())}
+
+
+def _jsonable(x):
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def metrics_rows(metrics, labels: list[dict], first_update: int):
+    """One JSON-able dict per (lane, update) from host metrics ``(lanes, n)``."""
+    fields = metrics._asdict() if hasattr(metrics, "_asdict") else metrics
+    n = next(iter(fields.values())).shape[1]
+    for j in range(n):
+        for lane, label in enumerate(labels):
+            yield {**label, "update": first_update + j + 1,
+                   **{k: _jsonable(v[lane, j]) for k, v in fields.items()}}
+
+
+class Interrupt:
+    """Turns SIGINT (Ctrl-C) into a flag the chunk loop checks between chunks."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: no handler
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
+             checkpoint_every: int, save: Callable, interrupt: Interrupt | None = None):
+    """Run from ``start_update`` to the end in chunks; after each chunk call
+    ``on_chunk(metrics, first_update, updates_done)``; ``save(updates_done, state)`` when a
+    checkpoint is due, at the end, and when interrupted. Returns ``(state, updates_done,
+    interrupted)``."""
+    total = runner.algo.num_updates
+    done = start_update
+    last_saved = start_update
+    while done < total:
+        n = min(runner.chunk_size, total - done)
+        state, metrics = runner.run_chunk(state, n)
+        on_chunk(metrics, done, done + n)
+        done += n
+        if interrupt is not None and interrupt.requested:
+            save(done, state)
+            return state, done, True
+        if done // checkpoint_every > last_saved // checkpoint_every or done == total:
+            save(done, state)
+            last_saved = done
+    return state, done, False
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    return out, time.perf_counter() - start
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{str(path)!r} is missing: not a rollax run folder") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{str(path)!r} is unreadable or corrupt: {err}") from None
