@@ -13,6 +13,7 @@ import io
 import json
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -63,6 +64,9 @@ class Train:
     """Updates per compiled chunk (default: about 1/20 of the run); never changes results."""
     checkpoint_every: int | None = None
     """Write a checkpoint every N updates (at chunk ends; default: about 1/5 of the run)."""
+    checked: bool = False
+    """Checked mode: stop on an out-of-range action or a NaN/inf in observations, loss,
+    gradients or parameters, naming the update, step and environment."""
     config: str | None = None
     """TOML or YAML file of these settings (names as here); command-line flags override it."""
     resume: str | None = None
@@ -324,7 +328,7 @@ def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> Non
         _emit(obj)
         return
     del jax
-    console = Console(highlight=False)
+    console = Console(highlight=False, markup=False)
     config = plan.config
     if tabular:
         console.print(
@@ -347,7 +351,8 @@ def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> Non
     table = Table("update", *[c[0] for c in columns],
                   title="mean over lanes" if len(labels) > 1 else None)
     every = max(1, updates // 20)
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():  # NaN where no episode finished: shown as nan
+        warnings.simplefilter("ignore", RuntimeWarning)
         for i in range(1, updates + 1):
             if i % every and i != updates:
                 continue

@@ -10,25 +10,21 @@ import numpy as np
 from rollax import checkpoint
 from rollax.collect import _check_count, _collect
 from rollax.exact import policy_return
-from rollax.experiment import Runner, make_lanes, read_json, summarize
+from rollax.experiment import Runner, make_lanes, summarize
 from rollax.policies import GreedyPolicy
 
 
 def evaluate_run(run_dir: Path, episodes: int, greedy: bool, seed: int) -> dict:
     """Mean return over ``episodes`` absorbing episodes per lane (greedy or sampled actions),
     keys ``split(jax.random.key(seed), lanes)``; tabular runs add each lane's exact return."""
-    from rollax.training import Plan, build_algorithm
+    from rollax.training import build_algorithm, read_plan
 
     _check_count("episodes", episodes)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     if not run_dir.is_dir():
         raise ValueError(f"{str(run_dir)!r} is not a folder")
-    stored = read_json(run_dir / "config.json")
-    try:
-        plan = Plan(**{name: stored[name] for name in Plan.__dataclass_fields__})
-    except KeyError as err:
-        raise ValueError(f"{str(run_dir / 'config.json')!r} lacks {err}: not a training run")
+    plan = read_plan(run_dir)
     algo = build_algorithm(plan.kind, plan.config)
     lanes = make_lanes(plan.seed, plan.seeds, plan.sweep)
     runner = Runner(algo, lanes, 1)

@@ -88,9 +88,8 @@ def make_lanes(seed: int, seeds: int, sweep: dict[str, list[float]]) -> Lanes:
     return Lanes(tuple(lane_seeds), tuple(values))
 
 
-def _zeros_like_metrics(algo: Algorithm, state, hp):
-    shapes = jax.eval_shape(lambda s: algo.update(s, hp)[1], state)
-    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+class CheckFailed(ValueError):
+    """A runtime check of checked mode failed (the run stops; earlier checkpoints stay)."""
 
 
 class Runner:
@@ -102,24 +101,48 @@ class Runner:
         self.hp = lanes.hyperparams(algo.hyperparams)
         self.keys = lanes.keys()
 
+        self.init = jax.jit(jax.vmap(algo.init))
+        self.evaluate = jax.jit(jax.vmap(algo.evaluate))
+        if algo.checked:
+            # checkify cannot see through the skip-``cond`` below, so checked mode scans
+            # exactly ``n`` updates (the last, shorter chunk compiles once more)
+            from rollax.checked import functionalize
+
+            def exact_chunk(state, hp, n):
+                return jax.lax.scan(lambda s, _: algo.update(s, hp), state, None, n)
+
+            def batched(state, hp, n):
+                return functionalize(jax.vmap(lambda s, h: exact_chunk(s, h, n)))(state, hp)
+
+            self.chunk = jax.jit(batched, static_argnums=2)
+            return
+        one_hp = jax.tree_util.tree_map(lambda x: x[0], self.hp)
+        one_state = jax.eval_shape(algo.init, self.keys[0], one_hp)
+        metric_shapes = jax.eval_shape(lambda s: algo.update(s, one_hp)[1], one_state)
+
         def chunk(state, hp, n):
-            skip = _zeros_like_metrics(algo, state, hp)
+            skip = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
             def body(s, i):
                 return jax.lax.cond(i < n, lambda s: algo.update(s, hp), lambda s: (s, skip), s)
 
             return jax.lax.scan(body, state, jnp.arange(chunk_size))
 
-        self.init = jax.jit(jax.vmap(algo.init))
         self.chunk = jax.jit(jax.vmap(chunk, in_axes=(0, 0, None)))
-        self.evaluate = jax.jit(jax.vmap(algo.evaluate))
 
     def initial_state(self):
         return self.init(self.keys, self.hp)
 
     def run_chunk(self, state, n: int):
         """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""
-        state, metrics = self.chunk(state, self.hp, jnp.int32(n))
+        if self.algo.checked:
+            error, out = self.chunk(state, self.hp, int(n))
+            message = error.get()
+            if message is not None:
+                raise CheckFailed(message.splitlines()[0].replace(" (`check` failed)", ""))
+        else:
+            out = self.chunk(state, self.hp, jnp.int32(n))
+        state, metrics = out
         metrics = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :n], jax.device_get(metrics))
         return state, metrics
 

@@ -40,6 +40,14 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
 
 
 def plot_runs(run_dirs, out_dir: Path) -> list[Path]:
+    import warnings
+
+    with warnings.catch_warnings():  # updates where no episode finished are NaN: gaps
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _plot_runs(run_dirs, out_dir)
+
+
+def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
     """Figures of one or more run folders (training runs or rollouts), PNG and SVG.
 
     - ``training_curve``: the score per update (exact return for tabular runs, mean return of

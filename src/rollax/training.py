@@ -53,6 +53,8 @@ class Plan:
     sweep: dict
     chunk_size: int
     checkpoint_every: int
+    checked: bool = False
+    """Run the checks of checked mode (never changes results)."""
 
     def identity(self) -> dict:
         """What a checkpoint must match (chunking and checkpoint spacing excluded: they
@@ -61,16 +63,16 @@ class Plan:
                 "seeds": self.seeds, "sweep": self.sweep}
 
 
-def build_algorithm(kind: str, config: dict):
+def build_algorithm(kind: str, config: dict, checked: bool = False):
     if kind == "tabular":
         from rollax.algos.tabular import TrainConfig, make_algorithm
 
-        return make_algorithm(TrainConfig(**config))
+        return make_algorithm(TrainConfig(**config), checked=checked)
     from rollax.algos.ppo import PPOConfig, make_algorithm
 
     fields = dict(config)
     fields["hidden"] = tuple(fields.get("hidden", (64, 64)))
-    return make_algorithm(PPOConfig(**fields))
+    return make_algorithm(PPOConfig(**fields), checked=checked)
 
 
 def _is_tabular(env_name: str, horizon) -> bool:
@@ -124,7 +126,7 @@ def plan_from_command(cmd):
         config = ppo.preset(cmd.env, seed=cmd.seed, **given)
         kind = "ppo"
     config_dict = dataclasses.asdict(config)
-    algo = build_algorithm(kind, config_dict)
+    algo = build_algorithm(kind, config_dict, cmd.checked)
     sweep = parse_sweep(cmd.sweep, algo.hyperparams)
     for name, values in sweep.items():
         for v in values:  # each swept value must be a valid setting on its own
@@ -133,7 +135,7 @@ def plan_from_command(cmd):
     chunk = cmd.chunk_size or max(1, -(-algo.num_updates // 20))
     every = cmd.checkpoint_every or max(chunk, -(-algo.num_updates // 5))
     plan = Plan(kind, config_dict, cmd.seed, cmd.seeds, sweep, min(chunk, algo.num_updates),
-                every)
+                every, cmd.checked)
     return plan, algo
 
 
@@ -195,7 +197,8 @@ def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) 
                 row = {**label, "update": 0, **{k: float(v[lane]) for k, v in initial.items()}}
                 f.write(json.dumps(row) + "\n")
     compile_start = time.perf_counter()
-    runner.chunk.lower(state, runner.hp, np.int32(plan.chunk_size)).compile()
+    size = plan.chunk_size if algo.checked else np.int32(plan.chunk_size)
+    runner.chunk.lower(state, runner.hp, size).compile()
     compile_s = time.perf_counter() - compile_start
     steps_per_update = algo.env_steps_per_update
     total = algo.num_updates
@@ -314,19 +317,26 @@ def new_run(plan: Plan, algo, out: str | None, show_progress: bool):
     return run_dir, execute(plan, algo, run_dir, resume=False, show_progress=show_progress)
 
 
+def read_plan(run_dir: Path) -> Plan:
+    """The :class:`Plan` stored in a run folder's config.json."""
+    stored = read_json(run_dir / "config.json")
+    try:
+        fields = {f.name: stored[f.name] for f in dataclasses.fields(Plan)
+                  if f.name != "checked"}
+    except KeyError as err:
+        raise ValueError(f"{str(run_dir / 'config.json')!r} lacks {err}: not a training run"
+                         ) from None
+    return Plan(**fields, checked=bool(stored.get("checked", False)))
+
+
 def resume_run(run_dir: str, show_progress: bool):
     """Continue the run in ``run_dir`` from its latest checkpoint."""
     path = Path(run_dir)
     if not path.is_dir():
         raise ValueError(f"resume: {run_dir!r} is not a folder")
-    stored = read_json(path / "config.json")
-    try:
-        fields = {f.name: stored[f.name] for f in dataclasses.fields(Plan)}
-    except KeyError as err:
-        raise ValueError(f"resume: {str(path / 'config.json')!r} lacks {err}") from None
+    plan = read_plan(path)
     if (path / "summary.json").exists():
         raise ValueError(f"resume: the run in {run_dir!r} already finished (summary.json)")
-    plan = Plan(**fields)
-    algo = build_algorithm(plan.kind, plan.config)
+    algo = build_algorithm(plan.kind, plan.config, plan.checked)
     checkpoint.latest(path / "checkpoints")  # refuse early when there is none
     return path, plan, execute(plan, algo, path, resume=True, show_progress=show_progress)

@@ -39,3 +39,5 @@ class Algorithm(NamedTuple):
     """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
     policy_params: Callable
     """``state -> params`` as ``policy`` takes them (e.g. with observation statistics)."""
+    checked: bool = False
+    """Whether ``update`` stages the runtime checks of :mod:`rollax.checked`."""

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rollax import checked as checks
 from rollax.algos.base import Algorithm
 from rollax.collect import _check_count, _collect, _collect_autoreset, reset_batch
 from rollax.envs.base import Box, Discrete
@@ -261,8 +262,9 @@ class PPOHyperparams(NamedTuple):
     reward_scale: float | jax.Array
 
 
-def make_algorithm(config: PPOConfig) -> Algorithm:
-    """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate)."""
+def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
+    """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate).
+    ``checked`` stages the runtime checks of :mod:`rollax.checked` into each update."""
     env = validate(config)
     net = make_network(env, config)
     policy = NormalizedPolicy(net) if config.normalize_observations else net
@@ -347,6 +349,9 @@ def make_algorithm(config: PPOConfig) -> Algorithm:
         env_state, traj = _collect_autoreset(
             env, policy, policy_params(state.params, state.obs_stats), state.env_state,
             rollout_key, T)
+        if checked:
+            checks.check_observations(traj.observation, state.update + 1)
+            checks.check_actions(traj.action, env.action_space, state.update + 1)
         obs = norm(state.obs_stats, traj.observation)
         next_obs = norm(state.obs_stats, traj.next_observation)
         critic = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))
@@ -359,9 +364,14 @@ def make_algorithm(config: PPOConfig) -> Algorithm:
 
         def sgd_step(carry, data):
             params, opt_state = carry
-            grads, aux = jax.grad(loss_fn, has_aux=True)(params, data, hp)
+            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, data, hp)
             updates_, opt_state = tx.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates_), opt_state), aux
+            params = optax.apply_updates(params, updates_)
+            if checked:
+                checks.check_finite("loss", loss, state.update + 1)
+                checks.check_finite("gradient", grads, state.update + 1)
+                checks.check_finite("parameters", params, state.update + 1)
+            return (params, opt_state), aux
 
         def epoch(carry, key):
             params, opt_state = carry
@@ -407,7 +417,7 @@ def make_algorithm(config: PPOConfig) -> Algorithm:
         env_steps_per_update=batch, init=init, update=update, evaluate=evaluate_state,
         params=lambda state: (state.params, state.obs_stats),
         env=env, policy=policy,
-        policy_params=lambda state: policy_params(state.params, state.obs_stats),
+        checked=checked, policy_params=lambda state: policy_params(state.params, state.obs_stats),
     )
 
 

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rollax import checked as checks
 from rollax.algos.base import Algorithm
 from rollax.collect import Trajectory, _check_count, collect
 from rollax.envs.registry import make
@@ -152,8 +153,9 @@ def _live_mean(x, active):
     return jnp.sum(jnp.where(active, x, 0.0)) / jnp.maximum(jnp.sum(active), 1)
 
 
-def make_algorithm(config: TrainConfig) -> Algorithm:
-    """Validate ``config`` (before anything compiles) and return the trainer's parts."""
+def make_algorithm(config: TrainConfig, checked: bool = False) -> Algorithm:
+    """Validate ``config`` (before anything compiles) and return the trainer's parts.
+    ``checked`` stages the runtime checks of :mod:`rollax.checked` into each update."""
     config = resolve_config(config)
     env = make(config.env, horizon=config.horizon)
     policy = default_policy(env)
@@ -187,13 +189,23 @@ def make_algorithm(config: TrainConfig) -> Algorithm:
         key, sample_key = jax.random.split(state.key)
         _, traj = collect(env, policy, state.params, sample_key, batch_size, num_steps)
         targets = reward_to_go(traj.reward)
+        if checked:
+            checks.check_observations(traj.observation, state.update + 1)
+            checks.check_actions(traj.action, env.action_space, state.update + 1)
 
         def epoch(params, _):
             loss, grad = jax.value_and_grad(loss_fn)(params, traj, targets, hp.clip_eps)
+            if checked:
+                checks.check_finite("loss", loss, state.update + 1)
+                checks.check_finite("gradient", grad, state.update + 1)
             step, _ = optimiser.update(grad, optimiser.init(params))
-            return optax.apply_updates(params, step), (loss, optax.tree.norm(grad))
+            params = optax.apply_updates(params, step)
+            if checked:
+                checks.check_finite("parameters", params, state.update + 1)
+            return params, (loss, optax.tree.norm(grad))
 
-        params, (losses, grad_norms) = jax.lax.scan(epoch, state.params, None, config.epochs)
+        params, (losses, grad_norms) = jax.lax.scan(epoch, state.params,
+                                                    jnp.arange(config.epochs))
         ratio = jnp.exp(batch_log_prob(params, traj) - traj.log_prob)
         live = traj.active
         clipped = jnp.abs(ratio - 1.0) > hp.clip_eps
@@ -218,7 +230,7 @@ def make_algorithm(config: TrainConfig) -> Algorithm:
         config=config, hyperparams=TabularHyperparams(config.lr, config.clip_eps),
         num_updates=config.updates, env_steps_per_update=batch_size * num_steps,
         init=init, update=update, evaluate=evaluate, params=lambda state: state.params,
-        env=env, policy=policy, policy_params=lambda state: state.params,
+        env=env, policy=policy, policy_params=lambda state: state.params, checked=checked,
     )
 
 

@@ -1,0 +1,65 @@
+"""Checked mode: runtime checks with ``jax.experimental.checkify`` that stop a run on garbage.
+
+Inside an algorithm built with ``checked=True`` these checks are staged into the compiled
+update; the experiment runner functionalises them (``checkify.checkify``) and raises after the
+chunk in which the first one failed, with a message that names what failed, where (update,
+time step, environment index) and the offending value.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import checkify
+
+from rollax.envs.base import Discrete
+
+
+def _first_index(bad: jax.Array):
+    """Flat index of the first True in ``bad`` (0 when none)."""
+    return jnp.argmax(bad.reshape(-1))
+
+
+def check_observations(observation: jax.Array, update) -> None:
+    """Every observation of a ``(T, B, ...)`` batch is finite."""
+    obs = observation.reshape(observation.shape[:2] + (-1,)).astype(jnp.float32)
+    bad = ~jnp.all(jnp.isfinite(obs), axis=-1)  # (T, B)
+    i = _first_index(bad)
+    t, b = i // bad.shape[1], i % bad.shape[1]
+    checkify.check(~jnp.any(bad),
+                   "checked mode: non-finite observation at update {u}, step {t}, env {b}: {v}",
+                   u=update, t=t, b=b, v=obs[t, b])
+
+
+def check_actions(action: jax.Array, space, update) -> None:
+    """Discrete actions lie in ``[0, n)``; continuous ones are finite. ``action`` is ``(T, B,
+    ...)``."""
+    if isinstance(space, Discrete):
+        bad = (action < 0) | (action >= space.n)
+        what = f"action out of range [0, {space.n})"
+    else:
+        flat = action.reshape(action.shape[:2] + (-1,))
+        bad = ~jnp.all(jnp.isfinite(flat), axis=-1)
+        what = "non-finite action"
+    bad = bad.reshape(bad.shape[:2])
+    i = _first_index(bad)
+    t, b = i // bad.shape[1], i % bad.shape[1]
+    checkify.check(~jnp.any(bad), f"checked mode: {what} at update {{u}}, step {{t}}, env {{b}}: "
+                   "{v}", u=update, t=t, b=b, v=action[t, b])
+
+
+def check_finite(name: str, tree, update, where: str = "") -> None:
+    """Every leaf of ``tree`` (parameters, loss, gradients) is finite."""
+    leaves = [jnp.asarray(x, jnp.float32).reshape(-1)
+              for x in jax.tree_util.tree_leaves(tree)]
+    flat = jnp.concatenate(leaves) if leaves else jnp.zeros(0)
+    bad = ~jnp.isfinite(flat)
+    value = flat[_first_index(bad)] if flat.size else jnp.float32(0)
+    checkify.check(~jnp.any(bad),
+                   f"checked mode: non-finite {name} at update {{u}}{where}: {{v}} "
+                   f"({{n}} of {flat.size} values)", u=update, v=value, n=jnp.sum(bad))
+
+
+def functionalize(fn):
+    """``checkify`` for the user checks staged by the functions above."""
+    return checkify.checkify(fn, errors=checkify.user_checks)
