@@ -210,16 +210,23 @@ def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) 
         task = progress.add_task("train", total=total, completed=update,
                                  steps=f"{update * steps_per_update:,}", sps="—", ret="—")
 
+        chunk_start = time.perf_counter()
+
         def on_chunk(metrics, first, done):
-            nonlocal run_updates
+            nonlocal run_updates, chunk_start
+            now = time.perf_counter()
+            chunk_sps = len(lanes) * (done - first) * steps_per_update / max(now - chunk_start,
+                                                                            1e-9)
             with metrics_path.open("a") as f:
                 for row in metrics_rows(metrics, labels, first):
+                    row["env_steps_per_second"] = chunk_sps  # all lanes, this chunk (host)
                     f.write(json.dumps(row) + "\n")
             run_updates += done - first
-            elapsed = time.perf_counter() - run_start
+            elapsed = now - run_start
             sps = len(lanes) * run_updates * steps_per_update / max(elapsed, 1e-9)
             progress.update(task, completed=done, steps=f"{done * steps_per_update:,}",
                             sps=f"{sps:,.0f}", ret=_latest_return(plan.kind, metrics))
+            chunk_start = time.perf_counter()
 
         def save(done, state):
             checkpoint.save(ckpt_dir, done, state, identity)
