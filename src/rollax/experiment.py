@@ -185,6 +185,8 @@ def summarize(values) -> dict:
 
 
 def _jsonable(x):
+    if np.issubdtype(np.asarray(x).dtype, np.integer):
+        return int(x)
     x = float(x)
     return x if np.isfinite(x) else None
 

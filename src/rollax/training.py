@@ -104,8 +104,8 @@ def plan_from_command(cmd):
             _check_positive(name, getattr(cmd, name))
     if _is_tabular(cmd.env, cmd.horizon):
         if _given(cmd, NEURAL_ONLY):
-            raise ValueError(f"{', '.join(_given(cmd, NEURAL_ONLY))} apply to neural tasks; "
-                             f"{cmd.env} is tabular (use --updates and --batch-size)")
+            raise ValueError(f"{', '.join(_given(cmd, NEURAL_ONLY))} only apply to neural "
+                             f"tasks; {cmd.env} is tabular (use --updates and --batch-size)")
         from rollax.algos.tabular import TrainConfig, resolve_config
 
         given = {k: getattr(cmd, k) for k in ("updates", "batch_size", "horizon", "epochs", "lr",
@@ -117,13 +117,15 @@ def plan_from_command(cmd):
             raise ValueError(f"algo {cmd.algo} is only available for tabular tasks; "
                              f"{cmd.env} trains with --algo ppo")
         if _given(cmd, TABULAR_ONLY):
-            raise ValueError(f"{', '.join(_given(cmd, TABULAR_ONLY))} apply to tabular tasks; "
-                             f"{cmd.env} is neural (use --total-steps and --num-envs)")
+            raise ValueError(f"{', '.join(_given(cmd, TABULAR_ONLY))} only apply to tabular "
+                             f"tasks; {cmd.env} is neural (use --total-steps and --num-envs)")
         from rollax.algos import ppo
 
         given = {k: getattr(cmd, k) for k in ("horizon", "epochs", "lr", "clip_eps", *NEURAL_ONLY)
                  if getattr(cmd, k) is not None}
         config = ppo.preset(cmd.env, seed=cmd.seed, **given)
+        if config.horizon is None:  # record the task's own limit in the resolved config
+            config = dataclasses.replace(config, horizon=ppo.validate(config).horizon)
         kind = "ppo"
     config_dict = dataclasses.asdict(config)
     algo = build_algorithm(kind, config_dict, cmd.checked)
