@@ -1,0 +1,164 @@
+"""Environment and collector throughput, rollax beside gymnax in one process.
+
+    python benchmarks/throughput.py [--sizes 1 64 1024 16384] [--steps 1000] [--repeats 5]
+                                    [--corridor 1024 65536] [--json OUT]
+
+Rows (medians of ``--repeats`` timed runs after one warm-up; compile time apart):
+
+- CartPole-v1, uniform random policy, auto-reset, ``jit(vmap)`` x ``scan`` of ``--steps``
+  steps, no trajectory stored (each side folds rewards into a sum): rollax vs gymnax 1.x;
+- the corridor's absorbing collector (``rollax.collect``, trajectory stored), T = 8 and 64.
+
+Both CartPole loops draw one action key per (step, environment) the same way; gymnax's
+``step`` also resets every environment at every step (and selects), rollax resets only when
+some environment finished, with fresh keys per (step, environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+import rollax
+from rollax.collect import _select
+
+
+def rollax_cartpole(batch: int, steps: int):
+    env = rollax.make("CartPole-v1")
+
+    @jax.jit
+    def run(key):
+        init_key, key = jax.random.split(key)
+        state = rollax.reset_batch(env, init_key, batch)
+
+        def body(carry, step_key):
+            state, total = carry
+            action_key, reset_key = jax.random.split(step_key)
+            actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(
+                jax.random.split(action_key, batch))
+            state, reward, terminated, truncated = jax.vmap(env.step)(state, actions)
+            done = terminated | truncated
+
+            def with_resets(s):
+                return _select(done, jax.vmap(env.reset)(jax.random.split(reset_key, batch)), s)
+
+            state = jax.lax.cond(jnp.any(done), with_resets, lambda s: s, state)
+            return (state, total + reward.sum()), None
+
+        (_, total), _ = jax.lax.scan(body, (state, jnp.float32(0)),
+                                     jax.random.split(key, steps))
+        return total
+
+    return run
+
+
+def gymnax_cartpole(batch: int, steps: int):
+    import gymnax
+
+    env, params = gymnax.make("CartPole-v1")
+
+    @jax.jit
+    def run(key):
+        init_key, key = jax.random.split(key)
+        _, state = jax.vmap(env.reset, (0, None))(jax.random.split(init_key, batch), params)
+
+        def body(carry, step_key):
+            state, total = carry
+            action_key, env_key = jax.random.split(step_key)
+            actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(
+                jax.random.split(action_key, batch))
+            out = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(env_key, batch), state,
+                                                       actions, params)
+            return (out[1], total + out[2].sum()), None
+
+        (_, total), _ = jax.lax.scan(body, (state, jnp.float32(0)),
+                                     jax.random.split(key, steps))
+        return total
+
+    return run
+
+
+def corridor_collect(batch: int, steps: int):
+    env = rollax.make("corridor", horizon=steps)
+    policy = rollax.BernoulliPolicy(3)
+
+    @jax.jit
+    def run(key):
+        _, traj = rollax.collect(env, policy, policy.init(), key, batch, steps)
+        return traj.reward.sum()
+
+    return run
+
+
+def measure(fn, repeats: int) -> dict:
+    key = jax.random.key(0)
+    start = time.perf_counter()
+    compiled = fn.lower(key).compile()
+    compile_s = time.perf_counter() - start
+    jax.block_until_ready(compiled(key))  # warm-up
+    times = []
+    for i in range(repeats):
+        k = jax.random.key(i + 1)
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(k))
+        times.append(time.perf_counter() - start)
+    return {"compile_s": compile_s, "run_s": statistics.median(times)}
+
+
+def machine() -> str:
+    device = jax.devices()[0]
+    return (f"{platform.processor() or platform.machine()}, {jax.device_count()} "
+            f"{device.platform} device(s) ({getattr(device, 'device_kind', '')}); "
+            f"jax {jax.__version__}, Python {platform.python_version()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 16384])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--corridor", type=int, nargs="+", default=[1024, 65536])
+    parser.add_argument("--no-gymnax", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    rows = []
+    print("| row | B | T | rollax steps/s | gymnax steps/s | rollax / gymnax | "
+          "compile s (rollax, gymnax) |")
+    print("|---|---|---|---|---|---|---|")
+    for batch in args.sizes:
+        ours = measure(rollax_cartpole(batch, args.steps), args.repeats)
+        sps = batch * args.steps / ours["run_s"]
+        row = {"row": "CartPole-v1 random, auto-reset", "B": batch, "T": args.steps,
+               "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]}
+        if not args.no_gymnax:
+            theirs = measure(gymnax_cartpole(batch, args.steps), args.repeats)
+            row["gymnax_sps"] = batch * args.steps / theirs["run_s"]
+            row["gymnax_compile_s"] = theirs["compile_s"]
+            row["ratio"] = sps / row["gymnax_sps"]
+        rows.append(row)
+        print(f"| {row['row']} | {batch:,} | {args.steps} | {sps:.3e} | "
+              f"{row.get('gymnax_sps', float('nan')):.3e} | {row.get('ratio', float('nan')):.2f} |"
+              f" {ours['compile_s']:.1f}, {row.get('gymnax_compile_s', float('nan')):.1f} |",
+              flush=True)
+    for batch in args.corridor:
+        for steps in (8, 64):
+            ours = measure(corridor_collect(batch, steps), args.repeats)
+            sps = batch * steps / ours["run_s"]
+            rows.append({"row": "corridor absorbing collect", "B": batch, "T": steps,
+                         "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]})
+            print(f"| corridor absorbing collect | {batch:,} | {steps} | {sps:.3e} | — | — | "
+                  f"{ours['compile_s']:.1f} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
