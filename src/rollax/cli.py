@@ -141,18 +141,26 @@ class UsageError(Exception):
     """A one-line error for the user."""
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_RULE = set("─━-=_ ")
+
+
 def _one_line(box: str) -> str:
-    """Condense tyro's boxed parse error into its first message."""
-    lines = []
-    for raw in box.splitlines()[1:]:
-        text = raw.strip().strip("│╭╮╰╯").strip()
-        if not text or set(text) <= set("─"):
-            if lines:
+    """Condense tyro's boxed parse error (unicode or ASCII layout, colours or not) into its
+    first message: the lines after the title, up to the first blank line or rule."""
+    lines = [_ANSI.sub("", raw).strip().strip("│┃╭╮╰╯|+").strip() for raw in box.splitlines()]
+    message, titled = [], False
+    for text in lines:
+        is_rule = not text or set(text) <= _RULE
+        if not titled:
+            titled = not is_rule  # the first line with words is the box title
+            continue
+        if is_rule:
+            if message:
                 break
             continue
-        lines.append(text)
-    message = " ".join(lines) or box.strip() or "invalid arguments"
-    return re.sub(r"\s+", " ", message)
+        message.append(text)
+    return re.sub(r"\s+", " ", " ".join(message)).strip() or "invalid arguments"
 
 
 CONFIG_EXCLUDED = ("config", "resume", "json")
@@ -244,12 +252,19 @@ def _expand_config(argv: list[str]) -> list[str]:
 
 
 def _parse(argv: list[str]):
+    if sum(a == "--sweep" or a.startswith("--sweep=") for a in argv) > 1:
+        raise UsageError("give every swept setting after one --sweep (e.g. --sweep lr=1e-3,3e-4 "
+                         "clip_eps=0.1,0.2)", argv[0] if argv else None)
     buffer = io.StringIO()
+    # tyro picks its layout from stdout: a fixed UTF-8, non-terminal stdout keeps it one shape
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     try:
-        with contextlib.redirect_stderr(buffer):
+        with contextlib.redirect_stderr(buffer), contextlib.redirect_stdout(out):
             return tyro.extras.subcommand_cli_from_dict(COMMANDS, prog="rollax", args=argv)
     except SystemExit as exit_:
-        if exit_.code in (0, None):
+        if exit_.code in (0, None):  # --help: show what tyro printed
+            out.flush()
+            sys.stdout.write(out.buffer.getvalue().decode("utf-8"))
             raise
         command = argv[0] if argv and argv[0] in COMMANDS else None
         raise UsageError(_one_line(buffer.getvalue()), command) from None
@@ -402,15 +417,31 @@ def run_eval(cmd: Evaluate) -> None:
 
 def run_plot(cmd: Plot) -> None:
     from rollax.plots import plot_runs
+    from rollax.runs import check_creatable_folder
+    from rollax.training import read_metrics, read_plan
 
     runs = [Path(r) for r in cmd.run_dirs]
+    if not runs:
+        raise ValueError("plot needs at least one run folder")
     for run in runs:
-        if not run.is_dir() or not ((run / "config.json").is_file()
-                                    or (run / "rollout.json").is_file()):
-            raise ValueError(f"{str(run)!r} is not a rollax run folder")
+        if not run.is_dir():
+            raise ValueError(f"{str(run)!r} is not a folder")
+        if (run / "rollout.json").is_file():
+            from rollax.experiment import read_json
+
+            data = read_json(run / "rollout.json")
+            if not isinstance(data, dict) or not {"active_per_step", "batch_size"} <= set(data):
+                raise ValueError(f"{str(run / 'rollout.json')!r} is not a rollout record")
+            continue
+        if not (run / "config.json").is_file():
+            raise ValueError(f"{str(run)!r} is not a rollax run folder (no config.json)")
+        read_plan(run)
+        if not read_metrics(run):
+            raise ValueError(f"{str(run / 'metrics.jsonl')!r} holds no metrics yet")
     if cmd.out is None and len(runs) > 1:
         raise ValueError("out is required when plotting several runs (--out DIR)")
     out = Path(cmd.out) if cmd.out is not None else runs[0] / "figures"
+    check_creatable_folder(out)
     written = plot_runs(runs, out)
     if cmd.json:
         _emit({"figures": [str(p) for p in written]})

@@ -22,6 +22,15 @@ def _check_creatable(path: Path) -> None:
                          f"writable folder")
 
 
+def check_creatable_folder(path: Path) -> None:
+    """``path`` is an existing folder or can be created as one (checked, nothing written)."""
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"out {str(path)!r} exists and is not a folder")
+        return
+    _check_creatable(path)
+
+
 def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") -> Path:
     """The folder a new run will be written to. ``out`` must not exist yet (a run folder is
     never overwritten) and must be creatable; without ``out`` a fresh name under ``root`` is

@@ -1,0 +1,265 @@
+"""The bad-input catalogue of docs/errors.md, replayed entry by entry.
+
+The table in docs/errors.md is the single source: each row gives an input (a ``rollax ...``
+command line or a Python expression), its setup, the exact message and the exit status (or the
+exception type). This module parses that table and, for every row:
+
+- builds the row's setup in an empty ``tmp_path`` (run folders are copied from one tiny tabular
+  run trained once per module, then broken as the setup says);
+- hashes every file and folder under ``tmp_path``;
+- runs the input: a command line in-process through ``rollax.cli.main`` (cwd = ``tmp_path``),
+  a Python expression with ``eval`` under ``pytest.raises``;
+- asserts the exact message (``<cwd>`` in the table stands for the working directory), exit
+  status 2 and exactly one line on stderr (nothing on stdout) for the command line, the exact
+  exception type for Python; and that nothing under ``tmp_path`` changed.
+
+Rows that document a defect (a traceback, an exit status other than 2, a message that differs
+in-process from a real run, something written) are strict xfails with the reason in ``XFAIL``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+from rollax.cli import main
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+HEADER = ["id", "setup", "input", "message", "exit", "note"]
+PREPARE = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "2",
+           "--checkpoint-every", "2"]
+"""The prepared run (``--out`` added): 4 tabular PPO updates on the corridor, checkpoints at
+updates 2 and 4."""
+
+
+# --- the table -------------------------------------------------------------------------------
+
+def _split_row(line: str) -> list[str]:
+    """Cells of a markdown table row; ``\\|`` is a literal bar inside a cell."""
+    body = line.strip()
+    assert body.startswith("|") and body.endswith("|"), line
+    cells = re.split(r"(?<!\\)\|", body[1:-1])
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def _unquote(cell: str) -> str:
+    """The text of a cell that is one code span (`` `x` `` or ``` `` x `` ```)."""
+    match = re.fullmatch(r"(`+)\s?(.*?)\s?\1", cell)
+    return match.group(2) if match else cell
+
+
+def read_catalogue(path: Path = DOC) -> list[dict]:
+    """The rows of the catalogue table (the table whose header is ``HEADER``)."""
+    rows, in_table = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.lstrip().startswith("|"):
+            if in_table:
+                break
+            continue
+        cells = _split_row(line)
+        if not in_table:
+            in_table = cells == HEADER
+            continue
+        if set("".join(cells)) <= set("-: "):
+            continue  # the delimiter row
+        assert len(cells) == len(HEADER), line
+        row = dict(zip(HEADER, cells))
+        for key in ("id", "setup", "input", "message", "exit"):
+            row[key] = _unquote(row[key])
+        rows.append(row)
+    return rows
+
+
+ENTRIES = read_catalogue()
+
+XFAIL: dict[str, str] = {
+    # rows that document a defect would go here: id -> reason (strict xfail)
+}
+
+
+# --- setups ----------------------------------------------------------------------------------
+
+CONFIG_FILES = {
+    "typo.toml": "updates = 2\nbatch_sise = 16\n",
+    "typo.yaml": "updates: 2\nchekpoint_every: 2\n",
+    "unknown.yaml": "updates: 2\nlearning_rate: 0.1\n",
+    "settings.json": '{"updates": 2}\n',
+    "unsafe.yaml": 'env: !!python/object/apply:os.system ["echo hi"]\n',
+    "broken.toml": "updates = \n",
+    "list.yaml": "- updates\n- 2\n",
+    "table.toml": "[updates]\nx = 1\n",
+    "zero.toml": "updates = 0\n",
+    "string.toml": 'updates = "x"\n',
+}
+"""The config files named as setups: name -> content."""
+
+
+def _latest(run: Path) -> Path:
+    return run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+
+
+def _unfinish(run: Path) -> None:
+    """Make a finished run look killed before its end (no summary.json, no figures)."""
+    (run / "summary.json").unlink()
+    shutil.rmtree(run / "figures")
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _other_config(run: Path) -> None:
+    path = run / "config.json"
+    stored = json.loads(path.read_text())
+    assert stored["config"]["lr"] == 0.5
+    stored["config"]["lr"] = 0.25
+    path.write_text(json.dumps(stored, indent=2) + "\n")
+
+
+def _dangling(run: Path) -> None:
+    (run / "checkpoints" / "latest").write_text("update-0000099\n")
+
+
+def _no_checkpoints(run: Path) -> None:
+    shutil.rmtree(run / "checkpoints")
+
+
+def _corrupt_config(run: Path) -> None:
+    (run / "config.json").write_text("{\n")
+
+
+def _config_without_kind(run: Path) -> None:
+    path = run / "config.json"
+    stored = json.loads(path.read_text())
+    del stored["kind"]
+    path.write_text(json.dumps(stored, indent=2) + "\n")
+
+
+RUN_BREAKS = {
+    "run": [],
+    "run-unfinished": [_unfinish],
+    "run-corrupt": [lambda r: _flip_byte(_latest(r) / "state.npz")],
+    "run-unfinished-corrupt": [_unfinish, lambda r: _flip_byte(_latest(r) / "state.npz")],
+    "run-other-config": [_other_config],
+    "run-unfinished-other-config": [_unfinish, _other_config],
+    "run-dangling-latest": [_dangling],
+    "run-unfinished-dangling-latest": [_unfinish, _dangling],
+    "run-unfinished-no-checkpoints": [_unfinish, _no_checkpoints],
+    "run-corrupt-config": [_corrupt_config],
+    "run-config-without-kind": [_config_without_kind],
+    "run-without-metrics": [lambda r: (r / "metrics.jsonl").unlink()],
+}
+"""Setups that copy the prepared run to ``run`` and then break it."""
+
+
+def build_setup(name: str, base: Path, prepared: Path | None) -> None:
+    """Build setup ``name`` (``-`` for none) in folder ``base``; ``prepared`` is the prepared run
+    (needed by the ``run*`` setups only)."""
+    if name == "-":
+        return
+    if name in RUN_BREAKS:
+        run = base / "run"
+        shutil.copytree(prepared, run)
+        for brk in RUN_BREAKS[name]:
+            brk(run)
+    elif name == "empty":
+        (base / "empty").mkdir()
+    elif name == "afile":
+        (base / "afile").write_text("a regular file\n")
+    elif name in CONFIG_FILES:
+        (base / name).write_text(CONFIG_FILES[name])
+    else:
+        raise KeyError(f"unknown setup {name!r}")
+
+
+def needs_prepared_run(name: str) -> bool:
+    return name in RUN_BREAKS
+
+
+def snapshot(base: Path) -> dict[str, str]:
+    """Every file (its SHA-256) and folder under ``base``."""
+    out = {}
+    for path in sorted(base.rglob("*")):
+        rel = path.relative_to(base).as_posix()
+        if path.is_symlink():
+            out[rel] = "link:" + os.readlink(path)
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+NAMESPACE = {"jax": jax, "jnp": jnp, "np": np, "rollax": rollax}
+"""What the Python expressions of the table see."""
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def prepared_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("prepared") / "run"
+    assert main([*PREPARE, "--out", str(run)]) == 0
+    return run
+
+
+def test_catalogue_table():
+    ids = [e["id"] for e in ENTRIES]
+    assert len(ids) >= 35
+    assert len(set(ids)) == len(ids), "ids must be unique"
+    assert set(XFAIL) <= set(ids), set(XFAIL) - set(ids)
+    for e in ENTRIES:
+        cli = e["input"] == "rollax" or e["input"].startswith("rollax ")
+        assert e["exit"].isdigit() == cli, e["id"]
+        if not cli:
+            assert isinstance(getattr(builtins, e["exit"], None), type), e["id"]
+        assert e["setup"] == "-" or e["setup"] in RUN_BREAKS or e["setup"] in CONFIG_FILES \
+            or e["setup"] in ("empty", "afile"), e["setup"]
+        assert "\n" not in e["message"] and e["message"], e["id"]
+
+
+def _param(entry):
+    marks = ([pytest.mark.xfail(strict=True, reason=XFAIL[entry["id"]])]
+             if entry["id"] in XFAIL else [])
+    return pytest.param(entry, id=entry["id"], marks=marks)
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
+def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
+    if "gymnax:" in entry["input"] and importlib.util.find_spec("gymnax") is None:
+        pytest.skip("gymnax is not installed (pip install rollax[gymnax])")
+    prepared = (request.getfixturevalue("prepared_run")
+                if needs_prepared_run(entry["setup"]) else None)
+    build_setup(entry["setup"], tmp_path, prepared)
+    monkeypatch.chdir(tmp_path)
+    expected = entry["message"].replace("<cwd>", os.getcwd())
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    if entry["input"] == "rollax" or entry["input"].startswith("rollax "):
+        code = main(shlex.split(entry["input"])[1:])
+        out, err = capsys.readouterr()
+        assert err == expected + "\n"
+        assert err.count("\n") == 1 and out == ""
+        assert code == int(entry["exit"])
+        assert code == 2
+    else:
+        exc_type = getattr(builtins, entry["exit"])
+        with pytest.raises(exc_type, match="^" + re.escape(expected) + "$") as info:
+            eval(entry["input"], dict(NAMESPACE))  # the catalogue's own inputs
+        assert type(info.value) is exc_type
+    assert snapshot(tmp_path) == before, "the bad input changed something on disk"
