@@ -159,7 +159,6 @@ RUN_BREAKS = {
     "run-unfinished-other-config": [_unfinish, _other_config],
     "run-dangling-latest": [_dangling],
     "run-unfinished-dangling-latest": [_unfinish, _dangling],
-    "run-unfinished-no-checkpoints": [_unfinish, _no_checkpoints],
     "run-corrupt-config": [_corrupt_config],
     "run-config-without-kind": [_config_without_kind],
     "run-without-metrics": [lambda r: (r / "metrics.jsonl").unlink()],

@@ -1,6 +1,6 @@
 """Checkpoints: a pytree of arrays saved without pickle, written atomically, verified on load.
 
-Layout of a checkpoint folder ``checkpoints/update-000040/``:
+Layout of a checkpoint folder ``checkpoints/update-0000040/``:
 
 - ``state.npz``: the leaves as ``leaf_00000 ...`` (NumPy, read back with ``allow_pickle=False``);
   typed PRNG keys are stored as their raw ``uint32`` data;

@@ -271,7 +271,9 @@ def _parse(argv: list[str]):
 
 
 def _emit(obj) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
+    from rollax.runs import finite_or_none
+
+    sys.stdout.write(json.dumps(finite_or_none(obj), allow_nan=False) + "\n")
     sys.stdout.flush()
 
 
@@ -381,12 +383,14 @@ def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> Non
             continue
         console.print(f"{summary['score']}{' (' + name + ')' if name else ''}: mean "
                       f"{stats['mean']:.4f}, 95% CI [{stats['ci95'][0]:.4f}, "
-                      f"{stats['ci95'][1]:.4f}], IQM {stats['iqm']:.4f} over {stats['n']} seeds")
+                      f"{stats['ci95'][1]:.4f}], IQM {stats['iqm']:.4f} over {stats['n']} seed"
+                      + ("s" if stats["n"] != 1 else ""))
     if tabular:
         console.print(f"exact return before: {history[0, 0]:.6f}")
         console.print("exact return after:  " + ", ".join(f"{h:.6f}" for h in history[:, -1]))
         if single:
-            console.print(f"params: {np.round(np.asarray(params)[0], 4).tolist()}")
+            values = np.asarray(params, np.float64)[0].reshape(-1)
+            console.print("params: [" + ", ".join(f"{v:.4g}" for v in values) + "]")
     else:
         console.print("greedy evaluation return per lane: "
                       + ", ".join(f"{lane['eval_return']:.1f}" for lane in summary["lanes"]))

@@ -16,6 +16,7 @@ from rollax import checkpoint
 from rollax.experiment import (
     Interrupt,
     Runner,
+    _jsonable,
     lane_params_sha256,
     make_lanes,
     metrics_rows,
@@ -196,7 +197,8 @@ def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) 
         initial = {k: np.asarray(v) for k, v in runner.evaluate(state, runner.hp).items()}
         with metrics_path.open("w") as f:
             for lane, label in enumerate(labels):
-                row = {**label, "update": 0, **{k: float(v[lane]) for k, v in initial.items()}}
+                row = {**label, "update": 0,
+                       **{k: _jsonable(v[lane]) for k, v in initial.items()}}
                 f.write(json.dumps(row) + "\n")
     compile_start = time.perf_counter()
     size = plan.chunk_size if algo.checked else np.int32(plan.chunk_size)
@@ -347,5 +349,8 @@ def resume_run(run_dir: str, show_progress: bool):
     if (path / "summary.json").exists():
         raise ValueError(f"resume: the run in {run_dir!r} already finished (summary.json)")
     algo = build_algorithm(plan.kind, plan.config, plan.checked)
-    checkpoint.latest(path / "checkpoints")  # refuse early when there is none
-    return path, plan, execute(plan, algo, path, resume=True, show_progress=show_progress)
+    # a run stopped before its first checkpoint starts again from update 0 in its folder
+    started = (path / "checkpoints" / checkpoint.LATEST).exists()
+    if started:
+        checkpoint.latest(path / "checkpoints")  # refuse a broken pointer early
+    return path, plan, execute(plan, algo, path, resume=started, show_progress=show_progress)
