@@ -175,3 +175,13 @@ def test_entry_point_in_a_subprocess(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "rollax.cli", "train", "--lr", "0"],
                          capture_output=True, text=True, env=env, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stdout == ""
+
+
+def test_check_env_command(capsys):
+    code, out, err = run(capsys, "check-env", "corridor", "--json", "--batch-size", "4")
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["ok"] is True and {c["name"] for c in obj["checks"]} >= {
+        "events", "absorbing_state", "determinism", "batch_permutation"}
+    code, out, err = run(capsys, "check-env", "CartPol-v1")
+    assert code == 2 and out == "" and "did you mean CartPole-v1" in err

@@ -1,6 +1,7 @@
 """rollax: batched on-policy reinforcement learning in JAX with checked contracts."""
 
 from rollax.algos import TrainConfig, TrainMetrics, TrainResult, make_train, ppo, tabular, train
+from rollax.checks import CheckReport, EnvContractError, check_collector, check_env
 from rollax.collect import (
     AutoResetTrajectory,
     Trajectory,
@@ -39,6 +40,10 @@ from rollax.returns import discounted_returns, gae, reward_to_go
 __version__ = "0.1.0"
 
 __all__ = [
+    "CheckReport",
+    "EnvContractError",
+    "check_collector",
+    "check_env",
     "AutoResetTrajectory",
     "Categorical",
     "DiagGaussian",

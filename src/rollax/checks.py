@@ -19,7 +19,11 @@ Conventions of the reports:
 - Keys: ``check_env`` derives its keys exactly like :func:`rollax.collect` does,
   ``rollax.collection_keys(jax.random.key(seed), batch_size, num_steps, env.stochastic)``, so
   its absorbing rollout is ``rollax.rollout(env, RandomPolicy.for_space(env.action_space),
-  None, *keys)`` and a failure can be replayed with the library's own functions.
+  None, *keys)`` and a failure can be replayed with the library's own functions. The
+  "different key" run uses ``seed + 1``; the auto-reset run starts from the same start states
+  with ``jax.random.key(seed + 2)``. Done states are also stepped with a few fixed probe
+  actions (first / last / second actions of a ``Discrete`` space; corners and centre of a
+  ``Box``), with the cell's own transition key.
 
 Check names (``check_env``):
 
@@ -56,40 +60,66 @@ Check names (``check_env``):
 ``autoreset_final_observation``
     :func:`rollax.collect_autoreset` keeps the true final observation: on an ending transition
     ``next_observation`` is the observation of the state the step produced (re-stepped
-    absorbingly from the same state, action and key); otherwise ``next_observation[t] ==
-    observation[t + 1]``; after an ending the next row is a fresh, live episode.
+    absorbingly from the same state, action and key; floats equal up to rounding, rtol 1e-5,
+    since the re-step is a separately compiled program); otherwise ``next_observation[t] ==
+    observation[t + 1]`` bit for bit; after an ending the next row is a fresh, live episode.
 ``episodes_end``
     a warning (never a failure) when some episode did not end within ``num_steps``.
 
 Check names (``check_collector``, also run by ``check_env(..., collect_fn=...)``):
-``collector_runs``, ``collector_shapes``, ``active_mask``, ``active_never_rises``,
-``padding_zero_reward``, ``collector_replay``, ``collector_key_changes_actions``,
-``keys_per_env``, ``keys_per_step``, ``matches_reference``.
+
+``collector_runs``
+    ``collect_fn(env, policy, params, key, B, T)`` returns ``(final_state, trajectory)``.
+``collector_shapes``
+    every field time-major ``(T, B, ...)``; reward float32, active / events bool.
+``active_mask``
+    ``active`` is "live before the step": true up to and including the transition whose event
+    ends the episode (that transition keeps its reward), false after it.
+``active_never_rises``
+    no environment becomes active again (the active count never rises).
+``padding_zero_reward``
+    inactive cells carry reward 0 and no events.
+``collector_replay``
+    the same key replays every field and the final state bit for bit.
+``collector_key_changes_actions``
+    another key changes the actions.
+``keys_per_env``
+    no key broadcast to all environments: informative action columns do not repeat across
+    environments more often than under ``rollax.collect`` with the same key (needs a
+    stochastic policy).
+``keys_per_step``
+    no key reused across steps: informative action rows do not repeat over time more often
+    than under ``rollax.collect``.
+``matches_reference``
+    every field and the final state equal ``rollax.collect``'s for the same inputs, bit for bit.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, NamedTuple
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rollax.collect import collect, collect_autoreset, collection_keys
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Discrete, Environment
 
 __all__ = [
+    "COLLECTOR_CHECKS",
+    "ENV_CHECKS",
     "CheckReport",
     "CheckResult",
     "EnvContractError",
     "RandomPolicy",
     "check_collector",
     "check_env",
-    "COLLECTOR_CHECKS",
-    "ENV_CHECKS",
 ]
 
 EXTRA_STEPS = 3
@@ -246,8 +276,13 @@ class RandomPolicy:
     ``Discrete``: uniform over ``0 .. n-1`` (a 32-bit draw modulo ``n``, like ``randint``).
     ``Box``: each coordinate uniform in ``[low, high]`` where both bounds are finite (and their
     distance is a finite float32), ``low + |normal|`` / ``high - |normal|`` where one is,
-    standard normal where neither is (one uniform draw, Box-Muller for the normal). Hashable, so it is a valid static argument of
-    :func:`rollax.collect`. Build it with :meth:`for_space`.
+    standard normal where neither is (one uniform draw, Box-Muller for the normal).
+
+    Hashable, so it is a valid static argument of :func:`rollax.collect`. Build it with
+    :meth:`for_space`::
+
+        policy = RandomPolicy.for_space(env.action_space)
+        _, traj = rollax.collect(env, policy, None, jax.random.key(0), 16, env.horizon)
     """
 
     kind: str
@@ -278,7 +313,9 @@ class RandomPolicy:
         bounded = np.isfinite(low) & np.isfinite(high) & (np.abs(width) < np.finfo(np.float32).max)
         only_low = np.isfinite(low) & ~bounded & ~np.isfinite(high)
         only_high = np.isfinite(high) & ~bounded & ~np.isfinite(low)
-        safe = lambda x: np.where(np.isfinite(x), x, 0.0).astype(np.float32)  # noqa: E731
+        def safe(x):
+            return np.where(np.isfinite(x), x, 0.0).astype(np.float32)
+
         return (safe(low), safe(high), np.where(bounded, width, 1.0).astype(np.float32),
                 bounded, only_low, only_high)
 
@@ -338,6 +375,19 @@ def _cell_mismatch(a: np.ndarray, b: np.ndarray, lead: int) -> np.ndarray | None
         return None
     diff = _bits(a) != _bits(b)
     return diff.reshape(a.shape[:lead] + (-1,)).any(axis=-1)
+
+
+def _cell_mismatch_close(a: np.ndarray, b: np.ndarray, lead: int, rtol=1e-5, atol=1e-6):
+    """Like :func:`_cell_mismatch`, but floats only need to agree up to rounding (separately
+    compiled programs may round the same computation differently in the last bits)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    if not np.issubdtype(a.dtype, np.inexact):
+        return _cell_mismatch(a, b, lead)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return ~close.reshape(a.shape[:lead] + (-1,)).all(axis=-1)
 
 
 def _same_bits(a, b) -> jax.Array:
@@ -462,6 +512,9 @@ class _Trace(NamedTuple):
     """``(T + 1, B)``: ``observation_space.contains`` of each observation."""
     done: Any
     """``(T + 1, B, ...)``: ``env.done`` of each state."""
+    step_done: Any
+    """``(T, B, ...)``: ``env.done`` of the state each step started from (``done[:-1]`` unless
+    the states were overridden)."""
     action: Any
     reward: Any
     terminated: Any
@@ -498,92 +551,132 @@ def _probe_actions(space) -> np.ndarray:
     return np.stack([lo, hi, mid, alternate]).astype(dtype)
 
 
-_CACHE: dict = {}
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_SIZE = 32
 
 
 def _cached(build: Callable, *args):
-    """``build(*args)``, memoised on ``args`` when they are hashable (compiled functions are
-    then reused across checks of the same environment)."""
+    """``build(*args)``, memoised (the last ``_CACHE_SIZE``) on ``args`` when they are hashable:
+    compiled functions are then reused across checks of the same environment."""
     try:
         key = (build, *args)
         hash(key)
     except TypeError:
         return build(*args)
-    if key not in _CACHE:
-        _CACHE[key] = build(*args)
-    return _CACHE[key]
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    value = _CACHE[key] = build(*args)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return value
 
 
-@functools.lru_cache(maxsize=None)
+_KEYS_LOCK = threading.Lock()
+
+
+@functools.cache
 def _keys_fn(batch_size: int, num_steps: int, stochastic: bool):
-    """``rollax.collection_keys`` compiled once per shape (shared by all environments)."""
-    return jax.jit(lambda key: collection_keys(key, batch_size, num_steps, stochastic))
+    """``rollax.collection_keys`` as key data, compiled once per shape (shared by all
+    environments)."""
+
+    def keys(key):
+        derived = collection_keys(key, batch_size, num_steps, stochastic)
+        return jax.tree.map(jax.random.key_data, derived)
+
+    return jax.jit(keys)
+
+
+def _collection_key_data(batch_size, num_steps, stochastic, seed):
+    with _KEYS_LOCK:  # one compilation per shape, also when checks run on several threads
+        return _keys_fn(batch_size, num_steps, stochastic)(jax.random.key(seed))
 
 
 def _make_tracer(env, policy, params):
-    """A jitted ``(keys, perm (B,)) -> _Trace`` (device arrays).
+    """A jitted ``(keys, perm, override, override_states, override_actions) -> _Trace``.
 
-    ``keys`` are ``rollax.collection_keys(root_key, B, T, env.stochastic)``, their batch axis
-    permuted by ``perm``; the rollout is then ``rollax.rollout``'s (same policy, same keys) with
-    the states kept, and the fixed :func:`_probe_actions` tried on every state too (with the
-    cell's own transition key: probes are not collection, and reusing the key keeps them
-    permutable with the batch).
+    ``keys``: key data of ``rollax.collection_keys(root_key, B, T, env.stochastic)``, their
+    batch axis permuted by ``perm`` (B,). With ``override`` False the rollout is
+    ``rollax.rollout``'s (same policy, same keys) with the states kept, and the fixed
+    :func:`_probe_actions` tried on every state too (with the cell's own transition key: probes
+    are not collection, and reusing the key keeps them permutable with the batch).
+
+    With ``override`` True, step ``t`` starts from ``override_states[t]`` (T, B) with
+    ``override_actions[t]`` instead of the carried state and sampled action: one absorbing
+    step from each given state (used to re-step an auto-reset trajectory). The same compiled
+    function serves both.
     """
-    stochastic = bool(env.stochastic)
     obs_space = env.observation_space
     probe_actions = _probe_actions(env.action_space)
 
-    def one(state, action_key, transition_key):
+    def view(state):
         observation = env.observation(state)
-        done = env.done(state)
-        in_space = jnp.asarray(obs_space.contains(observation), bool)
-        action, _ = policy.sample(params, observation, action_key)
-        # the rollout's action and the probes in one batched step (one copy of the step code)
-        actions = jnp.concatenate([jnp.asarray(action)[None],
-                                   jnp.asarray(probe_actions, jnp.asarray(action).dtype)])
+        return observation, jnp.asarray(obs_space.contains(observation), bool), env.done(state)
 
-        def step(a):
-            s, r, te, tr = _env_step(env, state, a, transition_key)
-            return s, _same_bits(s, state), r, te, tr
+    def run(keys, perm, override, override_states, override_actions):
+        reset_data, action_data, transition_data = keys
+        wrap = jax.random.wrap_key_data
+        reset_keys, action_keys = wrap(reset_data[perm]), wrap(action_data[:, perm])
+        transition_keys = None if transition_data is None else wrap(transition_data[:, perm])
 
-        states, same, rewards, terms, truncs = jax.vmap(step)(actions)
-        next_state = jax.tree.map(lambda x: x[0], states)
-        row = (observation, in_space, done, action, rewards[0], terms[0], truncs[0],
-               actions[1:], same[1:], rewards[1:], terms[1:], truncs[1:])
-        return next_state, row
+        def one(state, action_key, transition_key, forced_action):
+            observation = env.observation(state)
+            done = env.done(state)
+            action, _ = policy.sample(params, observation, action_key)
+            action = jnp.where(override, jnp.asarray(forced_action, action.dtype), action)
+            # the rollout's action and the probes in one batched step (one copy of the code)
+            actions = jnp.concatenate([jnp.asarray(action)[None],
+                                       jnp.asarray(probe_actions, action.dtype)])
 
-    def run(keys, perm):
-        reset_keys, action_keys, transition_keys = keys
-        reset_keys, action_keys = reset_keys[perm], action_keys[:, perm]
-        if transition_keys is not None:
-            transition_keys = transition_keys[:, perm]
-        state0 = jax.vmap(env.reset)(reset_keys)
+            def step(a):
+                s, r, te, tr = _env_step(env, state, a, transition_key)
+                return s, _same_bits(s, state), r, te, tr
 
-        def body(state, keys):
-            akeys, tkeys = keys
+            states, same, rewards, terms, truncs = jax.vmap(step)(actions)
+            next_state = jax.tree.map(lambda x: x[0], states)
+            row = (next_state, *view(next_state), done, action, rewards[0], terms[0],
+                   truncs[0], actions[1:], same[1:], rewards[1:], terms[1:], truncs[1:])
+            return next_state, row
+
+        def body(carry, xs):
+            akeys, tkeys, forced_states, forced_actions = xs
+            state = jax.lax.cond(override, lambda: forced_states, lambda: carry)
             if tkeys is None:
-                next_state, row = jax.vmap(lambda s, k: one(s, k, None))(state, akeys)
-            else:
-                next_state, row = jax.vmap(one)(state, akeys, tkeys)
-            return next_state, (next_state, row)
+                return jax.vmap(lambda s, k, a: one(s, k, None, a))(state, akeys, forced_actions)
+            return jax.vmap(one)(state, akeys, tkeys, forced_actions)
 
-        final, (next_states, rows) = jax.lax.scan(body, state0, (action_keys, transition_keys))
-        final_obs = jax.vmap(env.observation)(final)
-        final_done = jax.vmap(env.done)(final)
-        final_in = jax.vmap(lambda o: jnp.asarray(obs_space.contains(o), bool))(final_obs)
-        (observation, in_space, done, action, reward, terminated, truncated,
-         p_action, p_same, p_reward, p_term, p_trunc) = rows
+        state0 = jax.vmap(env.reset)(reset_keys)
+        xs = (action_keys, transition_keys, override_states, override_actions)
+        _, rows = jax.lax.scan(body, state0, xs)
+        (next_states, observation, in_space, done, step_done, action, reward, terminated,
+         truncated, p_action, p_same, p_reward, p_term, p_trunc) = rows
+        obs0, in0, done0 = jax.vmap(view)(state0)
 
-        def append(xs, last):
-            return jnp.concatenate([xs, last[None]], axis=0)
+        def prepend(first, rest):
+            return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), first, rest)
 
-        states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0),
-                              state0, next_states)
-        return _Trace(states, append(observation, final_obs), append(in_space, final_in),
-                      append(done, final_done), action, reward, terminated, truncated,
-                      p_action, p_same, p_reward, p_term, p_trunc)
+        return _Trace(prepend(state0, next_states), prepend(obs0, observation),
+                      prepend(in0, in_space), prepend(done0, done), step_done, action, reward,
+                      terminated, truncated, p_action, p_same, p_reward, p_term, p_trunc)
 
     return jax.jit(run)
+
+
+def _no_override(env, policy, params, batch_size, num_steps):
+    """Zero ``(override_states, override_actions)`` of the right shapes (host arrays)."""
+    key = jax.random.key(0)
+    state = jax.eval_shape(env.reset, key)
+    action = jax.eval_shape(lambda s, k: policy.sample(params, env.observation(s), k)[0],
+                            state, key)
+    lead = (num_steps, batch_size)
+
+    def zeros(leaf):
+        if _is_key(leaf):  # a key inside the state: zero key data, wrapped
+            data = jax.eval_shape(jax.random.key_data, leaf)
+            return jax.random.wrap_key_data(np.zeros(lead + data.shape, data.dtype))
+        return np.zeros(lead + tuple(leaf.shape), leaf.dtype)
+
+    return jax.tree.map(zeros, state), zeros(action)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -896,47 +989,30 @@ class _FirstOf:
         return self.policy.sample(params, observation[0], key)
 
 
-def _autoreset_analysis(env, traj):
-    """Device-side part of the auto-reset check, one compiled function per environment."""
-    return _cached(_make_analysis, env)(traj)
-
-
-def _make_analysis(env):
-    def analyse(traj):
-        obs, before = traj.observation
-        next_obs, after = traj.next_observation
-
-        def restep(inner, action, key_data):
-            k = jax.random.wrap_key_data(key_data) if env.stochastic else None
-            next_state = _env_step(env, inner, action, k)[0]
-            return env.observation(next_state), next_state, env.done(next_state)
-
-        restep_all = jax.vmap(jax.vmap(restep))
-        expected_obs, expected_state, expected_done = restep_all(before.inner, traj.action,
-                                                                 after.key)
-        done_before = jax.vmap(jax.vmap(env.done))(before.inner)
-        return (obs, before.inner, next_obs, after.inner, traj.action, traj.terminated,
-                traj.truncated, expected_obs, expected_state, expected_done, done_before)
-
-    return jax.jit(analyse)
-
-
-def _autoreset_check(env, policy, params, autoreset_fn, start_states, key, num_steps):
+def _autoreset_check(env, policy, params, autoreset_fn, start_states, key, keys, run):
     """``autoreset_final_observation``: run ``autoreset_fn`` on a recording wrapper of ``env``
-    from ``start_states`` (B,) and compare each row with an absorbing re-step."""
+    from ``start_states`` (B,) and compare each row with an absorbing re-step from the same
+    state, action and transition key (``run`` with the states overridden)."""
     key_shape = tuple(jax.random.key_data(key).shape)
     recording = _Recording(env, key_shape)
     B = jax.tree.leaves(start_states)[0].shape[0]
-    T = num_steps
+    T = keys[1].shape[0]
     state = _RecordedState(start_states, np.zeros((B,) + key_shape, np.uint32))
-    _, traj = autoreset_fn(recording, _FirstOf(policy), params, state, key, num_steps)
-    h = _host(_autoreset_analysis(env, traj))
-    (obs, before, next_obs, after, action, term, trunc, expected_obs, expected_state,
-     expected_done, done_before) = h
+    _, traj = autoreset_fn(recording, _FirstOf(policy), params, state, key, T)
+    (obs, before), (next_obs, after) = _host((traj.observation, traj.next_observation))
+    term, trunc = np.asarray(traj.terminated), np.asarray(traj.truncated)
+    restep_keys = (keys[0], keys[1], after.key if env.stochastic else None)
+    restepped = run(restep_keys, np.arange(B, dtype=np.int32), True,
+                    (before.inner, np.asarray(traj.action)))
+    expected_obs = restepped.observation[1:]
+    expected_state = jax.tree.map(lambda x: x[1:], restepped.states)
+    expected_done = _scalar_cells(restepped.done[1:], 2).any(axis=-1)
+    done_before = _scalar_cells(restepped.step_done, 2).any(axis=-1)
+    before, after = before.inner, after.inner
     ending = np.asarray(term, bool) | np.asarray(trunc, bool)
     findings = []
 
-    mismatch = _cell_mismatch(next_obs, expected_obs, 2)
+    mismatch = _cell_mismatch_close(next_obs, expected_obs, 2)
     if mismatch is None:
         findings.append(_Finding(None, None, "next_observation has the wrong shape or dtype",
                                  {"next_observation": f"{next_obs.dtype}{list(next_obs.shape)}"}))
@@ -956,13 +1032,13 @@ def _autoreset_check(env, policy, params, autoreset_fn, start_states, key, num_s
                                       "observation of the stepped state": expected_obs[t, b]}))
     state_diff = np.zeros((T, B), bool)
     for x, y in zip(jax.tree.leaves(after), jax.tree.leaves(expected_state)):
-        d = _cell_mismatch(x, y, 2)
+        d = _cell_mismatch_close(x, y, 2)
         state_diff |= True if d is None else d
     cell = _first_cell(state_diff & ending)
     if cell is not None:
         findings.append(_Finding(*cell, "final state differs from an absorbing step from the "
                                  "same state, action and key", {}, 1))
-    cell = _first_cell(ending & ~np.asarray(expected_done, bool).reshape(T, B))
+    cell = _first_cell(ending & ~expected_done)
     if cell is not None:
         findings.append(_Finding(*cell, "ending transition leaves a state that is not done", {},
                                  2))
@@ -982,7 +1058,7 @@ def _autoreset_check(env, policy, params, autoreset_fn, start_states, key, num_s
         if cell is not None:
             findings.append(_Finding(*cell, "the state carried to the next step is not the "
                                      "stepped state inside an episode", {}, 4))
-        fresh_done = np.asarray(done_before, bool).reshape(T, B)[1:]
+        fresh_done = done_before[1:]
         cell = _first_cell(ending[:-1] & fresh_done)
         if cell is not None:
             findings.append(_Finding(cell[0] + 1, cell[1], "the row after an episode end is not "
@@ -1043,12 +1119,15 @@ def check_env(env, *, batch_size: int = 16, num_steps: int | None = None, seed: 
     try:
         reset_result, step_result = _static_checks(env, policy, params, jax.random.key(seed))
         results += [reset_result, step_result]
-        run = _cached(_make_tracer, env, policy, params)
-        make_keys = _keys_fn(B, T, bool(env.stochastic))
+        compiled = _cached(_make_tracer, env, policy, params)
+        no_override = _no_override(env, policy, params, B, T)
+
+        def run(keys, perm, override=False, overrides=no_override):
+            return _host(compiled(keys, perm, np.bool_(override), *overrides))
+
         identity = np.arange(B, dtype=np.int32)
-        keys = make_keys(jax.random.key(seed))
-        device_trace = run(keys, identity)
-        trace = _host(device_trace)
+        keys = _collection_key_data(B, T, bool(env.stochastic), seed)
+        trace = run(keys, identity)
     except Exception as error:  # noqa: BLE001 - any failure to trace is the finding
         results.append(CheckResult("runs", FAILED, f"{type(error).__name__}: {error}"))
         return finish()
@@ -1064,11 +1143,11 @@ def check_env(env, *, batch_size: int = 16, num_steps: int | None = None, seed: 
 
     # determinism: same keys replay bit for bit; another key changes something
     findings = []
-    again = _host(run(keys, identity))
+    again = run(keys, identity)
     diff = _first_difference(trace, again)
     if diff is not None:
         findings.append(diff._replace(what=f"same keys, different outputs: {diff.what}"))
-    other = _host(run(make_keys(jax.random.key(seed + 1)), identity))
+    other = run(_collection_key_data(B, T, bool(env.stochastic), seed + 1), identity)
     passed = "same key replays bit for bit; another key changes the rollout"
     if _first_difference(trace, other) is None:
         findings.append(_Finding(None, None, "a different key changed nothing", {}, 1))
@@ -1084,7 +1163,7 @@ def check_env(env, *, batch_size: int = 16, num_steps: int | None = None, seed: 
         perm = np.random.default_rng(seed).permutation(B)
         if (perm == np.arange(B)).all():
             perm = np.roll(perm, 1)
-        permuted = _host(run(keys, perm.astype(np.int32)))
+        permuted = run(keys, perm.astype(np.int32))
         diff = _first_difference(_permute(trace, perm), permuted)
         findings = []
         if diff is not None:
@@ -1100,9 +1179,9 @@ def check_env(env, *, batch_size: int = 16, num_steps: int | None = None, seed: 
                                    "autoreset_fn=None"))
     else:
         try:
-            start_states = jax.tree.map(lambda x: x[0], device_trace.states)
+            start_states = jax.tree.map(lambda x: x[0], trace.states)
             results.append(_autoreset_check(env, policy, params, autoreset_fn, start_states,
-                                            jax.random.key(seed + 2), T))
+                                            jax.random.key(seed + 2), keys, run))
         except Exception as error:  # noqa: BLE001
             results.append(CheckResult("autoreset_final_observation", FAILED,
                                        f"auto-reset collection raised {type(error).__name__}: "
@@ -1204,7 +1283,7 @@ def _collector_results(collect_fn, env, policy, params, B, T, seed) -> list[Chec
     live_before = np.ones((T, B), bool)  # start states are live
     for t in range(1, T):
         live_before[t] = live_before[t - 1] & ~event[t - 1]
-    cell = _first_cell(event & ~active)
+    cell = _first_cell(event & ~active & live_before)
     if cell is not None:
         t, b = cell
         findings.append(_Finding(t, b, "the transition that ends the episode is marked "
@@ -1247,12 +1326,12 @@ def _collector_results(collect_fn, env, policy, params, B, T, seed) -> list[Chec
 
     # collector_key_changes_actions -----------------------------------------------------------
     findings = []
-    try:
-        other_action = np.asarray(other[1].action)
-    except Exception:  # noqa: BLE001
-        other_action = None
-    if other_action is not None and _cell_mismatch(fields["action"], other_action, 2) is not None \
-            and not _cell_mismatch(fields["action"], other_action, 2).any():
+    other_action = getattr(other[1], "action", None) if isinstance(other, tuple) else None
+    changed = (None if other_action is None
+               else _cell_mismatch(fields["action"], np.asarray(other_action), 2))
+    if changed is None:
+        findings.append(_Finding(None, None, "another key gave actions of another shape", {}))
+    elif not changed.any():
         findings.append(_Finding(None, None, "another key gave the same actions", {}))
     results.append(_result("collector_key_changes_actions", findings,
                            "another key changes the actions"))
@@ -1286,8 +1365,9 @@ def _collector_results(collect_fn, env, policy, params, B, T, seed) -> list[Chec
     else:
         findings = []
         _, ref_traj = reference
-        for name in fields:
-            d = _cell_mismatch(fields[name], getattr(ref_traj, name), 2)
+        for index, (name, value) in enumerate(fields.items()):
+            expected = np.asarray(getattr(ref_traj, name))
+            d = _cell_mismatch(value, expected, 2)
             if d is None:
                 findings.append(_Finding(None, None, f"{name} has another shape or dtype than "
                                          f"rollax.collect's", {}))
@@ -1295,10 +1375,8 @@ def _collector_results(collect_fn, env, policy, params, B, T, seed) -> list[Chec
             cell = _first_cell(d)
             if cell is not None:
                 findings.append(_Finding(*cell, f"{name} differs from rollax.collect",
-                                         {"collector": np.asarray(fields[name])[cell],
-                                          "rollax.collect": np.asarray(
-                                              getattr(ref_traj, name))[cell]},
-                                         list(fields).index(name)))
+                                         {"collector": np.asarray(value)[cell],
+                                          "rollax.collect": expected[cell]}, index))
         if not findings:
             d = _tree_difference(final, reference[0], "final state differs from rollax.collect's",
                                  lead=1)

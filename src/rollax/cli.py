@@ -106,6 +106,21 @@ class Plot:
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckEnv:
+    """Check an environment against the functional contract (jitted and vmapped): spaces,
+    events, absorbing states, keys, finiteness, auto-reset final observations."""
+
+    name: tyro.conf.Positional[str]
+    """A registered environment name (e.g. CartPole-v1, gymnax:Catch-bsuite)."""
+    batch_size: int = 16
+    """Environments checked in parallel."""
+    seed: int = 0
+    """Keys derive from jax.random.key(seed)."""
+    json: bool = False
+    """Print one JSON object (ok, checks)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Rollout:
     """Collect one absorbing corridor batch with the uniform (zero-logit) policy."""
 
@@ -134,7 +149,7 @@ class Exact:
 
 
 COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
-            "exact": Exact}
+            "exact": Exact, "check-env": CheckEnv}
 
 
 class UsageError(Exception):
@@ -505,8 +520,27 @@ def run_exact(cmd: Exact) -> None:
     print(f"optimal exact return:        {optimal:.6f}")
 
 
+def run_check_env(cmd: CheckEnv) -> int:
+    from rollax.checks import check_env
+    from rollax.collect import _check_count
+    from rollax.envs.registry import make
+
+    _check_count("batch_size", cmd.batch_size)
+    if isinstance(cmd.seed, bool) or not 0 <= cmd.seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {cmd.seed!r}")
+    report = check_env(make(cmd.name), batch_size=cmd.batch_size, seed=cmd.seed)
+    if cmd.json:
+        _emit({"env": cmd.name, "ok": report.ok,
+               "checks": [{"name": r.name, "status": r.status, "message": r.message,
+                           "step": r.step, "env": r.env} for r in report.results]})
+    else:
+        print(f"{cmd.name}:")
+        print(report)
+    return 0 if report.ok else 1
+
+
 RUNNERS = {Train: run_train, Evaluate: run_eval, Plot: run_plot, Rollout: run_rollout,
-           Exact: run_exact}
+           Exact: run_exact, CheckEnv: run_check_env}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     prefix = f"rollax {name}" if name else "rollax"
     try:
         cmd = _parse(_expand_config(argv))
-        RUNNERS[type(cmd)](cmd)
+        code = RUNNERS[type(cmd)](cmd)
+        if code:
+            return code
     except UsageError as err:
         print(f"{prefix}: error: {err.args[0]}", file=sys.stderr)
         return 2

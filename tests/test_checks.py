@@ -1,0 +1,353 @@
+"""The contract checker: every environment and the library's collector pass it, and planted
+bugs (tiny environments and collectors defined here) are caught by the right named check at
+the right step and environment."""
+
+import dataclasses
+import functools
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+from rollax.checks import (
+    COLLECTOR_CHECKS,
+    ENV_CHECKS,
+    EnvContractError,
+    RandomPolicy,
+    check_collector,
+    check_env,
+)
+from rollax.collect import Trajectory
+from rollax.envs.base import Box, Discrete
+from rollax.envs.corridor import GOAL, Corridor
+
+B = 16  # batch of the planted-bug and collector checks (check_env's default)
+SEED = 0
+GYMNAX = ("gymnax:Catch-bsuite", "gymnax:CartPole-v1")
+ENV_NAMES = tuple(rollax.registered()) + GYMNAX
+
+
+def make_env(name):
+    """``rollax.make(name)``; an environment that registers no time limit (CliffWalking) gets
+    horizon 100 rather than being skipped."""
+    try:
+        return rollax.make(name)
+    except ValueError as error:
+        if "horizon" not in str(error):
+            raise
+        return rollax.make(name, horizon=100)
+
+
+@pytest.mark.parametrize("name", ENV_NAMES)
+def test_environment_passes(reports, name):
+    report = reports[name]
+    assert report.ok, str(report)
+    assert report.names == ENV_CHECKS
+    assert report["episodes_end"].passed, report["episodes_end"].message  # episodes did end
+    report.raise_if_failed()  # no error
+
+
+# ---------------------------------------------------------------------------------------------
+# Planted environment bugs: the corridor with one contract broken. Before the bug fires they
+# behave exactly like the corridor, so the first offending cell is read off a plain
+# ``rollax.rollout`` of the corridor with the checker's documented keys.
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardAfterDone(Corridor):
+    def step(self, state, action, key=None):
+        next_state, reward, terminated, truncated = super().step(state, action)
+        return next_state, jnp.where(state.done, 0.5, reward).astype(jnp.float32), terminated, \
+            truncated
+
+
+@dataclasses.dataclass(frozen=True)
+class EventTwice(Corridor):
+    """``terminated`` not gated by liveness: it fires again on every step spent on the goal."""
+
+    def step(self, state, action, key=None):
+        next_state, reward, terminated, truncated = super().step(state, action)
+        return next_state, reward, terminated | (next_state.position == GOAL), truncated
+
+
+@dataclasses.dataclass(frozen=True)
+class MovesAfterDone(Corridor):
+    """The elapsed counter keeps running once done."""
+
+    def step(self, state, action, key=None):
+        next_state, reward, terminated, truncated = super().step(state, action)
+        return next_state._replace(elapsed=state.elapsed + 1), reward, terminated, truncated
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservationOutsideSpace(Corridor):
+    """Declares three observations although the goal (3) is observed."""
+
+    @property
+    def observation_space(self):
+        return Discrete(GOAL)
+
+
+@dataclasses.dataclass(frozen=True)
+class NaNReward(Corridor):
+    """NaN reward for the move 1 -> 2."""
+
+    def step(self, state, action, key=None):
+        next_state, reward, terminated, truncated = super().step(state, action)
+        bad = ~state.done & (state.position == 1) & (action == 1)
+        return next_state, jnp.where(bad, jnp.nan, reward).astype(jnp.float32), terminated, \
+            truncated
+
+
+@functools.cache
+def corridor_rollout():
+    env = Corridor()
+    policy = RandomPolicy.for_space(env.action_space)
+    num_steps = env.horizon + 3  # check_env's default
+
+    def rollout(key):
+        keys = rollax.collection_keys(key, B, num_steps, False)
+        return rollax.rollout(env, policy, None, *keys)[1]
+
+    return jax.jit(rollout)
+
+
+@functools.cache
+def corridor_reference(seed):
+    """The corridor driven exactly like ``check_env(..., batch_size=B, seed=seed)`` drives it:
+    ``rollax.rollout`` with the random policy and ``rollax.collection_keys``."""
+    return jax.tree.map(np.asarray, corridor_rollout()(jax.random.key(seed)))
+
+
+def first_cell(mask):
+    cells = np.argwhere(mask)
+    assert len(cells), "the planted bug never fires with this seed"
+    return int(cells[0][0]), int(cells[0][1])
+
+
+def expected_reward_after_done(ref):
+    return first_cell(~ref.active)
+
+
+def expected_event_twice(ref):
+    # the first step taken from a finished episode sitting on the goal fires terminated again
+    return first_cell(~ref.active & (ref.observation == GOAL))
+
+
+def expected_moves_after_done(ref):
+    return first_cell(~ref.active)
+
+
+def expected_outside_space(ref):
+    return first_cell(ref.terminated)  # the step that produced position 3
+
+
+def expected_nan_reward(ref):
+    return first_cell(ref.active & (ref.observation == 1) & (ref.action == 1))
+
+
+# bug: (environment, check that must fail, first offending (step, env) from the reference,
+# seed); the seeds spread the first offending cells over several steps and environments
+PLANTED_ENVS = {
+    "reward_after_done": (RewardAfterDone(), "absorbing_reward", expected_reward_after_done, 0),
+    "event_twice": (EventTwice(), "events", expected_event_twice, 8),
+    "moves_after_done": (MovesAfterDone(), "absorbing_state", expected_moves_after_done, 7),
+    "observation_outside_space": (ObservationOutsideSpace(), "observation_in_space",
+                                  expected_outside_space, 2),
+    "nan_reward": (NaNReward(), "finite_values", expected_nan_reward, 0),
+}
+
+
+@pytest.mark.parametrize("bug", PLANTED_ENVS)
+def test_planted_environment_bug_is_caught(reports, bug):
+    _, check, expected, seed = PLANTED_ENVS[bug]
+    report = reports[bug]
+    assert not report.ok
+    result = report[check]
+    assert result.failed, str(report)
+    assert (result.step, result.env) == expected(corridor_reference(seed)), result.message
+    assert f"step {result.step}, env {result.env}" in result.message
+    with pytest.raises(EnvContractError, match=check):
+        report.raise_if_failed()
+    # the other contracts still hold (only the planted one is broken)
+    assert report["runs"].passed and report["determinism"].passed
+    assert report["batch_permutation"].passed
+
+
+def test_reward_after_done_message(reports):
+    result = reports["reward_after_done"]["absorbing_reward"]
+    t, b = result.step, result.env
+    assert result.message == f"reward after done: step {t}, env {b}, reward 0.5"
+    assert float(result.values["reward"]) == 0.5
+
+
+def test_nan_reward_and_outside_space_values(reports):
+    assert np.isnan(reports["nan_reward"]["finite_values"].values["reward"])
+    assert int(reports["observation_outside_space"]["observation_in_space"]
+               .values["observation"]) == GOAL
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectors: rollax.collect passes; planted variants (same code, one defect) are caught.
+
+
+def make_collector(mask_after_step=False, broadcast_key=False, reuse_step_key=False):
+    """An absorbing collector written out; each flag plants one defect."""
+
+    @functools.partial(jax.jit, static_argnums=(0, 1, 4, 5))
+    def collect_fn(env, policy, params, key, batch_size, num_steps):
+        reset_key, action_key = jax.random.split(key)
+        state = jax.vmap(env.reset)(jax.random.split(reset_key, batch_size))
+        step_keys = jax.random.split(action_key, num_steps)
+        if reuse_step_key:  # defect: the same B keys at every step
+            step_keys = jnp.broadcast_to(step_keys[0], step_keys.shape)
+
+        def one(state, key):
+            observation = env.observation(state)
+            action, log_prob = policy.sample(params, observation, key)
+            next_state, reward, terminated, truncated = env.step(state, action)
+            done = env.done(next_state if mask_after_step else state)  # defect: post-step mask
+            row = Trajectory(observation, action, reward, ~done, terminated, truncated, log_prob)
+            return next_state, row
+
+        def body(state, step_key):
+            if broadcast_key:  # defect: one key for every environment
+                keys = jnp.broadcast_to(step_key, (batch_size,))
+            else:
+                keys = jax.random.split(step_key, batch_size)
+            return jax.vmap(one)(state, keys)
+
+        return jax.lax.scan(body, state, step_keys)
+
+    return collect_fn
+
+
+CORRIDOR = Corridor()
+POLICY = rollax.BernoulliPolicy(3)
+PARAMS = POLICY.init()
+T = 10
+
+
+def collector_report(collect_fn):
+    return check_collector(collect_fn, CORRIDOR, POLICY, PARAMS, batch_size=B, num_steps=T,
+                           seed=SEED)
+
+
+COLLECTORS = {
+    "rollax.collect": rollax.collect,
+    "written_out": make_collector(),
+    "mask_after_step": make_collector(mask_after_step=True),
+    "broadcast_key": make_collector(broadcast_key=True),
+    "reuse_step_key": make_collector(reuse_step_key=True),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Every report is computed once, on two threads (compilation dominates the cost and releases
+# the GIL), heaviest first.
+
+
+@pytest.fixture(scope="module")
+def reports():
+    jobs = {name: functools.partial(check_env, make_env(name))
+            for name in GYMNAX + tuple(rollax.registered())}
+    # the auto-reset check (compile-heavy, exercised by every registered environment) is
+    # skipped for the planted bugs: none of them is about auto-reset
+    jobs.update({bug: functools.partial(check_env, env, batch_size=B, seed=seed,
+                                        autoreset_fn=None)
+                 for bug, (env, _, _, seed) in PLANTED_ENVS.items()})
+    jobs.update({f"collector:{name}": functools.partial(collector_report, fn)
+                 for name, fn in COLLECTORS.items()})
+    for seed in {seed for *_, seed in PLANTED_ENVS.values()}:  # cached for the planted tests
+        jobs[f"corridor_reference:{seed}"] = functools.partial(corridor_reference, seed)
+    # last, long after the corridor's own check compiled what this one reuses (same env, B, T)
+    jobs["check_env+broadcast_key"] = functools.partial(
+        check_env, CORRIDOR, collect_fn=COLLECTORS["broadcast_key"])
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_rollax_collect_passes(reports):
+    report = reports["collector:rollax.collect"]
+    assert report.ok, str(report)
+    assert report.names == COLLECTOR_CHECKS
+    assert all(r.passed for r in report), str(report)
+
+
+def test_written_out_collector_without_defects_passes(reports):
+    report = reports["collector:written_out"]
+    assert report.ok, str(report)
+
+
+def test_mask_after_step_is_caught(reports):
+    report = reports["collector:mask_after_step"]
+    result = report["active_mask"]
+    assert result.failed, str(report)
+    _, ref = rollax.collect(CORRIDOR, POLICY, PARAMS, jax.random.key(SEED), B, T)
+    ended = np.asarray(ref.terminated | ref.truncated)
+    assert (result.step, result.env) == first_cell(ended)
+    assert bool(result.values["active"]) is False
+    assert report["padding_zero_reward"].failed  # the ending reward now sits on "padding"
+    assert report["matches_reference"].failed
+
+
+def test_broadcast_key_is_caught(reports):
+    report = reports["collector:broadcast_key"]
+    result = report["keys_per_env"]
+    assert result.failed, str(report)
+    assert (result.step, result.env) == (0, 1)  # env 1 is the first to repeat env 0's actions
+    assert int(result.values["repeated columns"]) == B - 1
+    assert report["keys_per_step"].passed
+
+
+def test_reused_step_key_is_caught(reports):
+    report = reports["collector:reuse_step_key"]
+    result = report["keys_per_step"]
+    assert result.failed, str(report)
+    assert (result.step, result.env) == (1, None)  # step 1 repeats step 0 (all environments)
+    assert int(result.values["repeated rows"]) == T - 1
+    assert report["keys_per_env"].passed
+
+
+def test_check_env_runs_a_custom_collector(reports):
+    report = reports["check_env+broadcast_key"]
+    assert report["keys_per_env"].failed and report["keys_per_env"].env == 1
+    assert all(report[name].passed for name in ENV_CHECKS)  # the environment itself is fine
+    assert set(COLLECTOR_CHECKS) <= set(report.names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Report and random policy
+
+
+def test_report_table_and_error(reports):
+    report = reports["reward_after_done"]
+    table = str(report)
+    assert "absorbing_reward" in table and "FAILED" in table and "passed" in table
+    with pytest.raises(ValueError, match="reward after done: step"):
+        report.raise_if_failed()
+    with pytest.raises(KeyError):
+        report["no_such_check"]
+
+
+def test_random_policy_samples_its_space():
+    space = Box(np.array([-1.0, 0.0, -np.inf, -np.inf], np.float32),
+                np.array([2.0, np.inf, 3.0, np.inf], np.float32), (4,))
+    policy = RandomPolicy.for_space(space)
+    hash(policy)  # a valid static argument
+    keys = jax.random.split(jax.random.key(0), 256)
+    actions, log_probs = jax.jit(jax.vmap(lambda k: policy.sample(None, None, k)))(keys)
+    actions = np.asarray(actions)
+    assert actions.shape == (256, 4) and actions.dtype == np.float32
+    assert np.isfinite(actions).all() and np.isfinite(np.asarray(log_probs)).all()
+    assert (actions[:, 0] >= -1).all() and (actions[:, 0] <= 2).all()
+    assert (actions[:, 1] >= 0).all() and (actions[:, 2] <= 3).all()
+    assert actions[:, 3].min() < 0 < actions[:, 3].max()
+    assert all(bool(space.contains(a)) for a in actions[:4])
+    discrete = RandomPolicy.for_space(Discrete(5))
+    a, _ = jax.jit(jax.vmap(lambda k: discrete.sample(None, None, k)))(keys)
+    assert set(np.asarray(a).tolist()) == set(range(5))
