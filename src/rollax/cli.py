@@ -292,22 +292,6 @@ def _emit(obj) -> None:
     sys.stdout.flush()
 
 
-def _floats(x) -> list[float]:
-    return [float(v) for v in x.reshape(-1)]
-
-
-def _versions() -> dict:
-    import jax
-
-    import rollax
-
-    return {
-        "rollax": rollax.__version__,
-        "jax": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
-    }
-
-
 def run_train(cmd: Train) -> None:
     from rollax import training
 
@@ -326,7 +310,6 @@ def run_train(cmd: Train) -> None:
 
 
 def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> None:
-    import jax
     import numpy as np
     from rich.console import Console
     from rich.table import Table
@@ -359,7 +342,6 @@ def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> Non
         obj["run_dir"] = str(run_dir)
         _emit(obj)
         return
-    del jax
     console = Console(highlight=False, markup=False)
     config = plan.config
     if tabular:
