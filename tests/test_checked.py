@@ -23,7 +23,13 @@ class NanAfterThree(CartPole):
         return jnp.where(state.elapsed >= 3, jnp.nan, obs)
 
 
-rollax.register("test-nan-observation", lambda horizon=None: NanAfterThree(horizon or 50))
+@pytest.fixture()
+def nan_env(monkeypatch):
+    """Registered for one test only (the registry is global: other tests list it)."""
+    from rollax.envs import registry
+
+    monkeypatch.setitem(registry._REGISTRY, "test-nan-observation",
+                        lambda horizon=None: NanAfterThree(horizon or 50))
 
 
 def run(capsys, *argv):
@@ -32,7 +38,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_nan_observation_named_with_update_step_env(capsys, tmp_path):
+def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
     code, out, err = run(capsys, "train", "--env", "test-nan-observation", "--checked",
                          "--total-steps", "256", "--num-envs", "4", "--num-steps", "64",
                          "--out", str(tmp_path / "r"))
@@ -42,7 +48,7 @@ def test_nan_observation_named_with_update_step_env(capsys, tmp_path):
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained on garbage is kept
 
 
-def test_without_checked_mode_the_garbage_goes_unnoticed(capsys, tmp_path):
+def test_without_checked_mode_the_garbage_goes_unnoticed(capsys, tmp_path, nan_env):
     code, _, err = run(capsys, "train", "--env", "test-nan-observation", "--total-steps", "256",
                        "--num-envs", "4", "--num-steps", "64", "--out", str(tmp_path / "r"))
     assert code == 0, err
