@@ -10,8 +10,9 @@ Rows (medians of ``--repeats`` timed runs after one warm-up; compile time apart)
 - the corridor's absorbing collector (``rollax.collect``, trajectory stored), T = 8 and 64.
 
 Both CartPole loops draw one action key per (step, environment) the same way; gymnax's
-``step`` also resets every environment at every step (and selects), rollax resets only when
-some environment finished, with fresh keys per (step, environment).
+``step`` also resets every environment at every step (and selects); rollax's
+``rollax.collect.autoreset`` (the reset of ``collect_autoreset``) resets only the environments
+that finished, each with its own fresh key per (step, environment).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 import rollax
-from rollax.collect import _select
+from rollax.collect import autoreset
 
 
 def rollax_cartpole(batch: int, steps: int):
@@ -43,12 +44,7 @@ def rollax_cartpole(batch: int, steps: int):
             actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(
                 jax.random.split(action_key, batch))
             state, reward, terminated, truncated = jax.vmap(env.step)(state, actions)
-            done = terminated | truncated
-
-            def with_resets(s):
-                return _select(done, jax.vmap(env.reset)(jax.random.split(reset_key, batch)), s)
-
-            state = jax.lax.cond(jnp.any(done), with_resets, lambda s: s, state)
+            state = autoreset(env, terminated | truncated, state, reset_key)
             return (state, total + reward.sum()), None
 
         (_, total), _ = jax.lax.scan(body, (state, jnp.float32(0)),

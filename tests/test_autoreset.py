@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.collect import _collect_autoreset, collect_autoreset, reset_batch
+from rollax.collect import _collect_autoreset, autoreset, collect_autoreset, reset_batch
 
 POLICY = rollax.BernoulliPolicy(3)
 
@@ -112,3 +112,31 @@ def test_replay_and_compile_once():
     for x, y in zip(a, c):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert (np.asarray(a.action) != np.asarray(b.action)).any()
+
+
+@pytest.mark.parametrize("batch", [8, 64, 256])
+def test_autoreset_resets_exactly_the_finished_lanes(batch):
+    """Every path of ``autoreset`` (nothing finished, few finished: compacted, many finished:
+    full select) gives the plain-loop answer: env b becomes reset(split(key, B)[b]) if done."""
+    env = rollax.make("CartPole-v1")
+    state = reset_batch(env, jax.random.key(0), batch)
+    state = state._replace(x=state.x + 1.0, elapsed=state.elapsed + 7)  # differ from a start
+    key = jax.random.key(5)
+    keys = jax.random.split(key, batch)
+    fn = jax.jit(lambda d, s, k: autoreset(env, d, s, k))
+    rng = np.random.default_rng(batch)
+    for count in (0, 1, batch // 16, batch // 16 + 1, batch):
+        done = np.zeros(batch, bool)
+        done[rng.choice(batch, count, replace=False)] = True
+        got = fn(jnp.asarray(done), state, key)
+        for b in range(batch):
+            want = env.reset(keys[b]) if done[b] else jax.tree.map(lambda x: x[b], state)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g[b]), np.asarray(w))
+    # under vmap (every branch runs) the answer is the same
+    dones = jnp.asarray(rng.random((2, batch)) < 0.05)
+    both = jax.vmap(fn, (0, None, None))(dones, state, key)
+    for i in range(2):
+        one = fn(dones[i], state, key)
+        for a, b in zip(both, one):
+            np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(b))

@@ -178,6 +178,46 @@ def _select(mask, on_true, on_false):
     return jax.tree_util.tree_map(pick, on_true, on_false)
 
 
+COMPACT_MIN_BATCH = 64
+"""Batches of at least this many environments reset through a compacted gather (see
+:func:`autoreset`); smaller ones select between stepped and fresh states."""
+
+
+def autoreset(env, done: jax.Array, state, key: jax.Array):
+    """Replace the finished environments of a batch with fresh starts: environment ``b`` (where
+    ``done[b]``) becomes ``env.reset(split(key, B)[b])``, the others keep ``state``.
+
+    ``done (B,)``, ``state`` a batched env state ``(B, ...)``. Nothing is reset when no
+    environment finished. From ``COMPACT_MIN_BATCH`` environments on, only the finished ones
+    are reset: their indices are compacted (at most ``B // 16``, the usual case, else every
+    environment is reset and selected), so the random numbers and reset work scale with the
+    finished count, not with B. Every path gives identical states.
+
+    Under ``vmap`` (e.g. over seeds) the ``lax.cond`` predicates are batched and every branch
+    runs; a vmapped caller with large B pays for both the compacted and the full reset.
+    """
+    batch_size = done.shape[0]
+
+    def every(state):
+        return _select(done, jax.vmap(env.reset)(jax.random.split(key, batch_size)), state)
+
+    if batch_size < COMPACT_MIN_BATCH:
+        return jax.lax.cond(jnp.any(done), every, lambda s: s, state)
+    cap = batch_size // 16
+
+    def few(state):
+        (index,) = jnp.nonzero(done, size=cap, fill_value=batch_size)
+        # split(key, B)[index]: XLA fuses the gather into the key derivation, so only the
+        # ``cap`` needed keys are hashed (the same keys ``every`` uses)
+        keys = jax.random.split(key, batch_size)[jnp.minimum(index, batch_size - 1)]
+        fresh = jax.vmap(env.reset)(keys)
+        return jax.tree_util.tree_map(lambda s, f: s.at[index].set(f, mode="drop"), state, fresh)
+
+    count = jnp.sum(done)
+    branch = jnp.where(count == 0, 0, jnp.where(count <= cap, 1, 2))
+    return jax.lax.switch(branch, (lambda s: s, few, every), state)
+
+
 @functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
 def _collect_autoreset(env, policy, params, state, key, num_steps):
     batch_size = jax.tree_util.tree_leaves(state)[0].shape[0]
@@ -211,14 +251,7 @@ def _collect_autoreset(env, policy, params, state, key, num_steps):
         else:
             transition_keys = jax.random.split(transition_step_key, batch_size)
             next_state, row = jax.vmap(one)(state, action_keys, transition_keys)
-        done = row.terminated | row.truncated
-
-        def with_resets(next_state):
-            fresh = jax.vmap(env.reset)(jax.random.split(reset_step_key, batch_size))
-            return _select(done, fresh, next_state)
-
-        # reset only when some environment finished (the common case skips the reset work)
-        next_state = jax.lax.cond(jnp.any(done), with_resets, lambda s: s, next_state)
+        next_state = autoreset(env, row.terminated | row.truncated, next_state, reset_step_key)
         return next_state, row
 
     return jax.lax.scan(body, state, xs)
