@@ -67,6 +67,10 @@ class Train:
     checked: bool = False
     """Checked mode: stop on an out-of-range action or a NaN/inf in observations, loss,
     gradients or parameters, naming the update, step and environment."""
+    devices: int | None = None
+    """Split the lanes and each lane's environment batch over this many devices (the first N
+    of jax.devices(); must divide lanes x num_envs or batch size; default: one device);
+    results equal one device's to float tolerance. With --resume: continue on N devices."""
     config: str | None = None
     """TOML or YAML file of these settings (names as here); command-line flags override it."""
     resume: str | None = None
@@ -296,13 +300,15 @@ def run_train(cmd: Train) -> None:
     from rollax import training
 
     if cmd.resume is not None:
-        defaults = dataclasses.replace(Train(), resume=cmd.resume, json=cmd.json)
+        defaults = dataclasses.replace(Train(), resume=cmd.resume, json=cmd.json,
+                                       devices=cmd.devices)
         if cmd != defaults:
             changed = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(Train)
                        if getattr(cmd, f.name) != getattr(defaults, f.name)]
             raise ValueError(f"--resume takes no other settings (the run's config.json is used); "
                              f"got {', '.join(changed)}")
-        run_dir, plan, (summary, params) = training.resume_run(cmd.resume, not cmd.json)
+        run_dir, plan, (summary, params) = training.resume_run(cmd.resume, not cmd.json,
+                                                               cmd.devices)
     else:
         plan, algo = training.plan_from_command(cmd)
         run_dir, (summary, params) = training.new_run(plan, algo, cmd.out, not cmd.json)
@@ -339,6 +345,8 @@ def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> Non
         if plan.sweep:
             obj["lanes"] = labels
         obj["params_sha256"] = summary["params_sha256"]
+        if summary["devices"] > 1:
+            obj["devices"] = summary["devices"]
         obj["run_dir"] = str(run_dir)
         _emit(obj)
         return
@@ -391,6 +399,10 @@ def _report_train(cmd: Train, run_dir: Path, plan, summary: dict, params) -> Non
     else:
         console.print("greedy evaluation return per lane: "
                       + ", ".join(f"{lane['eval_return']:.1f}" for lane in summary["lanes"]))
+    if summary["mesh"] is not None:
+        mesh = summary["mesh"]
+        console.print(f"{summary['devices']} devices: lanes split {mesh['lanes']} ways, "
+                      f"environment batch {mesh['envs']} ways")
     sps = summary["env_steps_per_second"]
     console.print(f"compile {summary['compile_time_s']:.1f} s, run {summary['run_time_s']:.1f} s"
                   + (f" ({sps:,.0f} env steps/s)" if sps else "") + f"; run folder: {run_dir}")

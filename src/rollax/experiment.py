@@ -22,6 +22,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from rollax.algos.base import Algorithm
 
@@ -94,44 +96,101 @@ class CheckFailed(ValueError):
 
 class Runner:
     """Compiled pieces of an experiment over ``lanes``: ``init``, ``chunk`` (compiled once for
-    ``chunk_size`` updates) and ``evaluate``, all vmapped over lanes."""
+    ``chunk_size`` updates) and ``evaluate``, all vmapped over lanes.
 
-    def __init__(self, algo: Algorithm, lanes: Lanes, chunk_size: int):
+    ``devices=N`` (``N > 1``) splits the lanes and each lane's environment batch over the
+    first ``N`` devices (:mod:`rollax.sharding`): ``mesh`` is the ``("lanes", "envs")`` mesh,
+    the carried state keeps ``state_shardings`` from chunk to chunk, and results equal the
+    one-device run to float tolerance. ``devices=None`` or ``1``: one device, as before."""
+
+    def __init__(self, algo: Algorithm, lanes: Lanes, chunk_size: int,
+                 devices: int | None = None):
+        from rollax import sharding
+
+        env_batch = sharding.env_batch_size(algo)
+        if devices is not None:
+            if env_batch is None and devices != 1:
+                raise ValueError("devices: this algorithm names no environment batch "
+                                 "(config.num_envs or config.batch_size)")
+            sharding.check_devices(devices, len(lanes), env_batch or 1,
+                                   sharding.env_batch_name(algo) or "env batch")
         self.algo, self.lanes, self.chunk_size = algo, lanes, chunk_size
+        self.devices = 1 if devices is None else devices
         self.hp = lanes.hyperparams(algo.hyperparams)
         self.keys = lanes.keys()
+        self.mesh = self.state_shardings = None
+        one_hp = jax.tree_util.tree_map(lambda x: x[0], self.hp)
+        one_state = jax.eval_shape(algo.init, self.keys[0], one_hp)
+        mesh = None
+        if devices is not None and devices != 1:
+            mesh = self.mesh = sharding.device_mesh(devices, len(lanes), env_batch)
+            fields = algo.env_batch_fields
+            specs = sharding.lane_specs(
+                one_state, sharding.ENV_BATCH_FIELDS if fields is None else fields)
+            self.state_shardings = sharding.shardings(mesh, specs)
+            hp_shardings = jax.tree_util.tree_map(
+                lambda x: NamedSharding(mesh, P(sharding.LANES)), self.hp)
+            self.hp = sharding.place(self.hp, hp_shardings)
+            self.keys = sharding.place(self.keys, NamedSharding(mesh, P(sharding.LANES)))
 
-        self.init = jax.jit(jax.vmap(algo.init))
-        self.evaluate = jax.jit(jax.vmap(algo.evaluate))
+        def keep_layout(state):  # per lane, inside the lanes vmap
+            return state if mesh is None else sharding.constrain(state, specs, mesh)
+
+        def lanes_vmap(fn, **kwargs):
+            return jax.vmap(fn, **kwargs, spmd_axis_name=None if mesh is None else sharding.LANES)
+
+        def jit(fn, **kwargs):
+            return jax.jit(sharding.traced_in(mesh, fn), **kwargs)
+
+        self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
+                        **({} if mesh is None else {"out_shardings": self.state_shardings}))
+        self.evaluate = jit(lanes_vmap(algo.evaluate))
         if algo.checked:
             # checkify cannot see through the skip-``cond`` below, so checked mode scans
             # exactly ``n`` updates (the last, shorter chunk compiles once more)
             from rollax.checked import functionalize
 
             def exact_chunk(state, hp, n):
-                return jax.lax.scan(lambda s, _: algo.update(s, hp), state, None, n)
+                def body(s, _):
+                    s, m = algo.update(s, hp)
+                    return keep_layout(s), m
+
+                return jax.lax.scan(body, state, None, n)
 
             def batched(state, hp, n):
-                return functionalize(jax.vmap(lambda s, h: exact_chunk(s, h, n)))(state, hp)
+                return functionalize(lanes_vmap(lambda s, h: exact_chunk(s, h, n)))(state, hp)
 
-            self.chunk = jax.jit(batched, static_argnums=2)
+            self.chunk = jit(batched, static_argnums=2)
             return
-        one_hp = jax.tree_util.tree_map(lambda x: x[0], self.hp)
-        one_state = jax.eval_shape(algo.init, self.keys[0], one_hp)
         metric_shapes = jax.eval_shape(lambda s: algo.update(s, one_hp)[1], one_state)
 
         def chunk(state, hp, n):
             skip = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
             def body(s, i):
-                return jax.lax.cond(i < n, lambda s: algo.update(s, hp), lambda s: (s, skip), s)
+                s, m = jax.lax.cond(i < n, lambda s: algo.update(s, hp), lambda s: (s, skip), s)
+                return keep_layout(s), m
 
             return jax.lax.scan(body, state, jnp.arange(chunk_size))
 
-        self.chunk = jax.jit(jax.vmap(chunk, in_axes=(0, 0, None)))
+        self.chunk = jit(lanes_vmap(chunk, in_axes=(0, 0, None)))
 
     def initial_state(self):
         return self.init(self.keys, self.hp)
+
+    def place(self, state):
+        """Lay a state read from the host (a checkpoint) out like the chunks expect it."""
+        if self.mesh is None:
+            return state
+        from rollax.sharding import place
+
+        return place(state, self.state_shardings)
+
+    def to_host(self, tree):
+        """The arrays of ``tree`` as NumPy arrays (gathered across processes if needed)."""
+        from rollax.sharding import to_host
+
+        return to_host(tree)
 
     def run_chunk(self, state, n: int):
         """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""
@@ -143,7 +202,7 @@ class Runner:
         else:
             out = self.chunk(state, self.hp, jnp.int32(n))
         state, metrics = out
-        metrics = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :n], jax.device_get(metrics))
+        metrics = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :n], self.to_host(metrics))
         return state, metrics
 
     def final_params(self, state):

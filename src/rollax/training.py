@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from rollax import checkpoint
@@ -56,10 +55,13 @@ class Plan:
     checkpoint_every: int
     checked: bool = False
     """Run the checks of checked mode (never changes results)."""
+    num_devices: int | None = None
+    """Devices the lanes and environment batch are split over (``None``: one device; a layout:
+    results equal the one-device run to float tolerance)."""
 
     def identity(self) -> dict:
-        """What a checkpoint must match (chunking and checkpoint spacing excluded: they
-        never change results)."""
+        """What a checkpoint must match (chunking, checkpoint spacing and the device count
+        excluded: they never change results beyond float tolerance)."""
         return {"kind": self.kind, "config": self.config, "seed": self.seed,
                 "seeds": self.seeds, "sweep": self.sweep}
 
@@ -138,8 +140,24 @@ def plan_from_command(cmd):
     chunk = cmd.chunk_size or max(1, -(-algo.num_updates // 20))
     every = cmd.checkpoint_every or max(chunk, -(-algo.num_updates // 5))
     plan = Plan(kind, config_dict, cmd.seed, cmd.seeds, sweep, min(chunk, algo.num_updates),
-                every, cmd.checked)
+                every, cmd.checked, cmd.devices)
+    check_plan_devices(plan, algo)
     return plan, algo
+
+
+def check_plan_devices(plan: Plan, algo) -> None:
+    """``ValueError`` (before anything is compiled or written) unless ``plan.num_devices``
+    divides lanes x environment batch and that many devices are visible."""
+    if plan.num_devices is None:
+        return
+    from rollax import sharding
+
+    combos = 1
+    for values in plan.sweep.values():
+        combos *= len(values)
+    sharding.check_devices(plan.num_devices, plan.seeds * combos,
+                           sharding.env_batch_size(algo), sharding.env_batch_name(algo))
+    sharding.check_available(plan.num_devices)
 
 
 def _versions() -> dict:
@@ -182,7 +200,7 @@ def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) 
     (params with a leading lane axis)."""
     lanes = make_lanes(plan.seed, plan.seeds, plan.sweep)
     labels = lanes.labels()
-    runner = Runner(algo, lanes, plan.chunk_size)
+    runner = Runner(algo, lanes, plan.chunk_size, devices=plan.num_devices)
     metrics_path = run_dir / "metrics.jsonl"
     ckpt_dir = run_dir / "checkpoints"
     identity = plan.identity()
@@ -190,11 +208,14 @@ def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) 
     start = time.perf_counter()
     state = runner.initial_state()
     if resume:
-        update, state = checkpoint.load(checkpoint.latest(ckpt_dir), state, identity)
+        template = state if runner.mesh is None else runner.to_host(state)
+        update, state = checkpoint.load(checkpoint.latest(ckpt_dir), template, identity)
+        state = runner.place(state)
         _truncate_metrics(metrics_path, update)
     else:
         update = 0
-        initial = {k: np.asarray(v) for k, v in runner.evaluate(state, runner.hp).items()}
+        initial = {k: np.asarray(v)
+                   for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
         with metrics_path.open("w") as f:
             for lane, label in enumerate(labels):
                 row = {**label, "update": 0,
@@ -233,20 +254,25 @@ def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) 
             chunk_start = time.perf_counter()
 
         def save(done, state):
-            checkpoint.save(ckpt_dir, done, state, identity)
+            checkpoint.save(ckpt_dir, done, state if runner.mesh is None
+                            else runner.to_host(state), identity)
 
         state, done, interrupted = run_loop(runner, state, update, on_chunk,
                                             plan.checkpoint_every, save, interrupt)
     run_s = time.perf_counter() - run_start
     if interrupted:
         raise Interrupted(run_dir, done)
-    final = {k: np.asarray(v, np.float64) for k, v in runner.evaluate(state, runner.hp).items()}
-    params = runner.final_params(state)
+    final = {k: np.asarray(v, np.float64)
+             for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
+    params = runner.to_host(runner.final_params(state))
     summary = _summary(plan, algo, labels, final, params, metrics_path, compile_s, run_s,
                        run_updates, time.perf_counter() - start)
+    summary["devices"] = runner.devices
+    summary["mesh"] = (None if runner.mesh is None else
+                       {name: int(size) for name, size in runner.mesh.shape.items()})
     write_json(run_dir / "summary.json", summary)
     _figures(plan, run_dir)
-    return summary, jax.device_get(params)
+    return summary, params
 
 
 def _truncate_metrics(path: Path, update: int) -> None:
@@ -333,15 +359,17 @@ def read_plan(run_dir: Path) -> Plan:
     stored = read_json(run_dir / "config.json")
     try:
         fields = {f.name: stored[f.name] for f in dataclasses.fields(Plan)
-                  if f.name != "checked"}
+                  if f.name not in ("checked", "num_devices")}
     except KeyError as err:
         raise ValueError(f"{str(run_dir / 'config.json')!r} lacks {err}: not a training run"
                          ) from None
-    return Plan(**fields, checked=bool(stored.get("checked", False)))
+    return Plan(**fields, checked=bool(stored.get("checked", False)),
+                num_devices=stored.get("num_devices"))
 
 
-def resume_run(run_dir: str, show_progress: bool):
-    """Continue the run in ``run_dir`` from its latest checkpoint."""
+def resume_run(run_dir: str, show_progress: bool, devices: int | None = None):
+    """Continue the run in ``run_dir`` from its latest checkpoint, on the device count of its
+    config.json or on ``devices`` (a layout only: the checkpoint fits any count)."""
     path = Path(run_dir)
     if not path.is_dir():
         raise ValueError(f"resume: {run_dir!r} is not a folder")
@@ -349,6 +377,9 @@ def resume_run(run_dir: str, show_progress: bool):
     if (path / "summary.json").exists():
         raise ValueError(f"resume: the run in {run_dir!r} already finished (summary.json)")
     algo = build_algorithm(plan.kind, plan.config, plan.checked)
+    if devices is not None:
+        plan = dataclasses.replace(plan, num_devices=devices)
+    check_plan_devices(plan, algo)
     # a run stopped before its first checkpoint starts again from update 0 in its folder
     started = (path / "checkpoints" / checkpoint.LATEST).exists()
     if started:

@@ -41,3 +41,7 @@ class Algorithm(NamedTuple):
     """``state -> params`` as ``policy`` takes them (e.g. with observation statistics)."""
     checked: bool = False
     """Whether ``update`` stages the runtime checks of :mod:`rollax.checked`."""
+    env_batch_fields: tuple[str, ...] | None = None
+    """Fields of the (NamedTuple) state whose leaves carry the environment batch on their first
+    axis, split over devices by a sharded experiment (``None``: the default names of
+    :data:`rollax.sharding.ENV_BATCH_FIELDS`)."""

@@ -45,6 +45,7 @@ from rollax.policies import (
     obs_normalize,
 )
 from rollax.returns import gae
+from rollax.sharding import constrain_envs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,6 +379,7 @@ def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
             perm = jax.random.permutation(key, batch)
             shuffled = jax.tree_util.tree_map(
                 lambda x: x[perm].reshape((config.minibatches, mb) + x.shape[1:]), flat)
+            shuffled = constrain_envs(shuffled, axis=1)  # minibatch rows on "envs"
             return jax.lax.scan(sgd_step, (params, opt_state), shuffled)
 
         (params, opt_state), aux = jax.lax.scan(

