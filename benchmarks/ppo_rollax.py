@@ -1,0 +1,42 @@
+"""PPO on CartPole-v1 with rollax's PPOConfig defaults (the row rejax is compared against).
+
+    .bench/anchors/bin/python benchmarks/ppo_rollax.py [--total-steps 500000] [--repeats 3]
+                                                       [--json OUT]
+
+4 envs x 128 steps, 4 epochs, 4 minibatches, lr 2.5e-4 annealed, 500,000 steps by default.
+``train.lower(key).compile()`` is timed apart; then one warm-up run and ``--repeats`` timed runs
+(keys 1..repeats), each ending in rollax's greedy evaluation over ``eval_episodes`` = 32.
+Same JSON schema as ppo_rejax.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.metadata
+
+import jax
+from _timing import emit, ppo_record, time_compiled
+
+from rollax.algos import ppo
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--total-steps", type=int, default=500_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    config = ppo.PPOConfig(total_steps=args.total_steps)
+    train = ppo.make_train(config)
+    keys = [jax.random.key(i) for i in range(args.repeats + 1)]
+    compile_s, times, returns = time_compiled(train, keys, lambda out: float(out.eval_return))
+    steps = ppo.num_updates(config) * config.num_envs * config.num_steps
+    emit(ppo_record("rollax", importlib.metadata.version("rollax"), dataclasses.asdict(config),
+                    steps, compile_s, times, returns,
+                    evaluation=f"greedy (policy mode), {config.eval_episodes} episodes, inside "
+                    "train after the last update"), args.json)
+
+
+if __name__ == "__main__":
+    main()

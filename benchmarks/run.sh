@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run every benchmark row and write benchmarks/RESULTS.md (see benchmarks/run_all.py):
+#
+#     bash benchmarks/run.sh [--quick] [--only throughput|ppo|solve|seeds ...] [--out DIR]
+#
+# Creates the two benchmark environments when missing: .bench/anchors (rollax editable with
+# gymnax 1.x, torch CPU, Stable-Baselines3) and .bench/rejax (rejax with the gymnax it supports).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+if [ ! -x .bench/anchors/bin/python ]; then
+    "$PYTHON" -m venv .bench/anchors
+    .bench/anchors/bin/python -m pip install -e ".[gymnax]" -r benchmarks/requirements-anchors.txt
+fi
+if [ ! -x .bench/rejax/bin/python ]; then
+    "$PYTHON" -m venv .bench/rejax
+    .bench/rejax/bin/python -m pip install -r benchmarks/requirements-rejax.txt
+fi
+exec .bench/anchors/bin/python benchmarks/run_all.py "$@"

@@ -1,0 +1,330 @@
+"""Run every benchmark row, one subprocess at a time, and write RESULTS.md and results.json.
+
+    bash benchmarks/run.sh [--quick] [--only ROW ...] [--out DIR]
+    .bench/anchors/bin/python benchmarks/run_all.py [--quick] [--only ROW ...] [--out DIR]
+
+Rows: throughput (CartPole-v1 beside gymnax, and the corridor collector), ppo (rollax vs rejax),
+solve (time to solve CartPole-v1, rollax vs Stable-Baselines3), seeds (1, 8, 64 seeds in one
+program). Each job runs in its own process, with the anchors environment's Python or the rejax
+one, and writes JSON to a temporary file; the peak resident memory of that process is read
+from ``os.wait4``. The full run writes benchmarks/RESULTS.md and benchmarks/results.json;
+``--quick`` (tiny sizes, a smoke test of a few minutes) writes to .bench/quick/ instead.
+``--only`` re-runs some rows and keeps the others from the existing results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ANCHORS = ROOT / ".bench/anchors/bin/python"
+REJAX = ROOT / ".bench/rejax/bin/python"
+ROWS = ("throughput", "ppo", "solve", "seeds")
+TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0}
+VERSIONS = {
+    ANCHORS: ["rollax", "jax", "jaxlib", "gymnax", "gymnasium", "optax", "equinox", "numpy",
+              "torch", "stable-baselines3"],
+    REJAX: ["rejax", "jax", "jaxlib", "gymnax", "flax", "distrax", "optax", "numpy"],
+}
+
+
+def jobs(row: str, quick: bool) -> list[tuple[str, Path, list[str]]]:
+    """(job name, python, script and arguments) of each process of ``row``."""
+    if row == "throughput":
+        size = (["--sizes", "1", "64", "--steps", "100", "--repeats", "2", "--corridor", "1024"]
+                if quick else [])
+        out = [("throughput", ANCHORS, ["throughput.py", *size]),
+               ("throughput-rollax-only", ANCHORS, ["throughput.py", *size, "--no-gymnax"])]
+        if "--no-rollax" in _help(ANCHORS, "throughput.py"):
+            out.append(("throughput-gymnax-only", ANCHORS,
+                        ["throughput.py", *size, "--no-rollax"]))
+        return out
+    if row == "ppo":
+        size = ["--total-steps", "8192", "--repeats", "1"] if quick else []
+        return [("ppo-rollax", ANCHORS, ["ppo_rollax.py", *size]),
+                ("ppo-rejax", REJAX, ["ppo_rejax.py", *size])]
+    if row == "solve":
+        return [("solve-rollax", ANCHORS, ["solve.py", "--lib", "rollax", *(
+                    ["--seeds", "2", "--steps", "8192"] if quick else [])]),
+                ("solve-sb3", ANCHORS, ["solve.py", "--lib", "sb3", *(
+                    ["--seeds", "1", "--steps", "2048"] if quick else [])])]
+    if row == "seeds":
+        size = ["--total-steps", "4096"] if quick else []
+        return [(f"seeds-{k}", ANCHORS, ["seeds.py", "--seeds", str(k), *size])
+                for k in ((1, 2) if quick else (1, 8, 64))]
+    raise ValueError(row)
+
+
+def _output(*cmd) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+
+
+def _help(python: Path, script: str) -> str:
+    return _output(python, ROOT / "benchmarks" / script, "--help").stdout
+
+
+def run_job(name: str, python: Path, argv: list[str]) -> dict:
+    """Run one job to completion; its JSON, exit status, wall time and peak RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        cmd = [str(python), str(ROOT / "benchmarks" / argv[0]), *argv[1:], "--json", str(out)]
+        print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+        load = os.getloadavg()[0]
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        data = json.loads(out.read_text()) if out.exists() else None
+    shown = f"{python.relative_to(ROOT)} benchmarks/{' '.join(argv)}"
+    print(f"=== {name}: exit {proc.returncode}, {wall:.1f} s, peak RSS "
+          f"{usage.ru_maxrss / 1024:.0f} MiB", flush=True)
+    return {"cmd": shown, "rc": proc.returncode, "wall_s": wall,  # ru_maxrss is in KiB
+            "peak_rss_mib": usage.ru_maxrss / 1024, "load_before": load, "data": data}
+
+
+def machine() -> dict:
+    def first(path: str, key: str, sep: str = ":") -> str:
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return line.split(sep, 1)[1].strip().strip('"')
+        except OSError:
+            pass
+        return "?"
+
+    mem_kib = first("/proc/meminfo", "MemTotal").split()[0]
+    versions = {}
+    for python, packages in VERSIONS.items():
+        code = ("import importlib.metadata as m, json, sys\nv = {}\nfor p in sys.argv[1:]:\n"
+                "    try: v[p] = m.version(p)\n    except m.PackageNotFoundError: pass\n"
+                "print(json.dumps(v))")
+        out = _output(python, "-c", code, *packages)
+        env = python.parent.parent.name
+        versions[env] = json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr}
+    commit = _output("git", "rev-parse", "--short", "HEAD").stdout.strip()
+    dirty = _output("git", "status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return {
+        "cpu": first("/proc/cpuinfo", "model name"), "cores": os.cpu_count(),
+        "ram_gib": round(int(mem_kib) / 2**20, 1) if mem_kib.isdigit() else None,
+        "os": f"{first('/etc/os-release', 'PRETTY_NAME', '=')}, {platform.platform()}",
+        "python": platform.python_version(), "versions": versions,
+        "commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def _f(x, spec=".2f", none="—"):
+    return none if x is None else format(x, spec)
+
+
+def _mem(results, name):
+    job = results.get(name)
+    return f"{job['peak_rss_mib']:.0f}" if job else "—"
+
+
+def _failed(results, names) -> list[str]:
+    lines = [f"*{n} failed (exit {results[n]['rc']}): see the console output of "
+             f"`{results[n]['cmd']}`.*" for n in names if n in results and not results[n]["data"]]
+    return [*lines, ""] if lines else []
+
+
+def _target(value, bound, at_most=True) -> str:
+    if value is None:
+        return "not measured"
+    return "met" if (value <= bound if at_most else value >= bound) else "missed"
+
+
+def report_throughput(results, out: list[str], summary: list[str]) -> None:
+    data = (results.get("throughput") or {}).get("data")
+    out += ["## Environment throughput (CartPole-v1) and the corridor collector", ""]
+    out += _failed(results, ["throughput", "throughput-rollax-only", "throughput-gymnax-only"])
+    if not data:
+        return
+    out += [(f"Device: {data.get('machine', '?')}. Uniform random policy, auto-reset, "
+             "`jit(vmap)` x `scan` of T steps; median of repeated runs after a warm-up; compile "
+             "time apart. Ratio = rollax steps/s / gymnax steps/s (> 1: rollax faster)."), "",
+            ("| B | T | rollax steps/s | gymnax 1.x steps/s | rollax / gymnax | "
+             "compile s rollax | compile s gymnax |"), "|---|---|---|---|---|---|---|"]
+    rows = data["rows"]
+    for r in rows:
+        if r["row"].startswith("CartPole"):
+            out.append(f"| {r['B']:,} | {r['T']} | {r['rollax_sps']:.3e} | "
+                       f"{_f(r.get('gymnax_sps'), '.3e')} | {_f(r.get('ratio'))} | "
+                       f"{r['rollax_compile_s']:.2f} | {_f(r.get('gymnax_compile_s'))} |")
+    out += ["", "Corridor absorbing collector (`rollax.collect`, trajectory stored):", "",
+            "| B | T | env steps/s | compile s |", "|---|---|---|---|"]
+    for r in rows:
+        if r["row"].startswith("corridor"):
+            out.append(f"| {r['B']:,} | {r['T']} | {r['rollax_sps']:.3e} | "
+                       f"{r['rollax_compile_s']:.2f} |")
+    both, ours, theirs = (_mem(results, n) for n in ("throughput", "throughput-rollax-only",
+                                                      "throughput-gymnax-only"))
+    out += ["", (f"Peak host memory (max RSS of the process): rollax and gymnax in one process "
+                 f"{both} MiB; rollax alone {ours} MiB; gymnax alone {theirs} MiB."), ""]
+
+
+def report_ppo(results, out: list[str], summary: list[str]) -> None:
+    ours, theirs = (results.get(n, {}).get("data") for n in ("ppo-rollax", "ppo-rejax"))
+    out += ["## PPO on CartPole-v1: rollax vs rejax", ""]
+    out += _failed(results, ["ppo-rollax", "ppo-rejax"])
+    out += [("Same hyperparameters: 4 envs x 128 steps, 4 epochs, 4 minibatches, lr 2.5e-4 "
+             "annealed linearly, gamma 0.99, lambda 0.95, clip 0.2, vf 0.5, entropy 0.01, "
+             "max grad norm 0.5, (64, 64) tanh, advantages normalised per minibatch. Compile = "
+             "`jit(train).lower(key).compile()`; run = median of the timed runs after a warm-up, "
+             "each ending in a greedy evaluation over 32 episodes. Ratio = rollax time / rejax "
+             "time (< 1: rollax faster)."), "",
+            ("| library | env steps | compile s | run s (median) | env steps/s | greedy return "
+             "(median; per run) | peak RSS MiB |"), "|---|---|---|---|---|---|---|"]
+    for name, d in (("ppo-rollax", ours), ("ppo-rejax", theirs)):
+        if d:
+            per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
+            out.append(f"| {d['lib']} {d['version']} | {d['env_steps']:,} | {d['compile_s']:.2f} "
+                       f"| {d['run_s']:.2f} ({len(d['run_times'])} runs) | {d['sps']:.3e} | "
+                       f"{d['eval_return']:.1f} ({per}) | {_mem(results, name)} |")
+    run_ratio = compile_ratio = None
+    if ours and theirs:
+        run_ratio, compile_ratio = (ours["run_s"] / theirs["run_s"],
+                                    ours["compile_s"] / theirs["compile_s"])
+        out += ["", (f"rollax / rejax: run time {run_ratio:.2f} (speed-up {1 / run_ratio:.2f}x), "
+                 f"compile time {compile_ratio:.2f} (speed-up {1 / compile_ratio:.2f}x).")]
+    if theirs:
+        out += ["", (f"rejax side: {theirs.get('evaluation', '')}; gymnax "
+                 f"{theirs.get('gymnax', '?')}. Differences that configuration cannot remove:"), ""]
+        out += [f"- {d}" for d in theirs.get("differences", [])]
+    out.append("")
+    summary.append(f"| PPO run time, rollax / rejax <= {TARGETS['ppo_run']} | {_f(run_ratio)} | "
+                   f"{_target(run_ratio, TARGETS['ppo_run'])} |")
+    summary.append(f"| PPO compile time, rollax / rejax <= {TARGETS['ppo_compile']} | "
+                   f"{_f(compile_ratio)} | {_target(compile_ratio, TARGETS['ppo_compile'])} |")
+
+
+def report_solve(results, out: list[str], summary: list[str]) -> None:
+    ours, theirs = (results.get(n, {}).get("data") for n in ("solve-rollax", "solve-sb3"))
+    out += ["## Time to solve CartPole-v1: rollax vs Stable-Baselines3 (rl-zoo tuned)", ""]
+    out += _failed(results, ["solve-rollax", "solve-sb3"])
+    out += [("Solved: mean greedy evaluation return >= 475 over the seeds (32 episodes each). "
+             "rollax: all seeds in one program, time = compile + training + evaluation. SB3: "
+             "seeds one after the other, time = sum over seeds of environment and model set-up, "
+             "training and evaluation (imports excluded). One measurement each. Ratio = rollax "
+             "time / SB3 time (< 1: rollax faster); speed-up = SB3 time / rollax time."), "",
+            ("| library | seeds | steps/seed | time to solve s | of which compile s | greedy "
+             "return per seed | mean | solved | peak RSS MiB |"),
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, d in (("solve-rollax", ours), ("solve-sb3", theirs)):
+        if d:
+            per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
+            out.append(f"| {d['lib']} {d['version']} ({d['device']}) | {d['seeds']} | "
+                       f"{d['steps_per_seed']:,} | {d['time_s']:.1f} | {_f(d.get('compile_s'))} "
+                       f"| {per} | {d['eval_mean']:.1f} | {'yes' if d['solved'] else 'no'} | "
+                       f"{_mem(results, name)} |")
+    if ours:
+        out += ["", f"rollax settings: `{ours['config']}`."]
+    if theirs:
+        times = ", ".join(f"{t:.1f}" for t in theirs["seed_times"])
+        out += ["", (f"SB3 settings (rl-baselines3-zoo hyperparams/ppo.yml, CartPole-v1): "
+                 f"`{theirs['config']}`; per-seed times {times} s; "
+                 f"{theirs['torch_threads']} torch threads.")]
+    speedup = None
+    if ours and theirs:
+        speedup = theirs["time_s"] / ours["time_s"]
+        out += ["", (f"rollax / SB3 time: {ours['time_s'] / theirs['time_s']:.3f} "
+                 f"(speed-up {speedup:.1f}x).")]
+        if not theirs["solved"]:
+            out.append("SB3 did not reach 475 on its tuned budget; its time is that budget's.")
+    out.append("")
+    met = _target(speedup, TARGETS["solve_speedup"], at_most=False)
+    if ours and not ours["solved"]:
+        met = "missed (rollax did not solve)"
+    summary.append(f"| time to solve, SB3 / rollax >= {TARGETS['solve_speedup']:.0f} | "
+                   f"{_f(speedup, '.1f')} | {met} |")
+
+
+def report_seeds(results, out: list[str], summary: list[str]) -> None:
+    names = sorted((n for n in results if n.startswith("seeds-")), key=lambda n: int(n[6:]))
+    out += ["## Seeds scaling: K PPO seeds (CartPole-v1) in one vmapped program", ""]
+    out += _failed(results, names)
+    rows = [(n, r) for n in names if results[n]["data"] for r in results[n]["data"]["rows"]]
+    if not rows:
+        return
+    base = next((r["sps"] for _, r in rows if r["seeds"] == 1), None)
+    out += [("One process per K. Env steps/s counts all seeds; scaling = steps/s over the "
+             "1-seed steps/s."), "",
+            ("| seeds | steps/seed | compile s | run s | env steps/s | scaling vs 1 seed | "
+             "greedy eval mean | peak RSS MiB |"), "|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        out.append(f"| {r['seeds']} | {r['steps_per_seed']:,} | {r['compile_s']:.2f} | "
+                   f"{r['run_s']:.2f} | {r['sps']:.3e} | "
+                   f"{_f(r['sps'] / base if base else None)} | {_f(r.get('eval_mean'), '.1f')} "
+                   f"| {_mem(results, name)} |")
+    out.append("")
+
+
+def report(results: dict, info: dict) -> str:
+    versions = "; ".join(f"{env}: " + ", ".join(f"{k} {v}" for k, v in vs.items())
+                         for env, vs in info["versions"].items())
+    quick = [n for n, r in results.items() if r.get("quick")]
+    out = ["# Benchmark results", "",
+           ("Written by `bash benchmarks/run.sh` (benchmarks/run_all.py); raw numbers in "
+            "results.json beside this file."), "",
+           (f"- Machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM; "
+            f"{info['os']}"),
+           f"- Python {info['python']}; {versions}",
+           f"- rollax commit {info['commit']}; {info['date']}", ""]
+    if quick:
+        out += [f"**Quick run (`--quick`, tiny sizes; not for comparison): {', '.join(quick)}.**",
+                ""]
+    body, summary = [], []
+    for row in ROWS:
+        globals()[f"report_{row}"](results, body, summary)
+    out += ["## Targets", "", "| target | value | status |", "|---|---|---|", *summary, "", *body]
+    out += ["## Jobs", "",
+            ("One process each, run one after the other. Load = the host's 1-minute load "
+             "average just before the job (other work on the machine slows it)."), "",
+            "| job | command | exit | wall s | peak RSS MiB | load |", "|---|---|---|---|---|---|"]
+    out += [f"| {n} | `{r['cmd']}` | {r['rc']} | {r['wall_s']:.1f} | {r['peak_rss_mib']:.0f} | "
+            f"{_f(r.get('load_before'), '.1f')} |" for n, r in results.items()]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--only", nargs="+", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for RESULTS.md and results.json (default: benchmarks/, "
+                        "or .bench/quick/ with --quick)")
+    args = parser.parse_args()
+    out_dir = args.out or (ROOT / ".bench/quick" if args.quick else ROOT / "benchmarks")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = out_dir / "results.json"
+    previous = json.loads(raw.read_text())["jobs"] if raw.exists() else {}
+    results = {n: r for n, r in previous.items() if n.split("-")[0] not in args.only}
+    for row in args.only:
+        for name, python, argv in jobs(row, args.quick):
+            results[name] = {**run_job(name, python, argv), "quick": args.quick}
+    results = {n: results[n] for row in ROWS for n in results if n.split("-")[0] == row}
+    info = machine()
+    raw.write_text(json.dumps({"machine": info, "jobs": results}, indent=1) + "\n")
+    (out_dir / "RESULTS.md").write_text(report(results, info))
+    print(f"\nwrote {out_dir / 'RESULTS.md'} and {raw}")
+    failed = [n for n, r in results.items() if r["rc"] != 0]
+    if failed:
+        sys.exit(f"failed jobs: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
