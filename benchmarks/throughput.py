@@ -80,31 +80,41 @@ def gymnax_cartpole(batch: int, steps: int):
     return run
 
 
-def corridor_collect(batch: int, steps: int):
+def corridor_collect(batch: int, steps: int, unroll: int | bool = 1):
     env = rollax.make("corridor", horizon=steps)
     policy = rollax.BernoulliPolicy(3)
 
     @jax.jit
     def run(key):
-        _, traj = rollax.collect(env, policy, policy.init(), key, batch, steps)
+        _, traj = rollax.collect(env, policy, policy.init(), key, batch, steps, unroll=unroll)
         return traj.reward.sum()
 
     return run
 
 
-def measure(fn, repeats: int) -> dict:
+def compile_timed(fn):
     key = jax.random.key(0)
     start = time.perf_counter()
     compiled = fn.lower(key).compile()
     compile_s = time.perf_counter() - start
     jax.block_until_ready(compiled(key))  # warm-up
-    times = []
+    return compiled, compile_s
+
+
+def measure(fns: dict, repeats: int) -> dict:
+    """Compile each function apart, warm it up, then time ``repeats`` rounds in which every
+    function runs once (interleaved, so a slow moment of the machine hits all of them):
+    ``{name: {"compile_s", "run_s" (median)}}``."""
+    compiled = {name: compile_timed(fn) for name, fn in fns.items()}
+    times = {name: [] for name in fns}
     for i in range(repeats):
         k = jax.random.key(i + 1)
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(k))
-        times.append(time.perf_counter() - start)
-    return {"compile_s": compile_s, "run_s": statistics.median(times)}
+        for name, (fn, _) in compiled.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(k))
+            times[name].append(time.perf_counter() - start)
+    return {name: {"compile_s": compiled[name][1], "run_s": statistics.median(times[name])}
+            for name in fns}
 
 
 def machine() -> str:
@@ -119,7 +129,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 16384])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--corridor", type=int, nargs="+", default=[1024, 65536])
+    parser.add_argument("--corridor", type=int, nargs="*", default=[1024, 65536])
+    parser.add_argument("--unroll", default="1",
+                        help="corridor collector: lax.scan unroll (an integer or 'all')")
     parser.add_argument("--no-gymnax", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -129,12 +141,16 @@ def main() -> None:
           "compile s (rollax, gymnax) |")
     print("|---|---|---|---|---|---|---|")
     for batch in args.sizes:
-        ours = measure(rollax_cartpole(batch, args.steps), args.repeats)
+        fns = {"rollax": rollax_cartpole(batch, args.steps)}
+        if not args.no_gymnax:
+            fns["gymnax"] = gymnax_cartpole(batch, args.steps)
+        timed = measure(fns, args.repeats)
+        ours = timed["rollax"]
         sps = batch * args.steps / ours["run_s"]
         row = {"row": "CartPole-v1 random, auto-reset", "B": batch, "T": args.steps,
                "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]}
         if not args.no_gymnax:
-            theirs = measure(gymnax_cartpole(batch, args.steps), args.repeats)
+            theirs = timed["gymnax"]
             row["gymnax_sps"] = batch * args.steps / theirs["run_s"]
             row["gymnax_compile_s"] = theirs["compile_s"]
             row["ratio"] = sps / row["gymnax_sps"]
@@ -143,11 +159,14 @@ def main() -> None:
               f"{row.get('gymnax_sps', float('nan')):.3e} | {row.get('ratio', float('nan')):.2f} |"
               f" {ours['compile_s']:.1f}, {row.get('gymnax_compile_s', float('nan')):.1f} |",
               flush=True)
+    unroll = True if args.unroll == "all" else int(args.unroll)
     for batch in args.corridor:
         for steps in (8, 64):
-            ours = measure(corridor_collect(batch, steps), args.repeats)
+            ours = measure({"rollax": corridor_collect(batch, steps, unroll)},
+                           args.repeats)["rollax"]
             sps = batch * steps / ours["run_s"]
             rows.append({"row": "corridor absorbing collect", "B": batch, "T": steps,
+                         "unroll": args.unroll,
                          "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]})
             print(f"| corridor absorbing collect | {batch:,} | {steps} | {sps:.3e} | — | — | "
                   f"{ours['compile_s']:.1f} |", flush=True)

@@ -140,3 +140,14 @@ def test_autoreset_resets_exactly_the_finished_lanes(batch):
         one = fn(dones[i], state, key)
         for a, b in zip(both, one):
             np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(b))
+
+
+@pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
+def test_split_at_equals_split_then_index(impl):
+    from rollax.collect import _split_at
+
+    key = jax.random.key(7, impl=impl)
+    index = jnp.array([0, 3, 999, 17, 17])
+    want = jax.random.key_data(jax.random.split(key, 1000)[index])
+    got = jax.random.key_data(jax.jit(lambda k, i: _split_at(k, 1000, i))(key, index))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -216,3 +216,16 @@ def test_absorbing_invariants(batch_size, horizon, extra_steps, seed, theta):
     ended = per_episode == 1
     assert (np.argmax(events, axis=0)[ended] + 1 == lengths[ended]).all()
     assert (lengths <= horizon).all() and ((obs >= 0) & (obs <= 3)).all()
+
+
+def test_unrolled_collect_gives_identical_records():
+    """``unroll`` changes the compiled loop, never the records (same keys, same values)."""
+    env = rollax.make("corridor")
+    base = rollax.collect(env, POLICY, POLICY.init(), jax.random.key(4), 16, 8)
+    for unroll in (2, 8, True):
+        other = rollax.collect(env, POLICY, POLICY.init(), jax.random.key(4), 16, 8,
+                               unroll=unroll)
+        for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(other)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="unroll must be a positive integer"):
+        rollax.collect(env, POLICY, POLICY.init(), jax.random.key(4), 16, 8, unroll=0)

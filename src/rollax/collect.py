@@ -101,8 +101,9 @@ def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
     return jax.lax.scan(body, state, (action_keys, transition_keys))
 
 
-@functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps"))
-def _collect(env, policy, params, key, batch_size, num_steps):
+@functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps",
+                                             "unroll"))
+def _collect(env, policy, params, key, batch_size, num_steps, unroll=1):
     if env.stochastic:
         reset_key, action_key, transition_key = jax.random.split(key, 3)
         xs = (jax.random.split(action_key, num_steps), jax.random.split(transition_key, num_steps))
@@ -120,10 +121,10 @@ def _collect(env, policy, params, key, batch_size, num_steps):
         )
         return _step_batch(env, policy, params, state, action_keys, transition_keys)
 
-    return jax.lax.scan(body, state, xs)
+    return jax.lax.scan(body, state, xs, unroll=unroll)
 
 
-def collect(env, policy, params, key, batch_size: int, num_steps: int):
+def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: int | bool = 1):
     """Collect ``batch_size`` (B) absorbing episodes for ``num_steps`` (T) steps.
 
     Returns ``(final_state, trajectory)``; every trajectory field has shape ``(T, B, ...)``.
@@ -135,10 +136,20 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int):
         policy = rollax.BernoulliPolicy(3)
         _, traj = collect(env, policy, policy.init(), jax.random.key(0), 256, 8)
         episode_returns = traj.reward.sum(axis=0)      # (B,)
+
+    ``unroll`` (``lax.scan``'s: a step count per loop iteration, or ``True`` for all ``T``)
+    changes how the loop is compiled, never the records. Fully unrolled, the step keys of
+    every environment are derived, used and dropped inside one fused kernel per batch slice,
+    and the carried state never goes back to memory between steps: on a GPU the collector then
+    writes little more than the records themselves (``benchmarks/NOTES.md``). Compile time
+    grows with the unrolled length.
     """
     _check_count("batch_size", batch_size)
     _check_count("num_steps", num_steps)
-    return _collect(env, policy, params, key, int(batch_size), int(num_steps))
+    if not isinstance(unroll, bool):
+        _check_count("unroll", unroll)
+    return _collect(env, policy, params, key, int(batch_size), int(num_steps),
+                    unroll if isinstance(unroll, bool) else int(unroll))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,6 +189,16 @@ def _select(mask, on_true, on_false):
     return jax.tree_util.tree_map(pick, on_true, on_false)
 
 
+def _split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
+    """``split(key, num)[index]``, hashing only the keys asked for. With JAX's partitionable
+    threefry (the default), key ``i`` of a split is ``fold_in(key, i)``; otherwise all ``num``
+    keys are derived and gathered (XLA does not fuse the gather into the hash)."""
+    impl = str(jax.random.key_impl(key))
+    if jax.config.jax_threefry_partitionable and "threefry" in impl:
+        return jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
+    return jax.random.split(key, num)[index]
+
+
 COMPACT_MIN_BATCH = 64
 """Batches of at least this many environments reset through a compacted gather (see
 :func:`autoreset`); smaller ones select between stepped and fresh states."""
@@ -207,10 +228,7 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
 
     def few(state):
         (index,) = jnp.nonzero(done, size=cap, fill_value=batch_size)
-        # split(key, B)[index]: XLA fuses the gather into the key derivation, so only the
-        # ``cap`` needed keys are hashed (the same keys ``every`` uses)
-        keys = jax.random.split(key, batch_size)[jnp.minimum(index, batch_size - 1)]
-        fresh = jax.vmap(env.reset)(keys)
+        fresh = jax.vmap(env.reset)(_split_at(key, batch_size, jnp.minimum(index, batch_size - 1)))
         return jax.tree_util.tree_map(lambda s, f: s.at[index].set(f, mode="drop"), state, fresh)
 
     count = jnp.sum(done)
