@@ -130,7 +130,7 @@ def test_autoreset_resets_exactly_the_finished_lanes(batch):
         done[rng.choice(batch, count, replace=False)] = True
         got = fn(jnp.asarray(done), state, key)
         for b in range(batch):
-            want = env.reset(keys[b]) if done[b] else jax.tree.map(lambda x: x[b], state)
+            want = env.reset(keys[b]) if done[b] else jax.tree.map(lambda x, b=b: x[b], state)
             for g, w in zip(got, want):
                 np.testing.assert_array_equal(np.asarray(g[b]), np.asarray(w))
     # under vmap (every branch runs) the answer is the same
