@@ -19,9 +19,11 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,7 +75,23 @@ def _help(python: Path, script: str) -> str:
     return _output(python, ROOT / "benchmarks" / script, "--help").stdout
 
 
+JOB_LIMIT_S = 1500
+"""A job still running after this long is killed and run once more (jaxlib 0.10.2's CPU
+runtime has been seen to deadlock, rarely, in a vmapped PPO program: every thread in a futex
+wait, no CPU used)."""
+
+
 def run_job(name: str, python: Path, argv: list[str]) -> dict:
+    """Run one job to completion (one retry if it hangs past ``JOB_LIMIT_S``)."""
+    result = _run_job(name, python, argv)
+    if result["rc"] == -signal.SIGKILL:
+        print(f"=== {name}: killed after {JOB_LIMIT_S} s (hung); running it once more",
+              flush=True)
+        result = {**_run_job(name, python, argv), "retried_after_hang": True}
+    return result
+
+
+def _run_job(name: str, python: Path, argv: list[str]) -> dict:
     """Run one job to completion; its JSON, exit status, wall time and peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
@@ -82,7 +100,10 @@ def run_job(name: str, python: Path, argv: list[str]) -> dict:
         load = os.getloadavg()[0]
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT)
+        watchdog = threading.Timer(JOB_LIMIT_S, proc.kill)
+        watchdog.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        watchdog.cancel()
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
         data = json.loads(out.read_text()) if out.exists() else None

@@ -126,7 +126,7 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 16384])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1, 64, 1024, 16384])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--corridor", type=int, nargs="*", default=[1024, 65536])
