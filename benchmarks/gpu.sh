@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every benchmark row at GPU sizes, in one call of under 8 minutes; prints the tables and
+# Every JAX benchmark row at GPU sizes, in one call of under 8 minutes (each row has its own
+# time limit, 440 s in all, plus the wheel installs); prints the tables and
 # leaves JSON under $OUT (default /tmp/gpu-bench).
 #
 #   bash benchmarks/gpu.sh            (on a machine with a GPU and JAX installed)
@@ -34,19 +35,19 @@ row() {  # row LIMIT_S PYTHONPATH SCRIPT ARGS...: one row with a time limit
   PYTHONPATH="$path" timeout "$limit" python3 "benchmarks/$@" 2>&1 | grep -v "^WARNING"
 }
 # environment throughput up to 1M CartPoles (target >= 1.5e10 env steps/s at 1M)
-row 120 "$anchors" throughput.py --sizes 1024 16384 262144 1048576 --steps 1000 --repeats 3 \
+row 100 "$anchors" throughput.py --sizes 1024 16384 262144 1048576 --steps 1000 --repeats 3 \
   --corridor --json "$out/throughput.json"
 # corridor absorbing collector at 1M and 8M environments (target >= 1e11 env steps/s at 8M):
 # the scan loop as written, then fully unrolled (one fused kernel per slice, no per-step keys
 # or state going back to memory); both give the same records
-row 60 "$anchors" throughput.py --sizes --corridor 1048576 8388608 --repeats 3 \
+row 50 "$anchors" throughput.py --sizes --corridor 1048576 8388608 --repeats 3 \
   --json "$out/corridor.json"
-row 90 "$anchors" throughput.py --sizes --corridor 1048576 8388608 --repeats 3 --unroll all \
+row 70 "$anchors" throughput.py --sizes --corridor 1048576 8388608 --repeats 3 --unroll all \
   --json "$out/corridor-unrolled.json"
 # seeds in one program (target >= 6e7 env steps/s for 1024 PPO seeds)
-row 150 "$anchors" seeds.py --seeds 1 64 1024 --total-steps 100000 --repeats 1 \
+row 120 "$anchors" seeds.py --seeds 1 64 1024 --total-steps 100000 --repeats 1 \
   --json "$out/seeds.json"
 # PPO at equal hyperparameters, rollax and rejax (one process each)
-row 60 "$anchors" ppo_rollax.py --repeats 2 --json "$out/ppo-rollax.json"
-row 60 "$rejax" ppo_rejax.py --repeats 2 --json "$out/ppo-rejax.json"
+row 50 "$anchors" ppo_rollax.py --repeats 2 --json "$out/ppo-rollax.json"
+row 50 "$rejax" ppo_rejax.py --repeats 2 --json "$out/ppo-rejax.json"
 echo; echo "JSON in $out"

@@ -75,18 +75,38 @@ def _help(python: Path, script: str) -> str:
     return _output(python, ROOT / "benchmarks" / script, "--help").stdout
 
 
-JOB_LIMIT_S = 1500
-"""A job still running after this long is killed and run once more (jaxlib 0.10.2's CPU
-runtime has been seen to deadlock, rarely, in a vmapped PPO program: every thread in a futex
-wait, no CPU used)."""
+IDLE_LIMIT_S = 60
+"""A job that uses no CPU for this long is taken as hung, killed and run once more (jaxlib
+0.10.1 and 0.10.2, which rollax's pin now excludes, deadlock on the CPU in vmapped PPO
+programs: worker threads idle, the main thread waiting for a result; benchmarks/NOTES.md)."""
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return -1.0
+
+
+def _watch(proc: subprocess.Popen, stop: threading.Event) -> None:
+    """Kill ``proc`` once its CPU time stops growing for ``IDLE_LIMIT_S``."""
+    last, idle_since = _cpu_seconds(proc.pid), time.monotonic()
+    while not stop.wait(5):
+        now = _cpu_seconds(proc.pid)
+        if now > last + 0.05:
+            last, idle_since = now, time.monotonic()
+        elif time.monotonic() - idle_since > IDLE_LIMIT_S:
+            proc.kill()
+            return
 
 
 def run_job(name: str, python: Path, argv: list[str]) -> dict:
-    """Run one job to completion (one retry if it hangs past ``JOB_LIMIT_S``)."""
+    """Run one job to completion (once more if it hangs)."""
     result = _run_job(name, python, argv)
     if result["rc"] == -signal.SIGKILL:
-        print(f"=== {name}: killed after {JOB_LIMIT_S} s (hung); running it once more",
-              flush=True)
+        print(f"=== {name}: killed after {IDLE_LIMIT_S} s without CPU use (hung); "
+              "running it once more", flush=True)
         result = {**_run_job(name, python, argv), "retried_after_hang": True}
     return result
 
@@ -100,10 +120,11 @@ def _run_job(name: str, python: Path, argv: list[str]) -> dict:
         load = os.getloadavg()[0]
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT)
-        watchdog = threading.Timer(JOB_LIMIT_S, proc.kill)
+        stop = threading.Event()
+        watchdog = threading.Thread(target=_watch, args=(proc, stop), daemon=True)
         watchdog.start()
         _, status, usage = os.wait4(proc.pid, 0)
-        watchdog.cancel()
+        stop.set()
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
         data = json.loads(out.read_text()) if out.exists() else None
