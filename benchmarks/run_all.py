@@ -48,7 +48,7 @@ def jobs(row: str, quick: bool) -> list[tuple[str, Path, list[str]]]:
                ("throughput-rollax-only", ANCHORS, ["throughput.py", *size, "--no-gymnax"])]
         if "--no-rollax" in _help(ANCHORS, "throughput.py"):
             out.append(("throughput-gymnax-only", ANCHORS,
-                        ["throughput.py", *size, "--no-rollax"]))
+                        ["throughput.py", *size, "--no-rollax", "--corridor"]))
         return out
     if row == "ppo":
         size = ["--total-steps", "8192", "--repeats", "1"] if quick else []

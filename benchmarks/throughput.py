@@ -133,6 +133,8 @@ def main() -> None:
     parser.add_argument("--unroll", default="1",
                         help="corridor collector: lax.scan unroll (an integer or 'all')")
     parser.add_argument("--no-gymnax", action="store_true")
+    parser.add_argument("--no-rollax", action="store_true",
+                        help="CartPole rows: gymnax only (for its peak memory alone)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     print(f"machine: {machine()}")
@@ -141,11 +143,11 @@ def main() -> None:
           "compile s (rollax, gymnax) |")
     print("|---|---|---|---|---|---|---|")
     for batch in args.sizes:
-        fns = {"rollax": rollax_cartpole(batch, args.steps)}
+        fns = {} if args.no_rollax else {"rollax": rollax_cartpole(batch, args.steps)}
         if not args.no_gymnax:
             fns["gymnax"] = gymnax_cartpole(batch, args.steps)
         timed = measure(fns, args.repeats)
-        ours = timed["rollax"]
+        ours = timed.get("rollax", {"compile_s": float("nan"), "run_s": float("nan")})
         sps = batch * args.steps / ours["run_s"]
         row = {"row": "CartPole-v1 random, auto-reset", "B": batch, "T": args.steps,
                "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]}
