@@ -3,6 +3,7 @@ that every benchmark environment can import it)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import statistics
@@ -50,3 +51,14 @@ def emit(record: dict, path: str | None) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(record, f, indent=1)
+
+
+def ppo_args(doc: str) -> argparse.Namespace:
+    """The command line both PPO scripts share (same defaults, so the rows compare equal
+    budgets): ``--total-steps``, ``--repeats``, ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--total-steps", type=int, default=500_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None)
+    return parser.parse_args()
+

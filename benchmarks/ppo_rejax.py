@@ -15,13 +15,12 @@ rollax's does. Settings rejax cannot express are listed under "differences" in t
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 
 import jax
 import jax.numpy as jnp
 import optax
-from _timing import emit, ppo_record, time_compiled
+from _timing import emit, ppo_args, ppo_record, time_compiled
 from rejax import PPO
 from rejax.evaluate import evaluate
 
@@ -78,11 +77,7 @@ def make_algo(total_steps: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--total-steps", type=int, default=500_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
+    args = ppo_args(__doc__)
     algo, steps, shown = make_algo(args.total_steps)
     keys = [jax.random.PRNGKey(i) for i in range(args.repeats + 1)]
     compile_s, times, returns = time_compiled(

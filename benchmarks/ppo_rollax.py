@@ -11,22 +11,17 @@ Same JSON schema as ppo_rejax.py.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.metadata
 
 import jax
-from _timing import emit, ppo_record, time_compiled
+from _timing import emit, ppo_args, ppo_record, time_compiled
 
 from rollax.algos import ppo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--total-steps", type=int, default=500_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
+    args = ppo_args(__doc__)
     config = ppo.PPOConfig(total_steps=args.total_steps)
     train = ppo.make_train(config)
     keys = [jax.random.key(i) for i in range(args.repeats + 1)]
