@@ -19,6 +19,8 @@ from typing import Literal
 
 import tyro
 
+from rollax.validate import check_count, check_seed
+
 EXACT_ENVS = ("corridor", "FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v4", "CliffWalking-v1")
 
 
@@ -467,15 +469,14 @@ def run_rollout(cmd: Rollout) -> None:
     import jax
     import numpy as np
 
-    from rollax.collect import _check_count, collect
+    from rollax.collect import collect
     from rollax.envs.corridor import Corridor
     from rollax.plots import plot_active
     from rollax.policies import BernoulliPolicy
     from rollax.runs import check_new_run_dir, staged_run_dir
 
-    if not isinstance(cmd.seed, int) or not 0 <= cmd.seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {cmd.seed!r}")
-    _check_count("batch_size", cmd.batch_size)
+    check_seed(cmd.seed)
+    check_count("batch_size", cmd.batch_size)
     env = Corridor(horizon=cmd.horizon)
     run_dir = check_new_run_dir(cmd.out, f"rollout-seed{cmd.seed}")
     policy = BernoulliPolicy(3)
@@ -516,12 +517,10 @@ def run_exact(cmd: Exact) -> None:
 
 def run_check_env(cmd: CheckEnv) -> int:
     from rollax.checks import check_env
-    from rollax.collect import _check_count
     from rollax.envs.registry import make
 
-    _check_count("batch_size", cmd.batch_size)
-    if isinstance(cmd.seed, bool) or not 0 <= cmd.seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {cmd.seed!r}")
+    check_count("batch_size", cmd.batch_size)
+    check_seed(cmd.seed)
     report = check_env(make(cmd.name), batch_size=cmd.batch_size, seed=cmd.seed)
     if cmd.json:
         _emit({"env": cmd.name, "ok": report.ok,

@@ -20,11 +20,12 @@ per episode; ``reward.sum(axis=1)`` is the reward per time index across the batc
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from rollax.validate import check_count
 
 
 class Trajectory(NamedTuple):
@@ -44,11 +45,6 @@ class Trajectory(NamedTuple):
     """bool event: this transition hit the time limit."""
     log_prob: jax.Array
     """Behaviour policy's log-probability of ``action``, stored at collection time."""
-
-
-def _check_count(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
 
 
 def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic: bool = False):
@@ -144,10 +140,10 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: i
     writes little more than the records themselves (``benchmarks/NOTES.md``). Compile time
     grows with the unrolled length.
     """
-    _check_count("batch_size", batch_size)
-    _check_count("num_steps", num_steps)
+    check_count("batch_size", batch_size)
+    check_count("num_steps", num_steps)
     if not isinstance(unroll, bool):
-        _check_count("unroll", unroll)
+        check_count("unroll", unroll)
     return _collect(env, policy, params, key, int(batch_size), int(num_steps),
                     unroll if isinstance(unroll, bool) else int(unroll))
 
@@ -177,7 +173,7 @@ class AutoResetTrajectory(NamedTuple):
 
 def reset_batch(env, key: jax.Array, batch_size: int):
     """``B`` start states, environment ``b`` reset with ``split(key, B)[b]``."""
-    _check_count("batch_size", batch_size)
+    check_count("batch_size", batch_size)
     return jax.vmap(env.reset)(jax.random.split(key, batch_size))
 
 
@@ -293,5 +289,5 @@ def collect_autoreset(env, policy, params, state, key: jax.Array, num_steps: int
         state = reset_batch(env, jax.random.key(0), 8)
         state, traj = collect_autoreset(env, policy, params, state, jax.random.key(1), 128)
     """
-    _check_count("num_steps", num_steps)
+    check_count("num_steps", num_steps)
     return _collect_autoreset(env, policy, params, state, key, int(num_steps))

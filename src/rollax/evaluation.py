@@ -8,10 +8,11 @@ import jax
 import numpy as np
 
 from rollax import checkpoint
-from rollax.collect import _check_count, _collect
+from rollax.collect import _collect
 from rollax.exact import policy_return
 from rollax.experiment import Runner, make_lanes, summarize
 from rollax.policies import GreedyPolicy
+from rollax.validate import check_count, check_seed
 
 
 def evaluate_run(run_dir: Path, episodes: int, greedy: bool, seed: int) -> dict:
@@ -19,9 +20,8 @@ def evaluate_run(run_dir: Path, episodes: int, greedy: bool, seed: int) -> dict:
     keys ``split(jax.random.key(seed), lanes)``; tabular runs add each lane's exact return."""
     from rollax.training import build_algorithm, read_plan
 
-    _check_count("episodes", episodes)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+    check_count("episodes", episodes)
+    check_seed(seed)
     if not run_dir.is_dir():
         raise ValueError(f"{str(run_dir)!r} is not a folder")
     plan = read_plan(run_dir)

@@ -52,7 +52,7 @@ class FiniteMDP:
         start = np.asarray(self.start, dtype=np.float64)
         if (start < 0).any() or not np.isclose(start.sum(), 1.0, atol=1e-6):
             raise ValueError("start must be probabilities summing to 1")
-        from rollax.envs.base import check_horizon
+        from rollax.validate import check_horizon
 
         check_horizon(self.horizon)
 

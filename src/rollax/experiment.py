@@ -148,7 +148,7 @@ class Runner:
         if algo.checked:
             # checkify cannot see through the skip-``cond`` below, so checked mode scans
             # exactly ``n`` updates (the last, shorter chunk compiles once more)
-            from rollax.checked import functionalize
+            from rollax.guards import functionalize
 
             def exact_chunk(state, hp, n):
                 def body(s, _):

@@ -70,9 +70,9 @@ def mesh_shape(devices: int, lanes: int, env_batch: int) -> tuple[int, int]:
 def check_devices(devices, lanes: int, env_batch: int, batch_name: str = "env batch") -> None:
     """``ValueError`` naming the setting and the allowed values unless ``devices`` is a
     positive integer dividing ``lanes x env_batch``."""
-    from rollax.collect import _check_count
+    from rollax.validate import check_count
 
-    _check_count("devices", devices)
+    check_count("devices", devices)
     total = lanes * env_batch
     if total % devices:
         allowed = [d for d in range(1, total + 1) if total % d == 0]

@@ -26,6 +26,7 @@ from rollax.experiment import (
     summarize,
 )
 from rollax.runs import check_new_run_dir, write_json
+from rollax.validate import check_count, check_seed
 
 TABULAR_ONLY = ("updates", "batch_size")
 
@@ -89,22 +90,14 @@ def _given(cmd, names) -> list[str]:
     return ["--" + n.replace("_", "-") for n in names if getattr(cmd, n) is not None]
 
 
-def _check_positive(name, value) -> None:
-    from rollax.collect import _check_count
-
-    _check_count(name, value)
-
-
 def plan_from_command(cmd):
     """Validate a ``Train`` command into a :class:`Plan` and its algorithm; raises
     ``ValueError`` before anything is compiled or written."""
-    _check_positive("seeds", cmd.seeds)
-    if isinstance(cmd.seed, bool) or not isinstance(cmd.seed, int) or not (
-            0 <= cmd.seed < 2**63 - cmd.seeds):
-        raise ValueError(f"seed must be an integer in [0, 2**63 - seeds), got {cmd.seed!r}")
+    check_count("seeds", cmd.seeds)
+    check_seed(cmd.seed, cmd.seeds)
     for name in ("chunk_size", "checkpoint_every"):
         if getattr(cmd, name) is not None:
-            _check_positive(name, getattr(cmd, name))
+            check_count(name, getattr(cmd, name))
     if _is_tabular(cmd.env, cmd.horizon):
         if _given(cmd, NEURAL_ONLY):
             raise ValueError(f"{', '.join(_given(cmd, NEURAL_ONLY))} only apply to neural "

@@ -40,7 +40,7 @@ class Algorithm(NamedTuple):
     policy_params: Callable
     """``state -> params`` as ``policy`` takes them (e.g. with observation statistics)."""
     checked: bool = False
-    """Whether ``update`` stages the runtime checks of :mod:`rollax.checked`."""
+    """Whether ``update`` stages the runtime checks of :mod:`rollax.guards`."""
     env_batch_fields: tuple[str, ...] | None = None
     """Fields of the (NamedTuple) state whose leaves carry the environment batch on their first
     axis, split over devices by a sharded experiment (``None``: the default names of

@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rollax import checked as checks
+from rollax import guards
 from rollax.algos.base import Algorithm
-from rollax.collect import _check_count, _collect, _collect_autoreset, reset_batch
+from rollax.collect import _collect, _collect_autoreset, reset_batch
 from rollax.envs.base import Box, Discrete
 from rollax.envs.registry import make
 from rollax.policies import (
@@ -46,6 +46,7 @@ from rollax.policies import (
 )
 from rollax.returns import gae
 from rollax.sharding import constrain_envs
+from rollax.validate import check_count, check_real, check_seed, is_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,31 +168,16 @@ class PPOResult(NamedTuple):
     state: PPOState
 
 
-def _is_int(x) -> bool:
-    return not isinstance(x, bool) and isinstance(x, (int, np.integer))
-
-
-def _check_real(name, value, low, high, low_open=False, high_open=False):
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-    ok = ok and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low)
-    ok = ok and (value < high if high_open else value <= high)
-    if not ok:
-        lo, hi = "(" if low_open else "[", ")" if high_open else "]"
-        raise ValueError(f"{name} must be a number in {lo}{low}, {high}{hi}, got {value!r}")
-
-
 def num_updates(config: PPOConfig) -> int:
     return config.total_steps // (config.num_envs * config.num_steps)
 
 
 def validate(config: PPOConfig):
     """Check every setting (``ValueError`` naming it and its range); returns the env."""
-    if not _is_int(config.seed) or not 0 <= config.seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {config.seed!r}")
+    check_seed(config.seed)
     for name in ("total_steps", "num_envs", "num_steps", "epochs", "minibatches",
                  "eval_episodes"):
-        _check_count(name, getattr(config, name))
+        check_count(name, getattr(config, name))
     batch = config.num_envs * config.num_steps
     if config.total_steps < batch:
         raise ValueError(
@@ -202,18 +188,18 @@ def validate(config: PPOConfig):
         raise ValueError(
             f"minibatches must divide num_envs * num_steps = {batch}, got {config.minibatches}"
         )
-    _check_real("lr", config.lr, 0, math.inf, low_open=True, high_open=True)
-    _check_real("gamma", config.gamma, 0, 1, low_open=True)
-    _check_real("gae_lambda", config.gae_lambda, 0, 1)
-    _check_real("clip_eps", config.clip_eps, 0, 1, low_open=True, high_open=True)
-    _check_real("vf_coef", config.vf_coef, 0, math.inf, high_open=True)
-    _check_real("ent_coef", config.ent_coef, 0, math.inf, high_open=True)
-    _check_real("max_grad_norm", config.max_grad_norm, 0, math.inf, low_open=True,
+    check_real("lr", config.lr, 0, math.inf, low_open=True, high_open=True)
+    check_real("gamma", config.gamma, 0, 1, low_open=True)
+    check_real("gae_lambda", config.gae_lambda, 0, 1)
+    check_real("clip_eps", config.clip_eps, 0, 1, low_open=True, high_open=True)
+    check_real("vf_coef", config.vf_coef, 0, math.inf, high_open=True)
+    check_real("ent_coef", config.ent_coef, 0, math.inf, high_open=True)
+    check_real("max_grad_norm", config.max_grad_norm, 0, math.inf, low_open=True,
                 high_open=True)
-    _check_real("reward_scale", config.reward_scale, 0, math.inf, low_open=True,
+    check_real("reward_scale", config.reward_scale, 0, math.inf, low_open=True,
                 high_open=True)
-    _check_real("init_log_std", config.init_log_std, -10, 10)
-    if not config.hidden or not all(_is_int(h) and h >= 1 for h in config.hidden):
+    check_real("init_log_std", config.init_log_std, -10, 10)
+    if not config.hidden or not all(is_int(h) and h >= 1 for h in config.hidden):
         raise ValueError(f"hidden must be positive layer sizes, got {config.hidden!r}")
     if config.activation not in ("tanh", "relu"):
         raise ValueError(f"activation must be one of tanh, relu, got {config.activation!r}")
@@ -265,7 +251,7 @@ class PPOHyperparams(NamedTuple):
 
 def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
     """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate).
-    ``checked`` stages the runtime checks of :mod:`rollax.checked` into each update."""
+    ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     env = validate(config)
     net = make_network(env, config)
     policy = NormalizedPolicy(net) if config.normalize_observations else net
@@ -351,8 +337,8 @@ def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
             env, policy, policy_params(state.params, state.obs_stats), state.env_state,
             rollout_key, T)
         if checked:
-            checks.check_observations(traj.observation, state.update + 1)
-            checks.check_actions(traj.action, env.action_space, state.update + 1)
+            guards.check_observations(traj.observation, state.update + 1)
+            guards.check_actions(traj.action, env.action_space, state.update + 1)
         obs = norm(state.obs_stats, traj.observation)
         next_obs = norm(state.obs_stats, traj.next_observation)
         critic = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))
@@ -369,9 +355,9 @@ def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
             updates_, opt_state = tx.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates_)
             if checked:
-                checks.check_finite("loss", loss, state.update + 1)
-                checks.check_finite("gradient", grads, state.update + 1)
-                checks.check_finite("parameters", params, state.update + 1)
+                guards.check_finite("loss", loss, state.update + 1)
+                guards.check_finite("gradient", grads, state.update + 1)
+                guards.check_finite("parameters", params, state.update + 1)
             return (params, opt_state), aux
 
         def epoch(carry, key):

@@ -23,18 +23,18 @@ from typing import Callable, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from rollax import checked as checks
+from rollax import guards
 from rollax.algos.base import Algorithm
-from rollax.collect import Trajectory, _check_count, collect
+from rollax.collect import Trajectory, collect
 from rollax.envs.registry import make
 from rollax.exact import policy_return
 from rollax.losses import ppo_clip_loss, reinforce_loss
 from rollax.policies import default_policy
 from rollax.returns import reward_to_go
 from rollax.sharding import constrain_envs
+from rollax.validate import check_count, check_seed, is_real
 
 ALGOS = ("ppo", "reinforce")
 
@@ -113,35 +113,26 @@ class TabularHyperparams(NamedTuple):
     clip_eps: float | jax.Array
 
 
-def _is_int(x) -> bool:
-    return not isinstance(x, bool) and isinstance(x, (int, np.integer))
-
-
-def _is_real(x) -> bool:
-    return not isinstance(x, bool) and isinstance(x, (int, float, np.integer, np.floating))
-
-
 def resolve_config(config: TrainConfig) -> TrainConfig:
     """Check every setting and fill the defaults that depend on others (``epochs``,
     ``horizon``). Raises ``ValueError`` naming the setting and its allowed range."""
     if config.algo not in ALGOS:
         raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {config.algo!r}")
-    if not _is_int(config.seed) or not 0 <= config.seed < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {config.seed!r}")
+    check_seed(config.seed)
     for name in ("updates", "batch_size"):
-        _check_count(name, getattr(config, name))
+        check_count(name, getattr(config, name))
     if config.horizon is not None:
-        _check_count("horizon", config.horizon)
+        check_count("horizon", config.horizon)
     if config.epochs is not None:
-        _check_count("epochs", config.epochs)
+        check_count("epochs", config.epochs)
     if config.algo == "reinforce" and config.epochs not in (None, 1):
         raise ValueError(
             f"epochs must be 1 for algo reinforce (one update per fresh rollout), "
             f"got {config.epochs}"
         )
-    if not _is_real(config.lr) or not math.isfinite(config.lr) or config.lr <= 0:
+    if not is_real(config.lr) or not math.isfinite(config.lr) or config.lr <= 0:
         raise ValueError(f"lr must be a finite number > 0, got {config.lr!r}")
-    if not _is_real(config.clip_eps) or not 0 < config.clip_eps < 1:
+    if not is_real(config.clip_eps) or not 0 < config.clip_eps < 1:
         raise ValueError(f"clip_eps must be a number in (0, 1), got {config.clip_eps!r}")
     env = make(config.env) if config.horizon is None else make(config.env, horizon=config.horizon)
     if not hasattr(env, "to_mdp"):
@@ -156,7 +147,7 @@ def _live_mean(x, active):
 
 def make_algorithm(config: TrainConfig, checked: bool = False) -> Algorithm:
     """Validate ``config`` (before anything compiles) and return the trainer's parts.
-    ``checked`` stages the runtime checks of :mod:`rollax.checked` into each update."""
+    ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     config = resolve_config(config)
     env = make(config.env, horizon=config.horizon)
     policy = default_policy(env)
@@ -192,18 +183,18 @@ def make_algorithm(config: TrainConfig, checked: bool = False) -> Algorithm:
         traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
         targets = reward_to_go(traj.reward)
         if checked:
-            checks.check_observations(traj.observation, state.update + 1)
-            checks.check_actions(traj.action, env.action_space, state.update + 1)
+            guards.check_observations(traj.observation, state.update + 1)
+            guards.check_actions(traj.action, env.action_space, state.update + 1)
 
         def epoch(params, _):
             loss, grad = jax.value_and_grad(loss_fn)(params, traj, targets, hp.clip_eps)
             if checked:
-                checks.check_finite("loss", loss, state.update + 1)
-                checks.check_finite("gradient", grad, state.update + 1)
+                guards.check_finite("loss", loss, state.update + 1)
+                guards.check_finite("gradient", grad, state.update + 1)
             step, _ = optimiser.update(grad, optimiser.init(params))
             params = optax.apply_updates(params, step)
             if checked:
-                checks.check_finite("parameters", params, state.update + 1)
+                guards.check_finite("parameters", params, state.update + 1)
             return params, (loss, optax.tree.norm(grad))
 
         params, (losses, grad_norms) = jax.lax.scan(epoch, state.params,

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, check_horizon
+from rollax.envs.base import Box, Discrete, Environment
+from rollax.validate import check_horizon
 
 DT = 0.2
 LENGTH_1 = 1.0

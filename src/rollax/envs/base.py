@@ -29,14 +29,6 @@ import numpy as np
 State = Any
 
 
-def check_horizon(horizon) -> None:
-    """``ValueError`` unless ``horizon`` is a positive integer (bools refused)."""
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)):
-        raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
-    if horizon < 1:
-        raise ValueError(f"horizon must be a positive integer (>= 1), got {horizon}")
-
-
 @dataclasses.dataclass(frozen=True)
 class Discrete:
     """``n`` actions or observations ``0 .. n-1`` of integer ``dtype``, scalar shape."""
@@ -102,3 +94,12 @@ class Environment(abc.ABC):
     @property
     @abc.abstractmethod
     def action_space(self) -> Discrete | Box: ...
+
+
+def step_env(env: Environment, state: State, action: jax.Array, key: jax.Array | None = None):
+    """``env.step`` for any environment: ``key`` (the transition key) reaches a stochastic
+    environment only; a deterministic one is stepped without it. Returns ``(next_state, reward,
+    terminated, truncated)``."""
+    if env.stochastic:
+        return env.step(state, action, key)
+    return env.step(state, action)

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Discrete, Environment, check_horizon
+from rollax.envs.base import Discrete, Environment
+from rollax.validate import check_horizon
 
 NUM_POSITIONS = 4
 GOAL = NUM_POSITIONS - 1

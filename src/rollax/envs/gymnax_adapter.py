@@ -38,7 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, check_horizon
+from rollax.envs.base import Box, Discrete, Environment
+from rollax.validate import check_horizon
 
 PREFIX = "gymnax:"
 """``rollax.make`` hands names starting with this to :func:`make_gymnax`."""

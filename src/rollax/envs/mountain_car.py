@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, check_horizon
+from rollax.envs.base import Box, Discrete, Environment
+from rollax.validate import check_horizon
 
 MIN_POSITION = -1.2
 MAX_POSITION = 0.6

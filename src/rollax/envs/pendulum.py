@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Environment, check_horizon
+from rollax.envs.base import Box, Environment
+from rollax.validate import check_horizon
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0

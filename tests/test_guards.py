@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 import rollax
-from rollax import checked
+from rollax import guards
 from rollax.cli import main
 from rollax.envs.base import Discrete
 from rollax.envs.cartpole import CartPole
@@ -74,32 +74,32 @@ def test_checked_mode_never_changes_results(capsys, tmp_path):
 
 def test_action_out_of_range_and_non_finite_parameters():
     def actions(a):
-        checked.check_actions(a, Discrete(2), jnp.int32(7))
+        guards.check_actions(a, Discrete(2), jnp.int32(7))
         return a
 
     good = jnp.zeros((4, 3), jnp.int32)
     bad = good.at[2, 1].set(5).at[3, 2].set(-1)
-    err, _ = checked.functionalize(actions)(good)
+    err, _ = guards.functionalize(actions)(good)
     assert err.get() is None
-    err, _ = checked.functionalize(actions)(bad)
+    err, _ = guards.functionalize(actions)(bad)
     assert err.get().startswith(
         "checked mode: action out of range [0, 2) at update 7, step 2, env 1: 5")
 
     def params(p):
-        checked.check_finite("parameters", p, jnp.int32(2))
+        guards.check_finite("parameters", p, jnp.int32(2))
         return p
 
     tree = {"w": jnp.ones((2, 2)), "b": jnp.array([0.0, jnp.inf, jnp.nan])}
-    err, _ = jax.jit(checked.functionalize(params))(tree)
+    err, _ = jax.jit(guards.functionalize(params))(tree)
     assert err.get().startswith("checked mode: non-finite parameters at update 2: inf (2 of 7")
 
 
 @pytest.mark.parametrize("bad", [jnp.nan, jnp.inf])
 def test_continuous_actions_must_be_finite(bad):
     def actions(a):
-        checked.check_actions(a, rollax.Box(-2.0, 2.0, (1,)), jnp.int32(1))
+        guards.check_actions(a, rollax.Box(-2.0, 2.0, (1,)), jnp.int32(1))
         return a
 
     a = jnp.zeros((3, 2, 1)).at[1, 1, 0].set(bad)
-    err, _ = checked.functionalize(actions)(a)
+    err, _ = guards.functionalize(actions)(a)
     assert "non-finite action at update 1, step 1, env 1" in err.get()
