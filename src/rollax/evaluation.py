@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from rollax import checkpoint
-from rollax.collect import _collect
+from rollax.collect import collect
 from rollax.exact import policy_return
 from rollax.experiment import Runner, make_lanes, summarize
 from rollax.policies import GreedyPolicy
@@ -35,7 +35,7 @@ def evaluate_run(run_dir: Path, episodes: int, greedy: bool, seed: int) -> dict:
 
     def one(lane_state, key):
         params = algo.policy_params(lane_state)
-        _, traj = _collect(env, actor, params, key, episodes, env.horizon)
+        _, traj = collect(env, actor, params, key, episodes, env.horizon)
         returns = traj.reward.sum(axis=0)
         out = {"mean_return": returns.mean()}
         if plan.kind == "tabular":

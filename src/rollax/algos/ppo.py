@@ -31,7 +31,7 @@ import optax
 
 from rollax import guards
 from rollax.algos.base import Algorithm
-from rollax.collect import _collect, _collect_autoreset, reset_batch
+from rollax.collect import collect, collect_autoreset, reset_batch
 from rollax.envs.base import Box, Discrete
 from rollax.envs.registry import make
 from rollax.policies import (
@@ -333,7 +333,7 @@ def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
     def update(state: PPOState, hp: PPOHyperparams):
         tx = optimiser(hp)
         key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
-        env_state, traj = _collect_autoreset(
+        env_state, traj = collect_autoreset(
             env, policy, policy_params(state.params, state.obs_stats), state.env_state,
             rollout_key, T)
         if checked:
@@ -432,5 +432,5 @@ def evaluate(env, policy, params, key, episodes: int, greedy: bool = True) -> ja
     """Mean return of ``episodes`` absorbing episodes (one each, ``env.horizon`` steps), acting
     with the policy's mode (``greedy``) or by sampling."""
     actor = GreedyPolicy(policy) if greedy else policy
-    _, traj = _collect(env, actor, params, key, episodes, env.horizon)
+    _, traj = collect(env, actor, params, key, episodes, env.horizon)
     return jnp.mean(jnp.sum(traj.reward, axis=0))

@@ -96,7 +96,7 @@ class Environment(abc.ABC):
     def action_space(self) -> Discrete | Box: ...
 
 
-def step_env(env: Environment, state: State, action: jax.Array, key: jax.Array | None = None):
+def step_with_key(env: Environment, state: State, action: jax.Array, key: jax.Array | None = None):
     """``env.step`` for any environment: ``key`` (the transition key) reaches a stochastic
     environment only; a deterministic one is stepped without it. Returns ``(next_state, reward,
     terminated, truncated)``."""
