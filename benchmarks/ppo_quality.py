@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+import rollax
 from rollax.algos import ppo
 
 TARGETS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
@@ -34,7 +35,7 @@ def iqm(x: np.ndarray) -> float:
 
 def run(task: str, seeds: int) -> dict:
     config = ppo.preset(task)
-    train = jax.jit(jax.vmap(ppo.make_train(config)))
+    train = jax.jit(jax.vmap(rollax.make_train(config)))
     keys = jnp.stack([jax.random.key(s) for s in range(seeds)])
     start = time.perf_counter()
     compiled = train.lower(keys).compile()

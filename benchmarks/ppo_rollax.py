@@ -17,13 +17,14 @@ import importlib.metadata
 import jax
 from _timing import emit, ppo_args, ppo_record, time_compiled
 
+import rollax
 from rollax.algos import ppo
 
 
 def main() -> None:
     args = ppo_args(__doc__)
     config = ppo.PPOConfig(total_steps=args.total_steps)
-    train = ppo.make_train(config)
+    train = rollax.make_train(config)
     keys = [jax.random.key(i) for i in range(args.repeats + 1)]
     compile_s, times, returns = time_compiled(train, keys, lambda out: float(out.eval_return))
     steps = ppo.num_updates(config) * config.num_envs * config.num_steps

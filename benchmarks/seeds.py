@@ -2,7 +2,7 @@
 
     python benchmarks/seeds.py [--seeds 1 8 64] [--total-steps 100000] [--json OUT]
 
-Each K compiles ``jax.jit(jax.vmap(ppo.make_train(config)))`` once (compile time apart), then
+Each K compiles ``jax.jit(jax.vmap(rollax.make_train(config)))`` once (compile time apart), then
 runs it ``--repeats`` times after that first call; the row gives the median run time and the
 env steps per second of all K seeds together.
 """
@@ -18,11 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import rollax
 from rollax.algos import ppo
 
 
 def measure(config: ppo.PPOConfig, k: int, repeats: int) -> dict:
-    train = jax.jit(jax.vmap(ppo.make_train(config)))
+    train = jax.jit(jax.vmap(rollax.make_train(config)))
     keys = jnp.stack([jax.random.key(s) for s in range(k)])
     start = time.perf_counter()
     compiled = train.lower(keys).compile()

@@ -3,7 +3,7 @@
     .bench/anchors/bin/python benchmarks/solve.py --lib rollax|sb3 [--seeds 8] [--steps N]
                                                   [--threads N] [--json OUT]
 
-rollax: the 8 seeds train in one program, ``jax.jit(jax.vmap(ppo.make_train(config)))`` with
+rollax: the 8 seeds train in one program, ``jax.jit(jax.vmap(rollax.make_train(config)))`` with
 ``config = PPOConfig(**SOLVE)``; the time runs from before ``lower()`` to the evaluation returns
 on the host (compile + training + greedy evaluation over ``eval_episodes`` = 32 per seed).
 
@@ -46,10 +46,11 @@ def solve_rollax(seeds: int, steps: int | None) -> dict:
     import jax
     import jax.numpy as jnp
 
+    import rollax
     from rollax.algos import ppo
 
     config = ppo.PPOConfig(**{**SOLVE, **({"total_steps": steps} if steps else {})})
-    train = jax.jit(jax.vmap(ppo.make_train(config)))
+    train = jax.jit(jax.vmap(rollax.make_train(config)))
     keys = jnp.stack([jax.random.key(config.seed + k) for k in range(seeds)])
     start = time.perf_counter()
     compiled = train.lower(keys).compile()

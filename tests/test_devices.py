@@ -84,7 +84,7 @@ SCRIPT = textwrap.dedent(r'''
             clock(f"{name} devices={devices}", start)
         report[name] = result
 
-    experiment("tabular", tabular.make_algorithm(tabular.TrainConfig(updates=6, batch_size=64)),
+    experiment("tabular", tabular.make_algorithm(tabular.TabularConfig(updates=6, batch_size=64)),
                seeds=2, n=6)
     experiment("ppo", ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=2048, num_envs=8,
                                                     num_steps=16)), seeds=2, n=16)
@@ -181,7 +181,7 @@ def test_one_device_is_the_unsharded_program():
     from rollax.algos import tabular
     from rollax.experiment import Runner, make_lanes
 
-    algo = tabular.make_algorithm(tabular.TrainConfig(updates=2, batch_size=8))
+    algo = tabular.make_algorithm(tabular.TabularConfig(updates=2, batch_size=8))
     for devices in (None, 1):
         runner = Runner(algo, make_lanes(0, 2, {}), 2, devices=devices)
         assert runner.mesh is None and runner.devices == 1

@@ -15,7 +15,8 @@ import pytest
 
 import rollax
 from rollax.cli import main
-from rollax.experiment import params_sha256, summarize
+from rollax.experiment import params_sha256
+from rollax.stats import summarize
 
 KILL_RUN = ["train", "--updates", "1500", "--batch-size", "16", "--chunk-size", "25",
             "--checkpoint-every", "25", "--json"]
@@ -44,7 +45,7 @@ def test_chunk_size_never_changes_results_tabular(capsys, tmp_path):
             for c in (1, 5, 12)}
     assert len(set(shas.values())) == 1, shas
     # and equals the unchunked compiled scan of make_train, seed by seed
-    train = rollax.make_train(rollax.TrainConfig(updates=12, batch_size=64))
+    train = rollax.make_train(rollax.TabularConfig(updates=12, batch_size=64))
     params = np.stack([np.asarray(train(jax.random.key(s)).params) for s in (0, 1)])
     assert params_sha256(params) == shas[1]
 

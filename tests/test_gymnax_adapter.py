@@ -271,7 +271,7 @@ def test_autoreset_collector():
 def test_ppo_runs_on_catch():
     config = rollax.algos.ppo.PPOConfig(env="gymnax:Catch-bsuite", total_steps=4096,
                                         num_envs=8, num_steps=64, eval_episodes=8)
-    result = rollax.algos.ppo.make_train(config)(jax.random.key(0))
+    result = rollax.make_train(config)(jax.random.key(0))
     for field, value in result.metrics._asdict().items():
         assert np.all(np.isfinite(np.asarray(value))), field
     assert -1.0 <= float(result.eval_return) <= 1.0

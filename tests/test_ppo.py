@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import rollax
 from rollax.algos import ppo
 from rollax.policies import MLPActorCritic
 
@@ -18,7 +19,7 @@ def seeds(n, start=0):
 @pytest.fixture(scope="module")
 def cartpole_learning():
     config = ppo.PPOConfig(env="CartPole-v1", total_steps=65536)
-    return jax.jit(jax.vmap(ppo.make_train(config)))(seeds(2))
+    return jax.jit(jax.vmap(rollax.make_train(config)))(seeds(2))
 
 
 def test_ppo_learns_cartpole(cartpole_learning):
@@ -57,7 +58,7 @@ def test_first_step_ratio_is_exactly_one(env, normalize):
     # recomputed log-probs must equal the stored behaviour log-probs (same normalisation too)
     config = ppo.PPOConfig(env=env, total_steps=2 * 256, num_envs=4, num_steps=64, epochs=1,
                            minibatches=1, normalize_observations=normalize, eval_episodes=2)
-    result = ppo.make_train(config)(jax.random.key(0))
+    result = rollax.make_train(config)(jax.random.key(0))
     np.testing.assert_allclose(result.metrics.ratio_min, 1.0, rtol=1e-5)
     np.testing.assert_allclose(result.metrics.ratio_max, 1.0, rtol=1e-5)
     assert np.isfinite(np.asarray(result.eval_return))
@@ -66,7 +67,7 @@ def test_first_step_ratio_is_exactly_one(env, normalize):
 def test_seeds_vmap_equals_single_runs_and_compiles_once():
     config = ppo.PPOConfig(env="CartPole-v1", total_steps=1024, num_envs=4, num_steps=64,
                            eval_episodes=2)
-    train = ppo.make_train(config)
+    train = rollax.make_train(config)
     keys = seeds(3, start=5)
     single = train(keys[1])
     again = train(keys[1])
@@ -121,7 +122,7 @@ BAD = [
 @pytest.mark.parametrize("change, message", BAD)
 def test_invalid_settings_raise_before_compiling(change, message):
     with pytest.raises(ValueError, match=message):
-        ppo.make_train(dataclasses.replace(ppo.PPOConfig(), **change))
+        rollax.make_train(dataclasses.replace(ppo.PPOConfig(), **change))
 
 
 def test_presets_are_valid():

@@ -17,7 +17,7 @@ MDP = Corridor().to_mdp()
 
 @pytest.fixture(scope="module")
 def default_runs():
-    return {algo: rollax.train(rollax.TrainConfig(algo=algo)) for algo in ("ppo", "reinforce")}
+    return {algo: rollax.train(rollax.TabularConfig(algo=algo)) for algo in ("ppo", "reinforce")}
 
 
 @pytest.mark.parametrize("algo", ["ppo", "reinforce"])
@@ -50,7 +50,7 @@ def _sample_batch(seed, batch_size):
 
 
 def test_first_reinforce_update_by_hand():
-    config = rollax.TrainConfig(algo="reinforce", updates=1, batch_size=64, lr=0.5, seed=3)
+    config = rollax.TabularConfig(algo="reinforce", updates=1, batch_size=64, lr=0.5, seed=3)
     result = rollax.train(config)
     grad, _, _ = _batch_gradient(np.zeros(3), _sample_batch(3, 64))
     np.testing.assert_allclose(result.params, 0.5 * grad, rtol=1e-5, atol=1e-7)
@@ -61,7 +61,7 @@ def test_first_reinforce_update_by_hand():
 
 
 def test_first_ppo_update_by_hand():
-    config = rollax.TrainConfig(algo="ppo", updates=1, batch_size=64, lr=2.0, seed=5)
+    config = rollax.TabularConfig(algo="ppo", updates=1, batch_size=64, lr=2.0, seed=5)
     result = rollax.train(config)
     traj = _sample_batch(5, 64)
     _, returns, idx = _batch_gradient(np.zeros(3), traj)
@@ -82,7 +82,7 @@ def test_first_ppo_update_by_hand():
 
 
 def test_same_key_replays_and_seeds_vmap():
-    train = rollax.make_train(rollax.TrainConfig(updates=3, batch_size=32))
+    train = rollax.make_train(rollax.TabularConfig(updates=3, batch_size=32))
     keys = jax.random.split(jax.random.key(0), 3)
     a = train(keys[1])
     b = train(keys[1])
@@ -110,10 +110,10 @@ def test_metrics_shapes_and_ranges(default_runs):
 
 
 def test_resolved_defaults():
-    assert resolve_config(rollax.TrainConfig()).epochs == 3
-    assert resolve_config(rollax.TrainConfig(algo="reinforce")).epochs == 1
-    assert resolve_config(rollax.TrainConfig()).horizon == 8
-    assert resolve_config(rollax.TrainConfig(env="FrozenLake-v1")).horizon == 100
+    assert resolve_config(rollax.TabularConfig()).epochs == 3
+    assert resolve_config(rollax.TabularConfig(algo="reinforce")).epochs == 1
+    assert resolve_config(rollax.TabularConfig()).horizon == 8
+    assert resolve_config(rollax.TabularConfig(env="FrozenLake-v1")).horizon == 100
 
 
 BAD = [
@@ -138,13 +138,13 @@ BAD = [
 
 @pytest.mark.parametrize("change, message", BAD)
 def test_invalid_settings_raise_before_compiling(change, message):
-    config = dataclasses.replace(rollax.TrainConfig(), **change)
+    config = dataclasses.replace(rollax.TabularConfig(), **change)
     with pytest.raises(ValueError, match=message):
         rollax.make_train(config)
 
 
 def test_trains_a_toy_text_task():
-    config = rollax.TrainConfig(env="FrozenLake-v1", algo="ppo", updates=3, batch_size=64,
+    config = rollax.TabularConfig(env="FrozenLake-v1", algo="ppo", updates=3, batch_size=64,
                                 horizon=20)
     result = rollax.train(config)
     assert result.params.shape == (16, 4) and result.exact_return.shape == (4,)

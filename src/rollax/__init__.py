@@ -1,6 +1,6 @@
 """rollax: batched on-policy reinforcement learning in JAX with checked contracts."""
 
-from rollax.algos import TrainConfig, TrainMetrics, TrainResult, make_train, ppo, tabular, train
+from rollax.algos import PPOConfig, TabularConfig, make_train, ppo, tabular, train
 from rollax.checks import CheckReport, EnvContractError, check_collector, check_env
 from rollax.collect import (
     AutoResetTrajectory,
@@ -33,8 +33,23 @@ from rollax.exact import (
     policy_values,
     uniform_policy,
 )
-from rollax.losses import ppo_clip_loss, ppo_clip_objective, reinforce_loss
-from rollax.policies import BernoulliPolicy, MLPActorCritic, SoftmaxPolicy, default_policy
+from rollax.evaluation import evaluate_policy
+from rollax.losses import (
+    actor_critic_loss,
+    clipped_value_loss,
+    ppo_clip_loss,
+    ppo_clip_objective,
+    ratio_stats,
+    reinforce_loss,
+)
+from rollax.policies import (
+    BernoulliPolicy,
+    GreedyPolicy,
+    MLPActorCritic,
+    Policy,
+    SoftmaxPolicy,
+    default_policy,
+)
 from rollax.returns import discounted_returns, gae, reward_to_go
 
 __version__ = "0.1.0"
@@ -62,9 +77,14 @@ __all__ = [
     "FiniteMDP",
     "SoftmaxPolicy",
     "TabularEnv",
-    "TrainConfig",
-    "TrainMetrics",
-    "TrainResult",
+    "GreedyPolicy",
+    "PPOConfig",
+    "Policy",
+    "TabularConfig",
+    "actor_critic_loss",
+    "clipped_value_loss",
+    "evaluate_policy",
+    "ratio_stats",
     "Trajectory",
     "collect",
     "collection_keys",

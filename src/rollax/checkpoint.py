@@ -18,11 +18,12 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import jax
 import numpy as np
+
+from rollax.files import atomic_write_text, staged_folder
 
 LATEST = "latest"
 
@@ -49,15 +50,6 @@ def fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -71,8 +63,8 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3) -> Pa
     directory.mkdir(parents=True, exist_ok=True)
     leaves = jax.tree_util.tree_leaves(jax.device_get(state))
     name = f"update-{update:07d}"
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=directory))
-    try:
+    final = directory / name
+    with staged_folder(final, replace=True) as staging:
         arrays = {}
         for i, leaf in enumerate(leaves):
             arrays[f"leaf_{i:05d}"] = np.asarray(
@@ -85,14 +77,7 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3) -> Pa
                 "leaves": [_leaf_info(leaf) for leaf in leaves],
                 "sha256": _sha256(staging / "state.npz")}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        final = directory / name
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(staging, final)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    _atomic_write_text(directory / LATEST, name + "\n")
+    atomic_write_text(directory / LATEST, name + "\n")
     done = sorted(p for p in directory.glob("update-*") if p.is_dir())
     for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)

@@ -15,8 +15,6 @@ import hashlib
 import itertools
 import json
 import signal
-import time
-from pathlib import Path
 from typing import Callable
 
 import jax
@@ -107,13 +105,9 @@ class Runner:
                  devices: int | None = None):
         from rollax import sharding
 
-        env_batch = sharding.env_batch_size(algo)
+        batch_name, env_batch = algo.env_batch
         if devices is not None:
-            if env_batch is None and devices != 1:
-                raise ValueError("devices: this algorithm names no environment batch "
-                                 "(config.num_envs or config.batch_size)")
-            sharding.check_devices(devices, len(lanes), env_batch or 1,
-                                   sharding.env_batch_name(algo) or "env batch")
+            sharding.check_devices(devices, len(lanes), env_batch, batch_name)
         self.algo, self.lanes, self.chunk_size = algo, lanes, chunk_size
         self.devices = 1 if devices is None else devices
         self.hp = lanes.hyperparams(algo.hyperparams)
@@ -223,27 +217,8 @@ def lane_params_sha256(params, lanes: int) -> list[str]:
     return [params_sha256(jax.tree_util.tree_map(lambda x: x[i], params)) for i in range(lanes)]
 
 
-def summarize(values) -> dict:
-    """Mean, 95 % bootstrap interval (percentile, 10 000 resamples, fixed seed) and IQM."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return {"n": 0, "mean": None, "ci95": [None, None], "iqm": None}
-    if x.size > 1 and np.ptp(x) > 0:
-        ci = stats.bootstrap((x,), np.mean, confidence_level=0.95, n_resamples=10_000,
-                             method="percentile", random_state=0).confidence_interval
-        low, high = float(ci.low), float(ci.high)
-    else:
-        low = high = float(x.mean())
-    s = np.sort(x)
-    cut = x.size // 4
-    return {"n": int(x.size), "mean": float(x.mean()), "ci95": [low, high],
-            "iqm": float(s[cut: x.size - cut].mean())}
-
-
-def _jsonable(x):
+def jsonable(x):
+    """A NumPy scalar as a JSON value: int, float, or None for NaN and infinities."""
     if np.issubdtype(np.asarray(x).dtype, np.integer):
         return int(x)
     x = float(x)
@@ -257,7 +232,7 @@ def metrics_rows(metrics, labels: list[dict], first_update: int):
     for j in range(n):
         for lane, label in enumerate(labels):
             yield {**label, "update": first_update + j + 1,
-                   **{k: _jsonable(v[lane, j]) for k, v in fields.items()}}
+                   **{k: jsonable(v[lane, j]) for k, v in fields.items()}}
 
 
 class Interrupt:
@@ -304,18 +279,3 @@ def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
             save(done, state)
             last_saved = done
     return state, done, False
-
-
-def timed(fn, *args):
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - start
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{str(path)!r} is missing: not a rollax run folder") from None
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{str(path)!r} is unreadable or corrupt: {err}") from None

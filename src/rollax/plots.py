@@ -15,23 +15,6 @@ def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, tit
     fig.savefig(path)
 
 
-def _band(curves):
-    """Mean and 95 % percentile-bootstrap band across seeds, per update (NaN-aware)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    curves = np.asarray(curves, dtype=np.float64)
-    k = curves.shape[0]
-    with np.errstate(all="ignore"):
-        mean = np.nanmean(curves, axis=0)
-        if k < 2:
-            return mean, mean, mean
-        idx = rng.integers(0, k, size=(1000, k))
-        boot = np.nanmean(curves[idx], axis=1)  # (1000, updates)
-        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
-    return mean, low, high
-
-
 def _save(fig, out_dir: Path, name: str) -> list[Path]:
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
     for p in paths:
@@ -60,13 +43,15 @@ def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
 
     import numpy as np
 
-    from rollax.training import metric_table, read_metrics
+    from rollax.algos.registry import by_name
+    from rollax.runs import RunFolder, metric_table
+    from rollax.stats import curve_band
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     training, rollouts = [], []
     for run in map(Path, run_dirs):
-        (rollouts if (run / "rollout.json").exists() else training).append(run)
+        (rollouts if RunFolder(run).is_rollout else training).append(run)
 
     if training:
         curve_fig = Figure(figsize=(7, 4.5), dpi=120)
@@ -76,17 +61,17 @@ def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
         colors = iter(f"C{i}" for i in range(100))
         ylabel, has_diag = "", False
         for run in training:
-            config = json.loads((run / "config.json").read_text())
-            rows = read_metrics(run)
-            score = "exact_return" if config["kind"] == "tabular" else "episode_return"
-            ylabel = ("exact expected return" if score == "exact_return"
-                      else "episode return (finished episodes)")
+            folder = RunFolder(run)
+            config = folder.read_config()
+            rows = folder.read_metrics()
+            spec = by_name(config["kind"])
+            score, ylabel = spec.progress, spec.progress_label
             label_keys = ["seed", *config.get("sweep", {})]
             labels = sorted({json.dumps({k: r[k] for k in label_keys}, sort_keys=True)
                              for r in rows}, key=lambda s: [json.loads(s)[k] for k in label_keys])
             labels = [json.loads(s) for s in labels]
             table = metric_table(rows, labels, score)
-            start = 0 if score == "exact_return" else 1
+            start = 0 if spec.progress_from_start else 1
             x = np.arange(table.shape[1])[start:]
             groups: dict[str, list[int]] = {}
             for i, label in enumerate(labels):
@@ -97,7 +82,7 @@ def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
                 tag = run.name + (f" ({name})" if name else "")
                 for i in idx:
                     ax.plot(x, table[i, start:], color=color, linewidth=0.6, alpha=0.35)
-                mean, low, high = _band(table[idx, start:])
+                mean, low, high = curve_band(table[idx, start:])
                 ok = np.isfinite(mean)
                 ax.plot(x[ok], mean[ok], color=color, linewidth=2,
                         label=f"{tag}: mean of {len(idx)} seed{'s' * (len(idx) > 1)}")
@@ -134,7 +119,7 @@ def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
             written += _save(diag_fig, out_dir, "ppo_diagnostics")
 
     for run in rollouts:
-        data = json.loads((run / "rollout.json").read_text())
+        data = RunFolder(run).read_rollout()
         fig = Figure(figsize=(6, 4), dpi=120)
         _draw_active(fig, data["active_per_step"], data["batch_size"],
                      f"{run.name}: active environments per transition")

@@ -1,24 +1,45 @@
-"""Tabular policies, written directly (no distribution library).
+"""Policies: tabular ones written directly (no distribution library), the MLP actor-critic,
+observation normalisation, and the greedy wrapper used for evaluation.
 
 A policy is an immutable object with pure methods over one environment's observation
-(``vmap`` adds the batch):
+(``vmap`` adds the batch); :class:`Policy` types what collectors and algorithms call:
 
-- ``init() -> params`` (zero logits);
 - ``sample(params, observation, key) -> (action, log_prob)``;
-- ``log_prob(params, observation, action) -> log pi(action | observation)``.
+- ``log_prob(params, observation, action) -> log pi(action | observation)``;
+- ``greedy(params, observation) -> action`` (the mode).
+
+Tabular policies start from ``init() -> params`` (zero logits); networks from ``init(key)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What collectors and algorithms call on a policy (one observation; ``vmap`` batches)."""
+
+    def sample(self, params, observation: jax.Array, key: jax.Array
+               ) -> tuple[jax.Array, jax.Array]:
+        """``(action, log pi(action | observation))`` drawn with ``key``."""
+        ...
+
+    def log_prob(self, params, observation: jax.Array, action: jax.Array) -> jax.Array:
+        """``log pi(action | observation)``."""
+        ...
+
+    def greedy(self, params, observation: jax.Array) -> jax.Array:
+        """The most probable action (the mean for continuous actions)."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +270,10 @@ class NormalizedPolicy:
 class GreedyPolicy:
     """The mode of another policy's distribution (for evaluation); log-prob 0."""
 
-    inner: object
+    inner: Policy
 
     def sample(self, params, observation, key):
         return self.inner.greedy(params, observation), jnp.zeros((), jnp.float32)
+
+    def greedy(self, params, observation):
+        return self.inner.greedy(params, observation)

@@ -1,16 +1,27 @@
-"""Run folders: created whole or not at all; an existing folder is never written into."""
+"""Run folders: one small API over what a run writes and reads.
+
+A training run's folder holds ``config.json`` (:meth:`RunConfig.to_json` plus versions),
+``metrics.jsonl`` (one line per update and lane), ``checkpoints/`` (:mod:`rollax.checkpoint`),
+``summary.json`` and ``figures/``; a rollout's holds ``rollout.json`` and its figure. A new
+folder is created whole or not at all, an existing one is never written into by a new run, and
+every file is replaced atomically (:mod:`rollax.files`).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import os
-import shutil
-import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterator
+from typing import Any
+
+import numpy as np
+
+from rollax import checkpoint
+from rollax.files import atomic_write_text, read_json, write_json
+
+CONFIG, METRICS, SUMMARY, ROLLOUT = "config.json", "metrics.jsonl", "summary.json", "rollout.json"
 
 
 def _check_creatable(path: Path) -> None:
@@ -52,32 +63,107 @@ def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") ->
     return path
 
 
-@contextlib.contextmanager
-def staged_run_dir(path: Path) -> Iterator[Path]:
-    """Yield a hidden staging folder beside ``path``; on success rename it to ``path`` in one
-    step, on failure delete it. Readers never see a half-written run."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        yield staging
-        if path.exists():
-            raise ValueError(f"out {str(path)!r} appeared while the run was going: not replaced")
-        os.rename(staging, path)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+def metric_table(rows: list[dict], labels: list[dict], name: str) -> np.ndarray:
+    """``(lanes, updates + 1)`` array of metric ``name`` from metric rows (NaN where
+    missing); lane ``i`` is the one labelled ``labels[i]``."""
+    index = {json.dumps(label, sort_keys=True): i for i, label in enumerate(labels)}
+    updates = max(r["update"] for r in rows)
+    out = np.full((len(labels), updates + 1), np.nan)
+    for r in rows:
+        label = {k: r[k] for k in labels[0]}
+        value = r.get(name)
+        if value is not None:
+            out[index[json.dumps(label, sort_keys=True)], r["update"]] = value
+    return out
 
 
-def finite_or_none(obj):
-    """The same JSON-able object with every NaN or infinity replaced by None (JSON's null)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite_or_none(v) for v in obj]
-    return obj
+class RunFolder:
+    """The files of one run folder (nothing is read or written until asked)."""
 
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
 
-def write_json(path: Path, obj) -> None:
-    path.write_text(json.dumps(finite_or_none(obj), indent=2, allow_nan=False) + "\n")
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def figures(self) -> Path:
+        return self.path / "figures"
+
+    @property
+    def is_rollout(self) -> bool:
+        return (self.path / ROLLOUT).exists()
+
+    @property
+    def finished(self) -> bool:
+        return (self.path / SUMMARY).exists()
+
+    def check_exists(self, what: str = "") -> None:
+        if not self.path.is_dir():
+            raise ValueError(f"{what}{str(self.path)!r} is not a folder")
+
+    # config.json, summary.json, rollout.json
+    def write_config(self, data: dict) -> None:
+        atomic_write_text(self.path / CONFIG, json.dumps(data, indent=2) + "\n")
+
+    def read_config(self) -> dict:
+        return read_json(self.path / CONFIG)
+
+    def write_summary(self, summary: dict) -> None:
+        write_json(self.path / SUMMARY, summary)
+
+    def read_summary(self) -> dict:
+        return read_json(self.path / SUMMARY)
+
+    def write_rollout(self, record: dict) -> None:
+        atomic_write_text(self.path / ROLLOUT, json.dumps(record) + "\n")
+
+    def read_rollout(self) -> dict:
+        data = read_json(self.path / ROLLOUT)
+        if not isinstance(data, dict) or not {"active_per_step", "batch_size"} <= set(data):
+            raise ValueError(f"{str(self.path / ROLLOUT)!r} is not a rollout record")
+        return data
+
+    # metrics.jsonl
+    def write_metrics(self, rows: Iterable[dict], append: bool = True) -> None:
+        """Write metric rows (one JSON line each), after the existing ones or replacing them."""
+        with (self.path / METRICS).open("a" if append else "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+
+    def read_metrics(self) -> list[dict]:
+        path = self.path / METRICS
+        try:
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except FileNotFoundError:
+            raise ValueError(f"{str(path)!r} is missing: not a rollax run folder") from None
+        except ValueError as err:
+            raise ValueError(f"{str(path)!r} is corrupt: {err}") from None
+
+    def truncate_metrics(self, update: int) -> None:
+        """Keep the metric lines up to ``update`` (a killed run may have logged past its last
+        checkpoint); rewritten atomically."""
+        path = self.path / METRICS
+        lines = path.read_text().splitlines() if path.exists() else []
+        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= update]
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+    def metric_table(self, labels: list[dict], name: str) -> np.ndarray:
+        return metric_table(self.read_metrics(), labels, name)
+
+    # checkpoints/
+    @property
+    def has_checkpoint(self) -> bool:
+        return (self.checkpoints / checkpoint.LATEST).exists()
+
+    def save_checkpoint(self, update: int, state: Any, identity: dict) -> None:
+        checkpoint.save(self.checkpoints, update, state, identity)
+
+    def load_checkpoint(self, template: Any, identity: dict) -> tuple[int, Any]:
+        """``(update, state)`` of the latest checkpoint, refused unless it matches."""
+        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity)
+
+    def check_checkpoint(self) -> None:
+        """Refuse a broken ``latest`` pointer early."""
+        checkpoint.latest(self.checkpoints)

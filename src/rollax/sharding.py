@@ -43,21 +43,6 @@ _ACTIVE: contextvars.ContextVar[Mesh | None] = contextvars.ContextVar("rollax_me
                                                                         default=None)
 
 
-def env_batch_size(algo) -> int | None:
-    """The environment batch B of one lane: ``num_envs`` (neural PPO) or ``batch_size``
-    (tabular)."""
-    name = env_batch_name(algo)
-    return None if name is None else int(getattr(algo.config, name))
-
-
-def env_batch_name(algo) -> str | None:
-    """The config field holding the environment batch: ``num_envs`` or ``batch_size``."""
-    for name in ("num_envs", "batch_size"):
-        if getattr(algo.config, name, None) is not None:
-            return name
-    return None
-
-
 def mesh_shape(devices: int, lanes: int, env_batch: int) -> tuple[int, int]:
     """``(L, E)``: lanes split ``L = gcd(devices, lanes)`` ways, the environment batch ``E =
     devices / L`` ways. Raises ``ValueError`` unless ``devices`` divides ``lanes x

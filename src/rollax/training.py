@@ -1,5 +1,12 @@
-"""``rollax train``: build the algorithm and lanes, create the run folder, run the compiled
-chunks with progress, metrics, checkpoints and resume, then summarise (the outer ring)."""
+"""``rollax train`` without the console: run a :class:`RunConfig` in a run folder as compiled
+chunks, with metrics, checkpoints, resume and a summary, reporting each chunk to a listener.
+
+Data flow: :func:`rollax.run_config.from_settings` gives ``(run, algo)``; :func:`new_run`
+creates the folder (config.json first) and :func:`execute` drives a
+:class:`rollax.experiment.Runner` over it; :func:`resume_run` continues from a folder's latest
+checkpoint. Output to a person (progress bars, tables, figures) belongs to the caller, which
+passes ``on_chunk``.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +14,25 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from rollax import checkpoint
+from rollax.algos.base import Algorithm
 from rollax.experiment import (
     Interrupt,
     Runner,
-    _jsonable,
+    jsonable,
     lane_params_sha256,
-    make_lanes,
     metrics_rows,
     params_sha256,
-    parse_sweep,
-    read_json,
     run_loop,
-    summarize,
 )
-from rollax.runs import check_new_run_dir, write_json
-from rollax.validate import check_count, check_seed
-
-TABULAR_ONLY = ("updates", "batch_size")
+from rollax.run_config import RunConfig, check_devices, from_json
+from rollax.runs import RunFolder, check_new_run_dir, metric_table
+from rollax.stats import summarize
 
 
 class Interrupted(Exception):
@@ -38,122 +42,27 @@ class Interrupted(Exception):
         super().__init__(f"interrupted at update {update}; checkpoint written; continue with "
                          f"`rollax train --resume {run_dir}`")
         self.run_dir, self.update = run_dir, update
-NEURAL_ONLY = ("total_steps", "num_envs", "num_steps", "minibatches")
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """Everything that defines a run (what config.json stores)."""
+class ChunkDone(NamedTuple):
+    """What a listener hears after every compiled chunk."""
 
-    kind: str
-    """'tabular' or 'ppo'."""
-    config: dict
-    """The resolved algorithm config."""
-    seed: int
-    seeds: int
-    sweep: dict
-    chunk_size: int
-    checkpoint_every: int
-    checked: bool = False
-    """Run the checks of checked mode (never changes results)."""
-    num_devices: int | None = None
-    """Devices the lanes and environment batch are split over (``None``: one device; a layout:
-    results equal the one-device run to float tolerance)."""
-
-    def identity(self) -> dict:
-        """What a checkpoint must match (chunking, checkpoint spacing and the device count
-        excluded: they never change results beyond float tolerance)."""
-        return {"kind": self.kind, "config": self.config, "seed": self.seed,
-                "seeds": self.seeds, "sweep": self.sweep}
+    done: int
+    """Updates done so far (of ``total``)."""
+    total: int
+    env_steps: int
+    """Environment steps per lane so far."""
+    env_steps_per_second: float
+    """All lanes, since this session of the run started (host clock)."""
+    progress: float
+    """Mean over lanes of the last finite value of the algorithm's progress metric (NaN when
+    none is finite)."""
 
 
-def build_algorithm(kind: str, config: dict, checked: bool = False):
-    if kind == "tabular":
-        from rollax.algos.tabular import TrainConfig, make_algorithm
-
-        return make_algorithm(TrainConfig(**config), checked=checked)
-    from rollax.algos.ppo import PPOConfig, make_algorithm
-
-    fields = dict(config)
-    fields["hidden"] = tuple(fields.get("hidden", (64, 64)))
-    return make_algorithm(PPOConfig(**fields), checked=checked)
+Listener = Callable[[ChunkDone], None]
 
 
-def _is_tabular(env_name: str, horizon) -> bool:
-    from rollax.envs.registry import make
-
-    env = make(env_name) if horizon is None else make(env_name, horizon=horizon)
-    return hasattr(env, "to_mdp")
-
-
-def _given(cmd, names) -> list[str]:
-    return ["--" + n.replace("_", "-") for n in names if getattr(cmd, n) is not None]
-
-
-def plan_from_command(cmd):
-    """Validate a ``Train`` command into a :class:`Plan` and its algorithm; raises
-    ``ValueError`` before anything is compiled or written."""
-    check_count("seeds", cmd.seeds)
-    check_seed(cmd.seed, cmd.seeds)
-    for name in ("chunk_size", "checkpoint_every"):
-        if getattr(cmd, name) is not None:
-            check_count(name, getattr(cmd, name))
-    if _is_tabular(cmd.env, cmd.horizon):
-        if _given(cmd, NEURAL_ONLY):
-            raise ValueError(f"{', '.join(_given(cmd, NEURAL_ONLY))} only apply to neural "
-                             f"tasks; {cmd.env} is tabular (use --updates and --batch-size)")
-        from rollax.algos.tabular import TrainConfig, resolve_config
-
-        given = {k: getattr(cmd, k) for k in ("updates", "batch_size", "horizon", "epochs", "lr",
-                                              "clip_eps") if getattr(cmd, k) is not None}
-        config = resolve_config(TrainConfig(algo=cmd.algo, env=cmd.env, seed=cmd.seed, **given))
-        kind = "tabular"
-    else:
-        if cmd.algo != "ppo":
-            raise ValueError(f"algo {cmd.algo} is only available for tabular tasks; "
-                             f"{cmd.env} trains with --algo ppo")
-        if _given(cmd, TABULAR_ONLY):
-            raise ValueError(f"{', '.join(_given(cmd, TABULAR_ONLY))} only apply to tabular "
-                             f"tasks; {cmd.env} is neural (use --total-steps and --num-envs)")
-        from rollax.algos import ppo
-
-        given = {k: getattr(cmd, k) for k in ("horizon", "epochs", "lr", "clip_eps", *NEURAL_ONLY)
-                 if getattr(cmd, k) is not None}
-        config = ppo.preset(cmd.env, seed=cmd.seed, **given)
-        if config.horizon is None:  # record the task's own limit in the resolved config
-            config = dataclasses.replace(config, horizon=ppo.validate(config).horizon)
-        kind = "ppo"
-    config_dict = dataclasses.asdict(config)
-    algo = build_algorithm(kind, config_dict, cmd.checked)
-    sweep = parse_sweep(cmd.sweep, algo.hyperparams)
-    for name, values in sweep.items():
-        for v in values:  # each swept value must be a valid setting on its own
-            if name in config_dict:
-                build_algorithm(kind, {**config_dict, name: v})
-    chunk = cmd.chunk_size or max(1, -(-algo.num_updates // 20))
-    every = cmd.checkpoint_every or max(chunk, -(-algo.num_updates // 5))
-    plan = Plan(kind, config_dict, cmd.seed, cmd.seeds, sweep, min(chunk, algo.num_updates),
-                every, cmd.checked, cmd.devices)
-    check_plan_devices(plan, algo)
-    return plan, algo
-
-
-def check_plan_devices(plan: Plan, algo) -> None:
-    """``ValueError`` (before anything is compiled or written) unless ``plan.num_devices``
-    divides lanes x environment batch and that many devices are visible."""
-    if plan.num_devices is None:
-        return
-    from rollax import sharding
-
-    combos = 1
-    for values in plan.sweep.values():
-        combos *= len(values)
-    sharding.check_devices(plan.num_devices, plan.seeds * combos,
-                           sharding.env_batch_size(algo), sharding.env_batch_name(algo))
-    sharding.check_available(plan.num_devices)
-
-
-def _versions() -> dict:
+def versions() -> dict:
     import jax
 
     import rollax
@@ -162,219 +71,175 @@ def _versions() -> dict:
             "devices": [str(d) for d in jax.devices()], "python": sys.version.split()[0]}
 
 
-def _progress(total_updates: int, steps_per_update: int, lanes: int, enabled: bool):
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    console = Console(stderr=True)
-    return Progress(
-        TextColumn("[bold]updates"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[steps]} env steps"), TextColumn("{task.fields[sps]} steps/s"),
-        TextColumn("return {task.fields[ret]}"), TimeRemainingColumn(),
-        console=console, disable=not enabled or not console.is_terminal, transient=False,
-    )
+def _latest(metrics, name: str) -> float:
+    values = np.asarray(getattr(metrics, name))[:, -1]
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else float("nan")
 
 
-def _latest_return(kind: str, metrics) -> str:
-    values = np.asarray(metrics.exact_return if kind == "tabular" else metrics.episode_return)
-    last = values[:, -1]
-    last = last[np.isfinite(last)]
-    return f"{last.mean():.3f}" if last.size else "—"
+def _first_rows(runner: Runner, state, labels: list[dict]) -> list[dict]:
+    """Row 0 of every lane: the outputs of ``evaluate`` before the first update."""
+    initial = {k: np.asarray(v)
+               for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
+    return [{**label, "update": 0, **{k: jsonable(v[lane]) for k, v in initial.items()}}
+            for lane, label in enumerate(labels)]
 
 
-def execute(plan: Plan, algo, run_dir: Path, resume: bool, show_progress: bool) -> dict:
-    """Run (or continue) the experiment in ``run_dir``; returns ``(summary, final params)``
-    (params with a leading lane axis)."""
-    lanes = make_lanes(plan.seed, plan.seeds, plan.sweep)
-    labels = lanes.labels()
-    runner = Runner(algo, lanes, plan.chunk_size, devices=plan.num_devices)
-    metrics_path = run_dir / "metrics.jsonl"
-    ckpt_dir = run_dir / "checkpoints"
-    identity = plan.identity()
-
-    start = time.perf_counter()
+def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: bool, labels):
+    """The state to continue from and its update count (metrics rewritten to match)."""
     state = runner.initial_state()
-    if resume:
-        template = state if runner.mesh is None else runner.to_host(state)
-        update, state = checkpoint.load(checkpoint.latest(ckpt_dir), template, identity)
-        state = runner.place(state)
-        _truncate_metrics(metrics_path, update)
-    else:
-        update = 0
-        initial = {k: np.asarray(v)
-                   for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
-        with metrics_path.open("w") as f:
-            for lane, label in enumerate(labels):
-                row = {**label, "update": 0,
-                       **{k: _jsonable(v[lane]) for k, v in initial.items()}}
-                f.write(json.dumps(row) + "\n")
+    if not resume:
+        folder.write_metrics(_first_rows(runner, state, labels), append=False)
+        return state, 0
+    template = state if runner.mesh is None else runner.to_host(state)
+    update, state = folder.load_checkpoint(template, run.identity())
+    folder.truncate_metrics(update)
+    return runner.place(state), update
+
+
+def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = False,
+            on_chunk: Listener | None = None) -> tuple[dict, Any]:
+    """Run (or continue) ``run`` in ``folder``; returns ``(summary, final params)`` (params
+    with a leading lane axis)."""
+    lanes = run.lanes()
+    labels = lanes.labels()
+    runner = Runner(algo, lanes, run.chunk_size, devices=run.devices)
+    start = time.perf_counter()
+    state, update = _start(run, runner, folder, resume, labels)
     compile_start = time.perf_counter()
-    size = plan.chunk_size if algo.checked else np.int32(plan.chunk_size)
+    size = run.chunk_size if algo.checked else np.int32(run.chunk_size)
     runner.chunk.lower(state, runner.hp, size).compile()
     compile_s = time.perf_counter() - compile_start
-    steps_per_update = algo.env_steps_per_update
-    total = algo.num_updates
-    run_start = time.perf_counter()
-    run_updates = 0
+    per_update = len(lanes) * algo.env_steps_per_update
+    clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0}
 
-    with _progress(total, steps_per_update, len(lanes), show_progress) as progress, \
-            Interrupt() as interrupt:
-        task = progress.add_task("train", total=total, completed=update,
-                                 steps=f"{update * steps_per_update:,}", sps="—", ret="—")
+    def chunk_done(metrics, first, done):
+        now = time.perf_counter()
+        chunk_sps = (done - first) * per_update / max(now - clock["chunk"], 1e-9)
+        rows = list(metrics_rows(metrics, labels, first))
+        for row in rows:
+            row["env_steps_per_second"] = chunk_sps  # all lanes, this chunk (host)
+        folder.write_metrics(rows)
+        clock["updates"] += done - first
+        if on_chunk is not None:
+            sps = clock["updates"] * per_update / max(now - clock["run"], 1e-9)
+            on_chunk(ChunkDone(done, algo.num_updates, done * algo.env_steps_per_update, sps,
+                               _latest(metrics, run.spec.progress)))
+        clock["chunk"] = time.perf_counter()
 
-        chunk_start = time.perf_counter()
+    def save(done, state):
+        folder.save_checkpoint(done, state if runner.mesh is None else runner.to_host(state),
+                               run.identity())
 
-        def on_chunk(metrics, first, done):
-            nonlocal run_updates, chunk_start
-            now = time.perf_counter()
-            chunk_sps = len(lanes) * (done - first) * steps_per_update / max(now - chunk_start,
-                                                                            1e-9)
-            with metrics_path.open("a") as f:
-                for row in metrics_rows(metrics, labels, first):
-                    row["env_steps_per_second"] = chunk_sps  # all lanes, this chunk (host)
-                    f.write(json.dumps(row) + "\n")
-            run_updates += done - first
-            elapsed = now - run_start
-            sps = len(lanes) * run_updates * steps_per_update / max(elapsed, 1e-9)
-            progress.update(task, completed=done, steps=f"{done * steps_per_update:,}",
-                            sps=f"{sps:,.0f}", ret=_latest_return(plan.kind, metrics))
-            chunk_start = time.perf_counter()
-
-        def save(done, state):
-            checkpoint.save(ckpt_dir, done, state if runner.mesh is None
-                            else runner.to_host(state), identity)
-
-        state, done, interrupted = run_loop(runner, state, update, on_chunk,
-                                            plan.checkpoint_every, save, interrupt)
-    run_s = time.perf_counter() - run_start
+    with Interrupt() as interrupt:
+        state, done, interrupted = run_loop(runner, state, update, chunk_done,
+                                            run.checkpoint_every, save, interrupt)
+    run_s = time.perf_counter() - clock["run"]
     if interrupted:
-        raise Interrupted(run_dir, done)
+        raise Interrupted(folder.path, done)
     final = {k: np.asarray(v, np.float64)
              for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
     params = runner.to_host(runner.final_params(state))
-    summary = _summary(plan, algo, labels, final, params, metrics_path, compile_s, run_s,
-                       run_updates, time.perf_counter() - start)
+    timings = {"wall_time_s": time.perf_counter() - start, "compile_time_s": compile_s,
+               "run_time_s": run_s,
+               "env_steps_per_second": clock["updates"] * per_update / run_s if run_s > 0
+               else None}
+    summary = summarize_run(run, algo, labels, final, params, folder.read_metrics(), timings)
     summary["devices"] = runner.devices
     summary["mesh"] = (None if runner.mesh is None else
                        {name: int(size) for name, size in runner.mesh.shape.items()})
-    write_json(run_dir / "summary.json", summary)
-    _figures(plan, run_dir)
+    folder.write_summary(summary)
     return summary, params
 
 
-def _truncate_metrics(path: Path, update: int) -> None:
-    """Keep the metric lines up to ``update`` (a killed run may have logged past its last
-    checkpoint); rewritten atomically."""
-    lines = path.read_text().splitlines() if path.exists() else []
-    kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= update]
-    checkpoint._atomic_write_text(path, "".join(line + "\n" for line in kept))
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except FileNotFoundError:
-        raise ValueError(f"{str(path)!r} is missing: not a rollax run folder") from None
-    except ValueError as err:
-        raise ValueError(f"{str(path)!r} is corrupt: {err}") from None
-
-
-def metric_table(rows: list[dict], labels: list[dict], name: str) -> np.ndarray:
-    """``(lanes, updates + 1)`` array of metric ``name`` (NaN where missing)."""
-    index = {json.dumps(label, sort_keys=True): i for i, label in enumerate(labels)}
-    updates = max(r["update"] for r in rows)
-    out = np.full((len(labels), updates + 1), np.nan)
-    for r in rows:
-        label = {k: r[k] for k in labels[0]}
-        value = r.get(name)
-        if value is not None:
-            out[index[json.dumps(label, sort_keys=True)], r["update"]] = value
-    return out
-
-
-def _summary(plan, algo, labels, final, params, metrics_path, compile_s, run_s, run_updates,
-             wall_s) -> dict:
-    rows = read_metrics(metrics_path.parent)
-    lanes = []
+def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: dict, params,
+                  rows: list[dict], timings: dict) -> dict:
+    """summary.json: each lane's score and facts, the score per hyperparameter combination
+    across seeds (:func:`rollax.stats.summarize`), hashes and timings."""
+    spec = run.spec
+    history = metric_table(rows, labels, spec.progress)
     sha = lane_params_sha256(params, len(labels))
-    score_name = "exact_return" if plan.kind == "tabular" else "eval_return"
-    for i, label in enumerate(labels):
-        lane = {**label, score_name: float(final[score_name][i]), "params_sha256": sha[i]}
-        if plan.kind == "tabular":
-            history = metric_table(rows, labels, "exact_return")[i]
-            lane["exact_return_initial"] = float(history[0])
-        else:
-            ep = metric_table(rows, labels, "episode_return")[i, 1:]
-            last = ep[np.isfinite(ep)][-10:]
-            lane["final_episode_return"] = float(last.mean()) if last.size else None
-        lanes.append(lane)
-    groups = {}
+    lanes = [{**label, spec.score: float(final[spec.score][i]), "params_sha256": sha[i],
+              **spec.lane_facts(history[i])} for i, label in enumerate(labels)]
+    groups: dict[str, list[float]] = {}
     for lane, label in zip(lanes, labels):
         key = json.dumps({k: v for k, v in label.items() if k != "seed"}, sort_keys=True)
-        groups.setdefault(key, []).append(lane[score_name])
-    aggregate = [{**json.loads(k), score_name: summarize(v)} for k, v in groups.items()]
-    steps = len(labels) * run_updates * algo.env_steps_per_update
-    return {
-        "kind": plan.kind, "score": score_name, "lanes": lanes, "aggregate": aggregate,
-        "params_sha256": params_sha256(params), "wall_time_s": wall_s,
-        "compile_time_s": compile_s, "run_time_s": run_s,
-        "env_steps_per_second": steps / run_s if run_s > 0 else None,
-        "env_steps_per_lane": algo.num_updates * algo.env_steps_per_update,
-    }
+        groups.setdefault(key, []).append(lane[spec.score])
+    aggregate = [{**json.loads(k), spec.score: summarize(v)} for k, v in groups.items()]
+    return {"kind": spec.name, "score": spec.score, "lanes": lanes, "aggregate": aggregate,
+            "params_sha256": params_sha256(params), **timings,
+            "env_steps_per_lane": algo.num_updates * algo.env_steps_per_update}
 
 
-def _figures(plan: Plan, run_dir: Path) -> None:
-    from rollax.plots import plot_runs
+def run_name(run: RunConfig) -> str:
+    """The default folder name: ``<env>-<method>-seed<S>``."""
+    method = getattr(run.algorithm, "algo", run.spec.name)
+    return f"{run.algorithm.env.replace(':', '-')}-{method}-seed{run.seed}"
 
-    plot_runs([run_dir], run_dir / "figures")
 
-
-def new_run(plan: Plan, algo, out: str | None, show_progress: bool):
+def new_run(run: RunConfig, algo: Algorithm, out: str | None,
+            on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
     """Create the run folder (config.json first) and execute."""
-    env = plan.config["env"].replace(":", "-")
-    name = f"{env}-{plan.config.get('algo', 'ppo')}-seed{plan.seed}"
-    run_dir = check_new_run_dir(out, name)
-    run_dir.mkdir(parents=True)
-    config = {**dataclasses.asdict(plan), **_versions()}
-    checkpoint._atomic_write_text(run_dir / "config.json", json.dumps(config, indent=2) + "\n")
-    return run_dir, execute(plan, algo, run_dir, resume=False, show_progress=show_progress)
+    folder = RunFolder(check_new_run_dir(out, run_name(run)))
+    folder.path.mkdir(parents=True)
+    folder.write_config({**run.to_json(), **versions()})
+    return folder, execute(run, algo, folder, resume=False, on_chunk=on_chunk)
 
 
-def read_plan(run_dir: Path) -> Plan:
-    """The :class:`Plan` stored in a run folder's config.json."""
-    stored = read_json(run_dir / "config.json")
-    try:
-        fields = {f.name: stored[f.name] for f in dataclasses.fields(Plan)
-                  if f.name not in ("checked", "num_devices")}
-    except KeyError as err:
-        raise ValueError(f"{str(run_dir / 'config.json')!r} lacks {err}: not a training run"
-                         ) from None
-    return Plan(**fields, checked=bool(stored.get("checked", False)),
-                num_devices=stored.get("num_devices"))
+def read_run(folder: RunFolder) -> RunConfig:
+    """The :class:`RunConfig` a run folder's config.json stores."""
+    return from_json(folder.read_config(), str(folder.path / "config.json"))
 
 
-def resume_run(run_dir: str, show_progress: bool, devices: int | None = None):
-    """Continue the run in ``run_dir`` from its latest checkpoint, on the device count of its
+def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener | None = None
+               ) -> tuple[RunFolder, RunConfig, tuple[dict, Any]]:
+    """Continue the run in ``path`` from its latest checkpoint, on the device count of its
     config.json or on ``devices`` (a layout only: the checkpoint fits any count)."""
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise ValueError(f"resume: {run_dir!r} is not a folder")
-    plan = read_plan(path)
-    if (path / "summary.json").exists():
-        raise ValueError(f"resume: the run in {run_dir!r} already finished (summary.json)")
-    algo = build_algorithm(plan.kind, plan.config, plan.checked)
+    folder = RunFolder(path)
+    folder.check_exists("resume: ")
+    run = read_run(folder)
+    if folder.finished:
+        raise ValueError(f"resume: the run in {str(path)!r} already finished (summary.json)")
+    algo = run.build()
     if devices is not None:
-        plan = dataclasses.replace(plan, num_devices=devices)
-    check_plan_devices(plan, algo)
+        run = dataclasses.replace(run, devices=devices)
+    check_devices(run, algo)
     # a run stopped before its first checkpoint starts again from update 0 in its folder
-    started = (path / "checkpoints" / checkpoint.LATEST).exists()
+    started = folder.has_checkpoint
     if started:
-        checkpoint.latest(path / "checkpoints")  # refuse a broken pointer early
-    return path, plan, execute(plan, algo, path, resume=started, show_progress=show_progress)
+        folder.check_checkpoint()
+    return folder, run, execute(run, algo, folder, resume=started, on_chunk=on_chunk)
+
+
+def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> dict:
+    """``rollax eval``: the mean return over ``episodes`` fresh absorbing episodes per lane of
+    a run folder's latest checkpoint (greedy or sampled actions), keys
+    ``split(jax.random.key(seed), lanes)``, plus the algorithm's ``policy_extras`` (e.g. the
+    exact return of a tabular policy)."""
+    import jax
+
+    from rollax.evaluation import evaluate_policy
+    from rollax.validate import check_count, check_seed
+
+    check_count("episodes", episodes)
+    check_seed(seed)
+    folder = RunFolder(path)
+    folder.check_exists()
+    run = read_run(folder)
+    algo = run.build()
+    lanes = run.lanes()
+    runner = Runner(algo, lanes, 1)
+    update, state = folder.load_checkpoint(runner.initial_state(), run.identity())
+
+    def one(lane_state, key):
+        params = algo.policy_params(lane_state)
+        out = {"mean_return": evaluate_policy(algo.env, algo.policy, params, key, episodes,
+                                              greedy)}
+        return out if algo.policy_extras is None else {**out, **algo.policy_extras(params)}
+
+    keys = jax.random.split(jax.random.key(seed), len(lanes))
+    result = jax.device_get(jax.jit(jax.vmap(one))(state, keys))
+    rows = [{**label, **{k: float(np.asarray(v)[i]) for k, v in result.items()}}
+            for i, label in enumerate(lanes.labels())]
+    return {"env": run.algorithm.env, "update": update, "greedy": greedy, "episodes": episodes,
+            "lanes": rows, "aggregate": summarize([r["mean_return"] for r in rows])}

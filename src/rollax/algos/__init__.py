@@ -1,16 +1,11 @@
-"""Training algorithms: ``tabular`` (REINFORCE and PPO-clip on finite tasks) and ``ppo``
-(neural actor-critic PPO)."""
+"""Training algorithms, each registered once in :mod:`rollax.algos.registry`: ``tabular``
+(REINFORCE and PPO-clip on finite tasks) and ``ppo`` (neural actor-critic PPO)."""
 
 from rollax.algos import ppo, tabular
-from rollax.algos.tabular import (
-    TrainConfig,
-    TrainMetrics,
-    TrainResult,
-    make_train,
-    resolve_config,
-    train,
-)
+from rollax.algos.base import Algorithm, AlgorithmSpec, Column
+from rollax.algos.ppo import PPOConfig
+from rollax.algos.registry import make_train, register_algorithm, train
+from rollax.algos.tabular import TabularConfig
 
-__all__ = [
-    "ppo",
-    "tabular","TrainConfig", "TrainMetrics", "TrainResult", "make_train", "resolve_config", "train"]
+__all__ = ["Algorithm", "AlgorithmSpec", "Column", "PPOConfig", "TabularConfig", "make_train",
+           "ppo", "register_algorithm", "tabular", "train"]

@@ -1,10 +1,15 @@
-"""What every trainer is made of, so one experiment runner drives them all.
+"""What an algorithm is made of, so that one experiment runner, one CLI and one report drive
+them all without knowing any algorithm by name.
 
-An :class:`Algorithm` splits a run ``train(key)`` into pure parts::
+Two objects describe an algorithm:
 
-    state = init(key, hp)
-    state, metrics = update(state, hp)        # one update; scanned, or run in compiled chunks
-    outputs = evaluate(state, hp)             # final numbers (exact or evaluation return)
+- :class:`AlgorithmSpec`, its static facts (name, config type, which tasks it trains, its score
+  and progress metrics, its report), registered once in :mod:`rollax.algos.registry`;
+- :class:`Algorithm`, one built run: pure parts that split ``train(key)``::
+
+      state = init(key, hp)
+      state, metrics = update(state, hp)        # one update; scanned, or run in compiled chunks
+      outputs = evaluate(state, hp)             # numbers to report (exact or evaluation return)
 
 ``hp`` is a NamedTuple of the numeric hyperparameters (learning rate, clip range, ...): they
 are traced inputs, so a sweep ``vmap``s over them exactly like over seeds. Settings that fix
@@ -13,10 +18,21 @@ shapes or the program (batch size, steps, epochs, network sizes) stay in the sta
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+
+from rollax.envs.base import Environment
+from rollax.policies import Policy
 
 
 class Algorithm(NamedTuple):
+    """One built run: the parts of ``train(key)`` and what the layers above it ask."""
+
     config: Any
     """The resolved static config."""
     hyperparams: Any
@@ -30,18 +46,121 @@ class Algorithm(NamedTuple):
     update: Callable
     """``(state, hp) -> (state, metrics)``."""
     evaluate: Callable
-    """``(state, hp) -> dict`` of final outputs."""
+    """``(state, hp) -> dict`` of outputs (the spec's score among them)."""
     params: Callable
     """``state -> params`` (what is saved and hashed)."""
-    env: Any
+    env: Environment
     """The environment the run trains on."""
-    policy: Any
+    policy: Policy
     """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
     policy_params: Callable
     """``state -> params`` as ``policy`` takes them (e.g. with observation statistics)."""
+    result: Callable
+    """``(state, metrics, initial, final) -> result``: what ``make_train``'s ``train`` returns,
+    from the final state, the stacked metrics and the outputs of ``evaluate`` before the first
+    and after the last update."""
+    env_batch: tuple[str, int]
+    """The config field holding the environment batch of one lane and its size (split over
+    devices by a sharded experiment)."""
+    policy_extras: Callable | None = None
+    """``(params) -> dict`` of extra numbers about a policy (``rollax eval``), or ``None``."""
     checked: bool = False
     """Whether ``update`` stages the runtime checks of :mod:`rollax.guards`."""
     env_batch_fields: tuple[str, ...] | None = None
     """Fields of the (NamedTuple) state whose leaves carry the environment batch on their first
-    axis, split over devices by a sharded experiment (``None``: the default names of
-    :data:`rollax.sharding.ENV_BATCH_FIELDS`)."""
+    axis (``None``: the default names of :data:`rollax.sharding.ENV_BATCH_FIELDS`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column of the per-update table ``rollax train`` prints."""
+
+    title: str
+    metric: str
+    format: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmSpec:
+    """The static facts of an algorithm family (registered once, looked up by name, config
+    type or task)."""
+
+    name: str
+    """Stored in a run's config.json (``kind``) and named in messages."""
+    task: str
+    """The tasks it trains, as messages name them (e.g. 'tabular', 'neural')."""
+    config_type: type
+    """Its frozen config dataclass."""
+    methods: tuple[str, ...]
+    """The values ``--algo`` may take for its tasks (e.g. ('ppo', 'reinforce'))."""
+    settings: tuple[str, ...]
+    """Config fields settable from the command line and config files."""
+    usage: str
+    """The flags to use instead, named when a flag of another family is given."""
+    accepts: Callable[[Environment], bool]
+    """Whether it trains this environment (the first registered that accepts it does)."""
+    resolve: Callable[..., Any]
+    """``(config, env=None) -> config`` validated, with dependent defaults filled in; ``env``
+    is the already built environment, to avoid building it again."""
+    build: Callable[..., Algorithm]
+    """``(config, checked=False, env=None) -> Algorithm``."""
+    configure: Callable[[Mapping[str, Any], Environment], Any]
+    """``(settings, env) -> config``: the resolved config for the given settings (those not
+    given take their defaults; ``settings['env']`` names ``env``, already built)."""
+    score: str
+    """The output of ``evaluate`` that scores a finished lane."""
+    progress: str
+    """The per-update metric that shows learning (progress bar, curves)."""
+    progress_label: str
+    """Axis label of ``progress`` in figures."""
+    progress_from_start: bool
+    """Whether ``progress`` is known before the first update (row 0 of the metrics)."""
+    columns: tuple[Column, ...]
+    """The per-update table's columns."""
+    describe: Callable[[Any, int], str]
+    """``(config, lanes) -> str``: the headline of a run."""
+    report: Callable[..., dict]
+    """``(summary, history, params, single) -> dict``: the algorithm's part of
+    ``rollax train --json`` (``history``: (lanes, updates + 1) of ``progress``)."""
+    lines: Callable[..., list[str]]
+    """``(summary, history, params, single) -> list[str]``: its closing lines in text mode."""
+    lane_facts: Callable[[Any], dict]
+    """``history row (updates + 1,) of progress -> dict``: extra entries of a lane summary."""
+
+    def config_to_dict(self, config) -> dict:
+        """A JSON-able dict of ``config`` (what config.json stores)."""
+        return dataclasses.asdict(config)
+
+    def config_from_dict(self, data: Mapping[str, Any]):
+        """The config stored by :meth:`config_to_dict` (lists back to tuples)."""
+        hints = typing.get_type_hints(self.config_type)
+        fields = {}
+        for name, value in data.items():
+            if isinstance(value, list) and _is_tuple_type(hints.get(name)):
+                value = tuple(value)
+            fields[name] = value
+        return self.config_type(**fields)
+
+
+def _is_tuple_type(hint) -> bool:
+    if hint is tuple or typing.get_origin(hint) is tuple:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_is_tuple_type(arg) for arg in typing.get_args(hint))
+    return False
+
+
+def make_train(algo: Algorithm) -> Callable:
+    """The compiled ``train(key, hp=None)`` of a built algorithm: ``init``, a ``lax.scan`` of
+    ``num_updates`` updates, and ``result`` of the outputs before and after. A pure function of
+    its key, so seeds ``vmap``; ``hp`` (the numeric hyperparameters) is traced, so sweeps do."""
+
+    def train(key: jax.Array, hp=None):
+        hp = algo.hyperparams if hp is None else hp
+        state = algo.init(key, hp)
+        initial = algo.evaluate(state, hp)
+        state, metrics = jax.lax.scan(lambda s, _: algo.update(s, hp), state, None,
+                                      algo.num_updates)
+        return algo.result(state, metrics, initial, algo.evaluate(state, hp))
+
+    return jax.jit(train)

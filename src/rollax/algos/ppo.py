@@ -1,52 +1,38 @@
-"""PPO for neural actor-critics, compiled end to end: ``make_train(config)(key)``.
+"""PPO for neural actor-critics, compiled end to end: ``rollax.make_train(PPOConfig())(key)``.
 
-One update (all inside one ``lax.scan`` over updates)::
-
-    key, rollout_key, shuffle_key = split(key, 3)
-    env_state, traj = collect_autoreset(env, policy, params, env_state, rollout_key, T)
-    V = critic(obs), V' = critic(true next obs)
-    A, targets = gae(r, V, V', terminated, truncated, gamma, lambda)     # two signals kept apart
-    repeat `epochs`: shuffle the T*B cells into `minibatches`, and for each minibatch
-        loss = -mean(min(r A, clip(r, 1-eps, 1+eps) A))     # A normalised per minibatch
-               + vf_coef * 0.5 * mean(max((V - target)^2, (V_clipped - target)^2))
-               - ent_coef * mean(entropy)
-        params <- adam(clip_by_global_norm(grad)), learning rate linearly annealed
-    observation statistics <- merged with this batch (when normalising)
-
-The behaviour log-probs, actions, advantages and targets of a batch stay frozen through its
-epochs. After the last update the policy's mode is evaluated on ``eval_episodes`` absorbing
-episodes (greedy evaluation).
+Settings (:class:`PPOConfig`), tuned presets, validation and the facts the layers above ask
+(:data:`SPEC`); the update itself is :mod:`rollax.algos.ppo_update`. After the last update the
+policy's mode is evaluated on ``eval_episodes`` absorbing episodes (greedy evaluation).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Callable, Literal, NamedTuple
+from collections.abc import Mapping
+from typing import Literal, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
-from rollax import guards
-from rollax.algos.base import Algorithm
-from rollax.collect import collect, collect_autoreset, reset_batch
-from rollax.envs.base import Box, Discrete
-from rollax.envs.registry import make
-from rollax.policies import (
-    ActorCriticParams,
-    GreedyPolicy,
-    MLPActorCritic,
-    NormalizedPolicy,
-    ObsNormState,
-    obs_norm_init,
-    obs_norm_update,
-    obs_normalize,
+from rollax.algos import ppo_update
+from rollax.algos.base import Algorithm, AlgorithmSpec, Column
+from rollax.algos.ppo_update import (
+    PPOHyperparams,
+    PPOMetrics,
+    PPOState,
+    Setup,
+    make_network,
 )
-from rollax.returns import gae
-from rollax.sharding import constrain_envs
+from rollax.envs.base import Box, Environment
+from rollax.envs.registry import make
+from rollax.evaluation import evaluate_policy
+from rollax.policies import ActorCriticParams, ObsNormState
 from rollax.validate import check_count, check_real, check_seed, is_int
+
+__all__ = ["PPOConfig", "PPOHyperparams", "PPOMetrics", "PPOResult", "PPOState", "PRESETS",
+           "SPEC", "make_algorithm", "make_network", "num_updates", "preset", "validate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,44 +107,6 @@ def preset(env: str, **overrides) -> PPOConfig:
     return PPOConfig(env=env, **{**PRESETS.get(env, {}), **overrides})
 
 
-class PPOMetrics(NamedTuple):
-    """Per-update diagnostics (each ``(updates,)``); names follow SB3/CleanRL."""
-
-    policy_loss: jax.Array
-    value_loss: jax.Array
-    entropy: jax.Array
-    approx_kl: jax.Array
-    """k3 estimator mean((r - 1) - log r), averaged over epochs and minibatches."""
-    old_approx_kl: jax.Array
-    """mean(-log r), the naive estimator."""
-    clip_fraction: jax.Array
-    ratio_min: jax.Array
-    ratio_max: jax.Array
-    explained_variance: jax.Array
-    learning_rate: jax.Array
-    episode_return: jax.Array
-    """Mean return of episodes that ended during this update's rollout (NaN if none)."""
-    episode_length: jax.Array
-    episodes: jax.Array
-    """Number of episodes that ended during the rollout."""
-    env_steps: jax.Array
-    """Environment steps taken so far."""
-
-
-class PPOState(NamedTuple):
-    """Everything a run carries from one update to the next."""
-
-    params: ActorCriticParams
-    opt_state: optax.OptState
-    obs_stats: ObsNormState
-    env_state: object
-    episode_return: jax.Array
-    """(B,) return so far of each environment's current episode."""
-    episode_length: jax.Array
-    key: jax.Array
-    update: jax.Array
-
-
 class PPOResult(NamedTuple):
     params: ActorCriticParams
     obs_stats: ObsNormState
@@ -172,38 +120,45 @@ def num_updates(config: PPOConfig) -> int:
     return config.total_steps // (config.num_envs * config.num_steps)
 
 
-def validate(config: PPOConfig):
-    """Check every setting (``ValueError`` naming it and its range); returns the env."""
-    check_seed(config.seed)
+def _check_sizes(config: PPOConfig) -> None:
     for name in ("total_steps", "num_envs", "num_steps", "epochs", "minibatches",
                  "eval_episodes"):
         check_count(name, getattr(config, name))
     batch = config.num_envs * config.num_steps
     if config.total_steps < batch:
-        raise ValueError(
-            f"total_steps must be at least num_envs * num_steps = {batch}, "
-            f"got {config.total_steps}"
-        )
+        raise ValueError(f"total_steps must be at least num_envs * num_steps = {batch}, "
+                         f"got {config.total_steps}")
     if batch % config.minibatches:
-        raise ValueError(
-            f"minibatches must divide num_envs * num_steps = {batch}, got {config.minibatches}"
-        )
-    check_real("lr", config.lr, 0, math.inf, low_open=True, high_open=True)
+        raise ValueError(f"minibatches must divide num_envs * num_steps = {batch}, "
+                         f"got {config.minibatches}")
+
+
+def _check_numbers(config: PPOConfig) -> None:
+    inf = math.inf
+    check_real("lr", config.lr, 0, inf, low_open=True, high_open=True)
     check_real("gamma", config.gamma, 0, 1, low_open=True)
     check_real("gae_lambda", config.gae_lambda, 0, 1)
     check_real("clip_eps", config.clip_eps, 0, 1, low_open=True, high_open=True)
-    check_real("vf_coef", config.vf_coef, 0, math.inf, high_open=True)
-    check_real("ent_coef", config.ent_coef, 0, math.inf, high_open=True)
-    check_real("max_grad_norm", config.max_grad_norm, 0, math.inf, low_open=True,
-                high_open=True)
-    check_real("reward_scale", config.reward_scale, 0, math.inf, low_open=True,
-                high_open=True)
+    check_real("vf_coef", config.vf_coef, 0, inf, high_open=True)
+    check_real("ent_coef", config.ent_coef, 0, inf, high_open=True)
+    check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
+    check_real("reward_scale", config.reward_scale, 0, inf, low_open=True, high_open=True)
     check_real("init_log_std", config.init_log_std, -10, 10)
+
+
+def validate(config: PPOConfig, env: Environment | None = None) -> Environment:
+    """Check every setting (``ValueError`` naming it and its range); returns the environment
+    (``env`` when given: the one already built from ``config.env`` and ``config.horizon``)."""
+    check_seed(config.seed)
+    _check_sizes(config)
+    _check_numbers(config)
     if not config.hidden or not all(is_int(h) and h >= 1 for h in config.hidden):
         raise ValueError(f"hidden must be positive layer sizes, got {config.hidden!r}")
     if config.activation not in ("tanh", "relu"):
         raise ValueError(f"activation must be one of tanh, relu, got {config.activation!r}")
-    env = make(config.env) if config.horizon is None else make(config.env, horizon=config.horizon)
+    if env is None:
+        env = make(config.env) if config.horizon is None else make(config.env,
+                                                                  horizon=config.horizon)
     if not isinstance(env.observation_space, Box) or len(env.observation_space.shape) != 1:
         raise ValueError(
             f"env {config.env!r} has no vector (Box) observations: PPO needs one "
@@ -212,225 +167,86 @@ def validate(config: PPOConfig):
     return env
 
 
-def make_network(env, config: PPOConfig) -> MLPActorCritic:
-    space = env.action_space
-    kwargs = dict(num_actions=space.n) if isinstance(space, Discrete) else dict(
-        action_size=int(np.prod(space.shape)))
-    return MLPActorCritic(
-        observation_size=int(env.observation_space.shape[0]), hidden=tuple(config.hidden),
-        activation=config.activation, init_log_std=config.init_log_std, **kwargs,
-    )
+def resolve(config: PPOConfig, env: Environment | None = None) -> PPOConfig:
+    """``config`` validated, with ``horizon`` set to the task's own limit when unset."""
+    env = validate(config, env)
+    return config if config.horizon is not None else dataclasses.replace(config,
+                                                                         horizon=env.horizon)
 
 
-def _explained_variance(values, targets):
-    var = jnp.var(targets)
-    return jnp.where(var > 0, 1.0 - jnp.var(targets - values) / var, jnp.nan)
+def _evaluate(setup: Setup, state: PPOState, hp: PPOHyperparams) -> dict:
+    eval_key, _ = jax.random.split(state.key)
+    params = setup.policy_params(state.params, state.obs_stats)
+    return {"eval_return": evaluate_policy(setup.env, setup.policy, params, eval_key,
+                                           setup.config.eval_episodes)}
 
 
-class _Batch(NamedTuple):
-    observation: jax.Array
-    action: jax.Array
-    log_prob: jax.Array
-    advantage: jax.Array
-    target: jax.Array
-    value: jax.Array
-
-
-class PPOHyperparams(NamedTuple):
-    """Numeric PPO settings, traced (so a sweep can ``vmap`` over them)."""
-
-    lr: float | jax.Array
-    gamma: float | jax.Array
-    gae_lambda: float | jax.Array
-    clip_eps: float | jax.Array
-    vf_coef: float | jax.Array
-    ent_coef: float | jax.Array
-    max_grad_norm: float | jax.Array
-    reward_scale: float | jax.Array
-
-
-def make_algorithm(config: PPOConfig, checked: bool = False) -> Algorithm:
+def make_algorithm(config: PPOConfig, checked: bool = False,
+                   env: Environment | None = None) -> Algorithm:
     """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate).
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
-    env = validate(config)
-    net = make_network(env, config)
-    policy = NormalizedPolicy(net) if config.normalize_observations else net
-    updates = num_updates(config)
-    B, T = config.num_envs, config.num_steps
-    batch = B * T
-    mb = batch // config.minibatches
-    steps_per_update = config.epochs * config.minibatches
-
-    def schedule(hp: PPOHyperparams, count):
-        if config.anneal_lr:  # linear from lr to 0 over all gradient steps of the run
-            return optax.linear_schedule(hp.lr, 0.0, updates * steps_per_update)(count)
-        return optax.constant_schedule(hp.lr)(count)
-
-    def optimiser(hp: PPOHyperparams):
-        return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm),
-                           optax.adam(lambda count: schedule(hp, count), eps=1e-5))
-
-    def policy_params(params, stats):
-        return (params, stats) if config.normalize_observations else params
-
-    def norm(stats, obs):
-        return obs_normalize(stats, obs) if config.normalize_observations else obs
-
-    def loss_fn(params, data: _Batch, hp: PPOHyperparams):
-        eps = hp.clip_eps
-        dist = jax.vmap(net.distribution, (None, 0))(params, data.observation)
-        log_prob = dist.log_prob(data.action)
-        log_ratio = log_prob - data.log_prob
-        ratio = jnp.exp(log_ratio)
-        adv = data.advantage
-        if config.normalize_advantages:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        policy_loss = -jnp.mean(jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - eps, 1 + eps) * adv))
-        value = jax.vmap(net.value, (None, 0))(params, data.observation)
-        value_loss = (value - data.target) ** 2
-        if config.clip_value:
-            clipped = data.value + jnp.clip(value - data.value, -eps, eps)
-            value_loss = jnp.maximum(value_loss, (clipped - data.target) ** 2)
-        value_loss = 0.5 * jnp.mean(value_loss)
-        entropy = jnp.mean(dist.entropy())
-        total = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-        aux = dict(
-            policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
-            approx_kl=jnp.mean((ratio - 1) - log_ratio), old_approx_kl=jnp.mean(-log_ratio),
-            clip_fraction=jnp.mean((jnp.abs(ratio - 1) > eps).astype(jnp.float32)),
-            ratio_min=jnp.min(ratio), ratio_max=jnp.max(ratio),
-        )
-        return total, aux
-
-    def episode_stats(state: PPOState, traj):
-        def step(carry, x):
-            ret, length = carry
-            reward, done = x
-            ret, length = ret + reward, length + 1
-            out = (jnp.where(done, ret, 0.0), jnp.where(done, length, 0), done)
-            return (jnp.where(done, 0.0, ret), jnp.where(done, 0, length)), out
-
-        done = traj.terminated | traj.truncated
-        (ret, length), (ended_ret, ended_len, ended) = jax.lax.scan(
-            step, (state.episode_return, state.episode_length), (traj.reward, done))
-        count = jnp.sum(ended)
-        safe = jnp.maximum(count, 1)
-        mean_ret = jnp.where(count > 0, jnp.sum(ended_ret) / safe, jnp.nan)
-        mean_len = jnp.where(count > 0, jnp.sum(ended_len) / safe, jnp.nan)
-        return ret, length, mean_ret, mean_len, count
-
-    def init(key: jax.Array, hp: PPOHyperparams) -> PPOState:
-        key, init_key, env_key = jax.random.split(key, 3)
-        params = net.init(init_key)
-        return PPOState(
-            params=params, opt_state=optimiser(hp).init(params),
-            obs_stats=obs_norm_init(net.observation_size),
-            env_state=reset_batch(env, env_key, B),
-            episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
-            key=key, update=jnp.zeros((), jnp.int32),
-        )
-
-    def update(state: PPOState, hp: PPOHyperparams):
-        tx = optimiser(hp)
-        key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
-        env_state, traj = collect_autoreset(
-            env, policy, policy_params(state.params, state.obs_stats), state.env_state,
-            rollout_key, T)
-        if checked:
-            guards.check_observations(traj.observation, state.update + 1)
-            guards.check_actions(traj.action, env.action_space, state.update + 1)
-        obs = norm(state.obs_stats, traj.observation)
-        next_obs = norm(state.obs_stats, traj.next_observation)
-        critic = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))
-        values, next_values = critic(state.params, obs), critic(state.params, next_obs)
-        advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
-                                  traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
-        flat = jax.tree_util.tree_map(
-            lambda x: x.reshape((batch,) + x.shape[2:]),
-            _Batch(obs, traj.action, traj.log_prob, advantages, targets, values))
-
-        def sgd_step(carry, data):
-            params, opt_state = carry
-            (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, data, hp)
-            updates_, opt_state = tx.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates_)
-            if checked:
-                guards.check_finite("loss", loss, state.update + 1)
-                guards.check_finite("gradient", grads, state.update + 1)
-                guards.check_finite("parameters", params, state.update + 1)
-            return (params, opt_state), aux
-
-        def epoch(carry, key):
-            params, opt_state = carry
-            perm = jax.random.permutation(key, batch)
-            shuffled = jax.tree_util.tree_map(
-                lambda x: x[perm].reshape((config.minibatches, mb) + x.shape[1:]), flat)
-            shuffled = constrain_envs(shuffled, axis=1)  # minibatch rows on "envs"
-            return jax.lax.scan(sgd_step, (params, opt_state), shuffled)
-
-        (params, opt_state), aux = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(shuffle_key, config.epochs))
-        stats = state.obs_stats
-        if config.normalize_observations:
-            stats = obs_norm_update(stats, traj.observation)
-        ep_ret, ep_len, mean_ret, mean_len, count = episode_stats(state, traj)
-        metrics = PPOMetrics(
-            policy_loss=aux["policy_loss"].mean(), value_loss=aux["value_loss"].mean(),
-            entropy=aux["entropy"].mean(), approx_kl=aux["approx_kl"].mean(),
-            old_approx_kl=aux["old_approx_kl"].mean(),
-            clip_fraction=aux["clip_fraction"].mean(),
-            ratio_min=aux["ratio_min"].min(), ratio_max=aux["ratio_max"].max(),
-            explained_variance=_explained_variance(values, targets),
-            learning_rate=jnp.asarray(schedule(hp, state.update * steps_per_update),
-                                      jnp.float32),
-            episode_return=mean_ret, episode_length=mean_len, episodes=count,
-            env_steps=(state.update + 1) * batch,
-        )
-        new_state = PPOState(params, opt_state, stats, env_state, ep_ret, ep_len, key,
-                             state.update + 1)
-        return new_state, metrics
-
-    def evaluate_state(state: PPOState, hp: PPOHyperparams) -> dict:
-        eval_key, _ = jax.random.split(state.key)
-        returns = evaluate(env, policy, policy_params(state.params, state.obs_stats), eval_key,
-                           config.eval_episodes)
-        return {"eval_return": returns}
-
+    env = validate(config, env)
+    setup = Setup(config, env, make_network(env, config), num_updates(config), checked)
     hyperparams = PPOHyperparams(
         lr=config.lr, gamma=config.gamma, gae_lambda=config.gae_lambda,
         clip_eps=config.clip_eps, vf_coef=config.vf_coef, ent_coef=config.ent_coef,
         max_grad_norm=config.max_grad_norm, reward_scale=config.reward_scale)
     return Algorithm(
-        config=config, hyperparams=hyperparams, num_updates=updates,
-        env_steps_per_update=batch, init=init, update=update, evaluate=evaluate_state,
-        params=lambda state: (state.params, state.obs_stats),
-        env=env, policy=policy,
-        checked=checked, policy_params=lambda state: policy_params(state.params, state.obs_stats),
+        config=config, hyperparams=hyperparams, num_updates=setup.num_updates,
+        env_steps_per_update=setup.batch, init=functools.partial(ppo_update.init, setup),
+        update=functools.partial(ppo_update.update, setup),
+        evaluate=functools.partial(_evaluate, setup),
+        params=lambda state: (state.params, state.obs_stats), env=env, policy=setup.policy,
+        policy_params=lambda state: setup.policy_params(state.params, state.obs_stats),
+        result=lambda state, metrics, initial, final: PPOResult(
+            state.params, state.obs_stats, metrics, final["eval_return"], state),
+        env_batch=("num_envs", config.num_envs), checked=checked,
     )
 
 
-def make_train(config: PPOConfig) -> Callable[..., PPOResult]:
-    """Validate ``config`` (before compiling) and return the compiled ``train(key)``.
+# --- what the layers above ask (rollax.algos.registry) ---------------------------------------
 
-    ``train`` is a pure function of its key: ``jax.vmap(train)(keys)`` trains many seeds in
-    one program; ``train(key, hp)`` takes :class:`PPOHyperparams` as traced inputs (sweeps).
-    """
-    algo = make_algorithm(config)
-
-    def train(key: jax.Array, hp: PPOHyperparams | None = None) -> PPOResult:
-        hp = algo.hyperparams if hp is None else hp
-        state = algo.init(key, hp)
-        state, metrics = jax.lax.scan(lambda s, _: algo.update(s, hp), state, None,
-                                      algo.num_updates)
-        eval_return = algo.evaluate(state, hp)["eval_return"]
-        return PPOResult(state.params, state.obs_stats, metrics, eval_return, state)
-
-    return jax.jit(train)
+SETTINGS = ("horizon", "epochs", "lr", "clip_eps", "total_steps", "num_envs", "num_steps",
+            "minibatches")
 
 
-def evaluate(env, policy, params, key, episodes: int, greedy: bool = True) -> jax.Array:
-    """Mean return of ``episodes`` absorbing episodes (one each, ``env.horizon`` steps), acting
-    with the policy's mode (``greedy``) or by sampling."""
-    actor = GreedyPolicy(policy) if greedy else policy
-    _, traj = collect(env, actor, params, key, episodes, env.horizon)
-    return jnp.mean(jnp.sum(traj.reward, axis=0))
+def _configure(settings: Mapping, env: Environment) -> PPOConfig:
+    given = {k: v for k, v in settings.items() if k in SETTINGS}
+    return resolve(preset(settings["env"], seed=settings.get("seed", 0), **given), env)
+
+
+def _describe(config: PPOConfig, lanes: int) -> str:
+    return (f"PPO on {config.env}: {config.total_steps:,} env steps per lane, "
+            f"{config.num_envs} envs x {config.num_steps} steps, {config.epochs} epochs x "
+            f"{config.minibatches} minibatches, lr {config.lr}, {lanes} lane(s)")
+
+
+def _report(summary: dict, history, params, single: bool) -> dict:
+    evals = [lane["eval_return"] for lane in summary["lanes"]]
+    return {"eval_return": evals, "eval_return_mean": float(np.mean(evals)),
+            "env_steps": summary["env_steps_per_lane"]}
+
+
+def _lines(summary: dict, history, params, single: bool) -> list[str]:
+    return ["greedy evaluation return per lane: "
+            + ", ".join(f"{lane['eval_return']:.1f}" for lane in summary["lanes"])]
+
+
+def _lane_facts(history) -> dict:
+    finished = np.asarray(history[1:], np.float64)
+    last = finished[np.isfinite(finished)][-10:]
+    return {"final_episode_return": float(last.mean()) if last.size else None}
+
+
+SPEC = AlgorithmSpec(
+    name="ppo", task="neural", config_type=PPOConfig, methods=("ppo",), settings=SETTINGS,
+    usage="--total-steps and --num-envs", accepts=lambda env: True, resolve=resolve,
+    build=make_algorithm, configure=_configure, score="eval_return", progress="episode_return",
+    progress_label="episode return (finished episodes)", progress_from_start=False,
+    columns=(Column("episode return", "episode_return", ".1f"),
+             Column("approx_kl", "approx_kl", ".2e"),
+             Column("clip frac", "clip_fraction", ".3f"), Column("entropy", "entropy", ".3f"),
+             Column("expl. var", "explained_variance", ".2f")),
+    describe=_describe, report=_report, lines=_lines, lane_facts=_lane_facts,
+)
+"""PPO's facts: trains any task the tabular trainer does not (vector observations)."""

@@ -1,6 +1,6 @@
 """The seed-sized trainer for tabular policies: REINFORCE and PPO-clip, one compiled ``scan``.
 
-One run is a pure function of a key (spec §4)::
+One run is a pure function of a key (docs/contract.md §4)::
 
     params = zeros; history = [exact_return(params)]
     repeat `updates` times:
@@ -18,30 +18,34 @@ advantage and the behaviour log-probs stored at collection time as the fixed den
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Callable, Literal, NamedTuple
+from collections.abc import Mapping
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from rollax import guards
-from rollax.algos.base import Algorithm
+from rollax.algos.base import Algorithm, AlgorithmSpec, Column
 from rollax.collect import Trajectory, collect
+from rollax.envs.base import Environment
 from rollax.envs.registry import make
 from rollax.exact import policy_return
-from rollax.losses import ppo_clip_loss, reinforce_loss
+from rollax.losses import ppo_clip_loss, ratio_stats, reinforce_loss
 from rollax.policies import default_policy
 from rollax.returns import reward_to_go
 from rollax.sharding import constrain_envs
 from rollax.validate import check_count, check_seed, is_real
 
-ALGOS = ("ppo", "reinforce")
+METHODS = ("ppo", "reinforce")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Settings of the seed-sized tabular trainer (defaults are the spec's)."""
+class TabularConfig:
+    """Settings of the seed-sized tabular trainer (defaults: docs/contract.md §4)."""
 
     algo: Literal["ppo", "reinforce"] = "ppo"
     """Policy-gradient method: 'ppo' (clipped surrogate) or 'reinforce'."""
@@ -63,7 +67,7 @@ class TrainConfig:
     """PPO clip range epsilon, in (0, 1)."""
 
 
-class TrainMetrics(NamedTuple):
+class TabularMetrics(NamedTuple):
     """Per-update diagnostics; each field has shape ``(updates,)``."""
 
     exact_return: jax.Array
@@ -88,15 +92,15 @@ class TrainMetrics(NamedTuple):
     """Mean entropy (nats) of the updated policy over the batch's live observations."""
 
 
-class TrainResult(NamedTuple):
+class TabularResult(NamedTuple):
     params: jax.Array
     """Final policy parameters."""
     exact_return: jax.Array
     """``(updates + 1,)``: exact return of the initial parameters, then after each update."""
-    metrics: TrainMetrics
+    metrics: TabularMetrics
 
 
-class TabularState(NamedTuple):
+class TabularTrainState(NamedTuple):
     """What the trainer carries from one update to the next."""
 
     params: jax.Array
@@ -113,11 +117,12 @@ class TabularHyperparams(NamedTuple):
     clip_eps: float | jax.Array
 
 
-def resolve_config(config: TrainConfig) -> TrainConfig:
+def resolve_config(config: TabularConfig, env: Environment | None = None) -> TabularConfig:
     """Check every setting and fill the defaults that depend on others (``epochs``,
-    ``horizon``). Raises ``ValueError`` naming the setting and its allowed range."""
-    if config.algo not in ALGOS:
-        raise ValueError(f"algo must be one of {', '.join(ALGOS)}; got {config.algo!r}")
+    ``horizon``). Raises ``ValueError`` naming the setting and its allowed range. ``env``: the
+    environment already built from ``config.env`` and ``config.horizon``, if any."""
+    if config.algo not in METHODS:
+        raise ValueError(f"algo must be one of {', '.join(METHODS)}; got {config.algo!r}")
     check_seed(config.seed)
     for name in ("updates", "batch_size"):
         check_count(name, getattr(config, name))
@@ -134,120 +139,178 @@ def resolve_config(config: TrainConfig) -> TrainConfig:
         raise ValueError(f"lr must be a finite number > 0, got {config.lr!r}")
     if not is_real(config.clip_eps) or not 0 < config.clip_eps < 1:
         raise ValueError(f"clip_eps must be a number in (0, 1), got {config.clip_eps!r}")
-    env = make(config.env) if config.horizon is None else make(config.env, horizon=config.horizon)
+    if env is None:
+        env = make(config.env) if config.horizon is None else make(config.env,
+                                                                  horizon=config.horizon)
     if not hasattr(env, "to_mdp"):
         raise ValueError(f"env must be a finite (tabular) task, {config.env!r} is not")
     epochs = config.epochs if config.epochs is not None else (3 if config.algo == "ppo" else 1)
     return dataclasses.replace(config, horizon=env.horizon, epochs=epochs)
 
 
-def _live_mean(x, active):
-    return jnp.sum(jnp.where(active, x, 0.0)) / jnp.maximum(jnp.sum(active), 1)
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """The static parts of a tabular run."""
 
+    config: TabularConfig
+    env: Any
+    checked: bool = False
 
-def make_algorithm(config: TrainConfig, checked: bool = False) -> Algorithm:
-    """Validate ``config`` (before anything compiles) and return the trainer's parts.
-    ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
-    config = resolve_config(config)
-    env = make(config.env, horizon=config.horizon)
-    policy = default_policy(env)
-    mdp = env.to_mdp()
-    batch_size, num_steps = config.batch_size, config.horizon
-    actions = jnp.arange(env.action_space.n, dtype=jnp.int32)
+    @functools.cached_property
+    def policy(self):
+        return default_policy(self.env)
 
-    def batch_log_prob(params, traj: Trajectory):
-        return jax.vmap(jax.vmap(policy.log_prob, (None, 0, 0)), (None, 0, 0))(
-            params, traj.observation, traj.action
-        )
+    @functools.cached_property
+    def mdp(self):
+        return self.env.to_mdp()
 
-    def loss_fn(params, traj: Trajectory, targets, clip_eps):
-        log_prob = batch_log_prob(params, traj)
-        if config.algo == "reinforce":
+    def log_prob(self, params, traj: Trajectory):
+        """``(T, B)`` log-probabilities of the stored actions under ``params``."""
+        one = jax.vmap(jax.vmap(self.policy.log_prob, (None, 0, 0)), (None, 0, 0))
+        return one(params, traj.observation, traj.action)
+
+    def loss(self, params, traj: Trajectory, targets, clip_eps):
+        log_prob = self.log_prob(params, traj)
+        if self.config.algo == "reinforce":
             return reinforce_loss(log_prob, targets, traj.active)
         return ppo_clip_loss(log_prob, traj.log_prob, targets, traj.active, clip_eps)
 
-    def entropy(params, observation):
+    def entropy(self, params, observation):
+        """``(T, B)`` entropy of the policy at each observation."""
+        actions = jnp.arange(self.env.action_space.n, dtype=jnp.int32)
+
         def one(obs):
-            log_p = jax.vmap(policy.log_prob, (None, None, 0))(params, obs, actions)
+            log_p = jax.vmap(self.policy.log_prob, (None, None, 0))(params, obs, actions)
             return -jnp.sum(jnp.exp(log_p) * log_p)
 
         return jax.vmap(jax.vmap(one))(observation)
 
-    def init(key: jax.Array, hp: TabularHyperparams) -> TabularState:
-        return TabularState(policy.init(), key, jnp.zeros((), jnp.int32))
 
-    def update(state: TabularState, hp: TabularHyperparams):
-        optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
-        key, sample_key = jax.random.split(state.key)
-        _, traj = collect(env, policy, state.params, sample_key, batch_size, num_steps)
-        traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
-        targets = reward_to_go(traj.reward)
-        if checked:
-            guards.check_observations(traj.observation, state.update + 1)
-            guards.check_actions(traj.action, env.action_space, state.update + 1)
+def _live_mean(x, active):
+    return jnp.sum(jnp.where(active, x, 0.0)) / jnp.maximum(jnp.sum(active), 1)
 
-        def epoch(params, _):
-            loss, grad = jax.value_and_grad(loss_fn)(params, traj, targets, hp.clip_eps)
-            if checked:
-                guards.check_finite("loss", loss, state.update + 1)
-                guards.check_finite("gradient", grad, state.update + 1)
-            step, _ = optimiser.update(grad, optimiser.init(params))
-            params = optax.apply_updates(params, step)
-            if checked:
-                guards.check_finite("parameters", params, state.update + 1)
-            return params, (loss, optax.tree.norm(grad))
 
-        params, (losses, grad_norms) = jax.lax.scan(epoch, state.params,
-                                                    jnp.arange(config.epochs))
-        ratio = jnp.exp(batch_log_prob(params, traj) - traj.log_prob)
-        live = traj.active
-        clipped = jnp.abs(ratio - 1.0) > hp.clip_eps
-        metrics = TrainMetrics(
-            exact_return=policy_return(mdp, policy, params),
-            episode_return=jnp.mean(jnp.sum(traj.reward, axis=0)),
-            episode_length=jnp.mean(jnp.sum(live, axis=0).astype(jnp.float32)),
-            loss=losses[0],
-            grad_norm=grad_norms[0],
-            approx_kl=_live_mean((ratio - 1.0) - jnp.log(ratio), live),
-            clip_fraction=_live_mean(clipped.astype(jnp.float32), live),
-            ratio_min=jnp.min(jnp.where(live, ratio, jnp.inf)),
-            ratio_max=jnp.max(jnp.where(live, ratio, -jnp.inf)),
-            entropy=_live_mean(entropy(params, traj.observation), live),
-        )
-        return TabularState(params, key, state.update + 1), metrics
+def _gradient_steps(setup: Setup, state: TabularTrainState, traj, targets, hp):
+    """``epochs`` full-batch gradient steps: ``(params, (losses, grad norms))``."""
+    optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
+    update = state.update + 1
 
-    def evaluate(state: TabularState, hp: TabularHyperparams) -> dict:
-        return {"exact_return": policy_return(mdp, policy, state.params)}
+    def epoch(params, _):
+        loss, grad = jax.value_and_grad(setup.loss)(params, traj, targets, hp.clip_eps)
+        if setup.checked:
+            guards.check_finite("loss", loss, update)
+            guards.check_finite("gradient", grad, update)
+        step, _ = optimiser.update(grad, optimiser.init(params))
+        params = optax.apply_updates(params, step)
+        if setup.checked:
+            guards.check_finite("parameters", params, update)
+        return params, (loss, optax.tree.norm(grad))
+
+    return jax.lax.scan(epoch, state.params, jnp.arange(setup.config.epochs))
+
+
+def update(setup: Setup, state: TabularTrainState, hp: TabularHyperparams):
+    """One update on a fresh batch: ``(next state, TabularMetrics)``."""
+    key, sample_key = jax.random.split(state.key)
+    _, traj = collect(setup.env, setup.policy, state.params, sample_key,
+                      setup.config.batch_size, setup.config.horizon)
+    traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
+    targets = reward_to_go(traj.reward)
+    if setup.checked:
+        guards.check_observations(traj.observation, state.update + 1)
+        guards.check_actions(traj.action, setup.env.action_space, state.update + 1)
+    params, (losses, grad_norms) = _gradient_steps(setup, state, traj, targets, hp)
+    ratio = jnp.exp(setup.log_prob(params, traj) - traj.log_prob)
+    live = traj.active
+    moved = ratio_stats(ratio, jnp.log(ratio), hp.clip_eps, live)
+    metrics = TabularMetrics(
+        exact_return=policy_return(setup.mdp, setup.policy, params),
+        episode_return=jnp.mean(jnp.sum(traj.reward, axis=0)),
+        episode_length=jnp.mean(jnp.sum(live, axis=0).astype(jnp.float32)),
+        loss=losses[0], grad_norm=grad_norms[0], approx_kl=moved.approx_kl,
+        clip_fraction=moved.clip_fraction, ratio_min=moved.ratio_min,
+        ratio_max=moved.ratio_max, entropy=_live_mean(setup.entropy(params, traj.observation),
+                                                      live),
+    )
+    return TabularTrainState(params, key, state.update + 1), metrics
+
+
+def make_algorithm(config: TabularConfig, checked: bool = False,
+                   env: Environment | None = None) -> Algorithm:
+    """Validate ``config`` (before anything compiles) and return the trainer's parts.
+    ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
+    config = resolve_config(config, env)
+    if env is None or env.horizon != config.horizon:
+        env = make(config.env, horizon=config.horizon)
+    setup = Setup(config, env, checked)
+
+    def exact(state: TabularTrainState, hp: TabularHyperparams) -> dict:
+        return {"exact_return": policy_return(setup.mdp, setup.policy, state.params)}
+
+    def result(state, metrics, initial, final) -> TabularResult:
+        history = jnp.concatenate([initial["exact_return"][None], metrics.exact_return])
+        return TabularResult(state.params, history, metrics)
 
     return Algorithm(
         config=config, hyperparams=TabularHyperparams(config.lr, config.clip_eps),
-        num_updates=config.updates, env_steps_per_update=batch_size * num_steps,
-        init=init, update=update, evaluate=evaluate, params=lambda state: state.params,
-        env=env, policy=policy, policy_params=lambda state: state.params, checked=checked,
+        num_updates=config.updates, env_steps_per_update=config.batch_size * config.horizon,
+        init=lambda key, hp: TabularTrainState(setup.policy.init(), key,
+                                               jnp.zeros((), jnp.int32)),
+        update=functools.partial(update, setup), evaluate=exact,
+        params=lambda state: state.params, env=env, policy=setup.policy,
+        policy_params=lambda state: state.params, result=result,
+        env_batch=("batch_size", config.batch_size),
+        policy_extras=lambda params: {"exact_return": policy_return(setup.mdp, setup.policy,
+                                                                    params)},
+        checked=checked,
     )
 
 
-def make_train(config: TrainConfig) -> Callable[..., TrainResult]:
-    """Validate ``config`` (before anything compiles) and return the compiled ``train(key)``.
+# --- what the layers above ask (rollax.algos.registry) ---------------------------------------
 
-    ``train`` is pure, so seeds vectorise: ``jax.vmap(train)(jax.random.split(key, 8))``;
-    ``train(key, hp)`` takes the numeric hyperparameters as traced inputs (for sweeps).
-    """
-    algo = make_algorithm(config)
-
-    def train(key: jax.Array, hp: TabularHyperparams | None = None) -> TrainResult:
-        hp = algo.hyperparams if hp is None else hp
-        state = algo.init(key, hp)
-        initial = algo.evaluate(state, hp)["exact_return"]
-        state, metrics = jax.lax.scan(lambda s, _: algo.update(s, hp), state, None,
-                                      algo.num_updates)
-        history = jnp.concatenate([initial[None], metrics.exact_return])
-        return TrainResult(state.params, history, metrics)
-
-    return jax.jit(train)
+SETTINGS = ("horizon", "epochs", "lr", "clip_eps", "updates", "batch_size")
 
 
-def train(config: TrainConfig, key: jax.Array | None = None) -> TrainResult:
-    """Train once: ``make_train(config)(key)``, the key defaulting to ``key(config.seed)``."""
-    run = make_train(config)
-    return run(jax.random.key(config.seed) if key is None else key)
+def _configure(settings: Mapping, env: Environment) -> TabularConfig:
+    given = {k: v for k, v in settings.items() if k in SETTINGS + ("algo", "env", "seed")}
+    return resolve_config(TabularConfig(**given), env)
+
+
+def _describe(config: TabularConfig, lanes: int) -> str:
+    return (f"{config.algo} on {config.env}: {config.updates} updates x B={config.batch_size}, "
+            f"horizon {config.horizon}, {config.epochs} epoch(s), lr {config.lr}, "
+            f"{lanes} lane(s)")
+
+
+def _flat_params(params) -> list[list[float]]:
+    return [np.asarray(p, np.float64).reshape(-1).tolist() for p in np.asarray(params)]
+
+
+def _report(summary: dict, history, params, single: bool) -> dict:
+    flat = _flat_params(params)
+    return {"exact_return": history[0].tolist() if single else history.tolist(),
+            "params": flat[0] if single else flat}
+
+
+def _lines(summary: dict, history, params, single: bool) -> list[str]:
+    lines = [f"exact return before: {history[0, 0]:.6f}",
+             "exact return after:  " + ", ".join(f"{h:.6f}" for h in history[:, -1])]
+    if single:
+        lines.append("params: [" + ", ".join(f"{v:.4g}" for v in _flat_params(params)[0]) + "]")
+    return lines
+
+
+SPEC = AlgorithmSpec(
+    name="tabular", task="tabular", config_type=TabularConfig, methods=METHODS,
+    settings=SETTINGS, usage="--updates and --batch-size",
+    accepts=lambda env: hasattr(env, "to_mdp"), resolve=resolve_config, build=make_algorithm,
+    configure=_configure, score="exact_return", progress="exact_return",
+    progress_label="exact expected return", progress_from_start=True,
+    columns=(Column("exact return", "exact_return", ".4f"),
+             Column("batch return", "episode_return", ".4f"), Column("loss", "loss", "+.4f"),
+             Column("approx_kl", "approx_kl", ".2e"),
+             Column("clip frac", "clip_fraction", ".3f")),
+    describe=_describe, report=_report, lines=_lines,
+    lane_facts=lambda history: {"exact_return_initial": float(history[0])},
+)
+"""The tabular trainer's facts: it trains every finite task (one with ``to_mdp``)."""

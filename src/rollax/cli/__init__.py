@@ -1,0 +1,54 @@
+"""The ``rollax`` command line: ``train``, ``eval``, ``plot``, ``rollout``, ``exact`` and
+``check-env``.
+
+Every command takes ``--json`` and then prints exactly one JSON object on stdout. Bad input
+prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before
+anything is compiled or written.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rollax.cli.commands import RUNNERS
+from rollax.cli.flags import COMMANDS
+from rollax.cli.parse import UsageError, parse, parse_train
+from rollax.cli.train import run_train
+
+__all__ = ["main"]
+
+
+def _dispatch(argv: list[str]) -> int:
+    if argv and argv[0] == "train":
+        cmd, settings = parse_train(argv)
+        run_train(cmd, settings)
+        return 0
+    cmd = parse(argv)
+    return RUNNERS[type(cmd)](cmd) or 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = argv[0] if argv and argv[0] in COMMANDS else None
+    prefix = f"rollax {name}" if name else "rollax"
+    try:
+        return _dispatch(argv)
+    except (UsageError, ValueError) as err:
+        print(f"{prefix}: error: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"{prefix}: error: {err.strerror or err} ({err.filename or 'no file'})",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        from rollax.training import Interrupted
+
+        if isinstance(err, Interrupted):
+            print(f"{prefix}: {err}", file=sys.stderr)
+            return 130
+        raise
+
+

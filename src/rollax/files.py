@@ -1,0 +1,75 @@
+"""Writing files so that a reader never sees half of one: every write is staged beside its
+target and renamed into place in one step (``os.replace``/``os.rename`` are atomic on POSIX)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` by a file holding ``text`` (written and synced to a hidden temporary
+    file beside it first)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def staged_folder(path: Path, replace: bool = False) -> Iterator[Path]:
+    """Yield a hidden staging folder beside ``path``; when the block succeeds, rename it to
+    ``path`` in one step (an existing ``path`` is replaced only with ``replace``, else refused
+    with ``ValueError``); when it fails, delete it. Readers never see a half-written folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield staging
+        if path.exists():
+            if not replace:
+                raise ValueError(f"out {str(path)!r} appeared while the run was going: "
+                                 f"not replaced")
+            shutil.rmtree(path)
+        os.rename(staging, path)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def finite_or_none(obj: Any) -> Any:
+    """The same JSON-able object with every NaN or infinity replaced by None (JSON's null)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    return obj
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """``obj`` as indented JSON (NaN and infinities as null), written atomically."""
+    atomic_write_text(path, json.dumps(finite_or_none(obj), indent=2, allow_nan=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; ``ValueError`` naming the file when it is missing or corrupt."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{str(path)!r} is missing: not a rollax run folder") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{str(path)!r} is unreadable or corrupt: {err}") from None

@@ -1,0 +1,170 @@
+"""One typed run configuration: what ``rollax train`` runs, built once from settings.
+
+A :class:`RunConfig` holds the resolved algorithm config (a ``TabularConfig``, ``PPOConfig``,
+...) and the experiment around it: seeds, sweep, chunking, checkpoint spacing, checked mode and
+devices. The CLI turns its flags and config files into one flat mapping of settings, and
+:func:`from_settings` turns that mapping into a ``RunConfig`` and its built algorithm, checking
+everything before anything is compiled or written. Training accepts only a ``RunConfig``; a run
+folder's config.json stores :meth:`RunConfig.to_json` and :func:`from_json` reads it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from rollax.algos import registry
+from rollax.algos.base import Algorithm, AlgorithmSpec
+from rollax.envs.registry import make
+from rollax.experiment import Lanes, make_lanes, parse_sweep
+from rollax.validate import check_count, check_seed
+
+RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
+                "checked", "devices")
+"""Settings of the experiment (the algorithm's own come from its spec's ``settings``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a run."""
+
+    algorithm: Any
+    """The resolved algorithm config (its type names the algorithm)."""
+    seeds: int = 1
+    """Lanes per hyperparameter combination; seed k uses ``key(algorithm.seed + k)``."""
+    sweep: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    """Swept numeric hyperparameters: every combination x seed is one lane."""
+    chunk_size: int = 1
+    """Updates per compiled chunk (never changes results)."""
+    checkpoint_every: int = 1
+    """Updates between checkpoints (at chunk ends)."""
+    checked: bool = False
+    """Run the runtime checks of :mod:`rollax.guards` (never changes results)."""
+    devices: int | None = None
+    """Devices the lanes and environment batch are split over (``None``: one device)."""
+
+    @property
+    def spec(self) -> AlgorithmSpec:
+        return registry.for_config(self.algorithm)
+
+    @property
+    def seed(self) -> int:
+        return self.algorithm.seed
+
+    def lanes(self) -> Lanes:
+        return make_lanes(self.seed, self.seeds, dict(self.sweep))
+
+    def build(self) -> Algorithm:
+        return self.spec.build(self.algorithm, checked=self.checked)
+
+    def identity(self) -> dict:
+        """What a checkpoint must match (chunking, checkpoint spacing, checked mode and the
+        device count excluded: they never change results beyond float tolerance)."""
+        return {"kind": self.spec.name, "config": self.spec.config_to_dict(self.algorithm),
+                "seed": self.seed, "seeds": self.seeds,
+                "sweep": {k: list(v) for k, v in self.sweep.items()}}
+
+    def to_json(self) -> dict:
+        return {**self.identity(), "chunk_size": self.chunk_size,
+                "checkpoint_every": self.checkpoint_every, "checked": self.checked,
+                "num_devices": self.devices}
+
+
+def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfig:
+    """The :class:`RunConfig` of :meth:`RunConfig.to_json` (a run folder's config.json)."""
+    try:
+        spec = registry.by_name(stored["kind"])
+        algorithm = spec.config_from_dict(stored["config"])
+        return RunConfig(algorithm, stored["seeds"],
+                         {k: tuple(v) for k, v in stored["sweep"].items()},
+                         stored["chunk_size"], stored["checkpoint_every"],
+                         bool(stored.get("checked", False)), stored.get("num_devices"))
+    except KeyError as err:
+        raise ValueError(f"{where!r} lacks {err}: not a training run") from None
+    except (TypeError, AttributeError) as err:
+        raise ValueError(f"{where!r} is not a rollax run config: {err}") from None
+
+
+def _check_run_settings(settings: Mapping[str, Any]) -> None:
+    seeds = settings.get("seeds", 1)
+    check_count("seeds", seeds)
+    check_seed(settings.get("seed", 0), seeds)
+    for name in ("chunk_size", "checkpoint_every"):
+        if settings.get(name) is not None:
+            check_count(name, settings[name])
+    if not isinstance(settings.get("checked", False), bool):
+        raise ValueError(f"checked must be true or false, got {settings['checked']!r}")
+
+
+def _check_belongs(spec: AlgorithmSpec, settings: Mapping[str, Any]) -> None:
+    """Refuse a method or a setting of another algorithm family, naming what to use."""
+    method = settings.get("algo")
+    if method is not None and method not in spec.methods:
+        others = [s.task for s in registry.algorithms() if method in s.methods]
+        raise ValueError(f"algo {method} is only available for {' and '.join(others)} tasks; "
+                         f"{settings['env']} trains with --algo {'/'.join(spec.methods)}")
+    known = set(RUN_SETTINGS) | set(spec.settings)
+    foreign = [name for name in _all_settings() if name in settings and name not in known]
+    if foreign:
+        others = [s.task for s in registry.algorithms()
+                  if s is not spec and set(foreign) <= set(s.settings)]
+        flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
+        raise ValueError(f"{flags} only apply to {' or '.join(others) or 'other'} tasks; "
+                         f"{settings['env']} is {spec.task} (use {spec.usage})")
+
+
+def _all_settings() -> list[str]:
+    names: list[str] = []
+    for spec in registry.algorithms():
+        names += [n for n in spec.settings if n not in names]
+    return names
+
+
+def settings_names() -> list[str]:
+    """Every setting a run takes (run-level first, then each algorithm's, in order)."""
+    return list(RUN_SETTINGS) + [n for n in _all_settings() if n not in RUN_SETTINGS]
+
+
+def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[float]]) -> None:
+    fields = {f.name for f in dataclasses.fields(config)}
+    for name, values in sweep.items():
+        for value in values:  # each swept value must be a valid setting on its own
+            if name in fields:
+                spec.resolve(dataclasses.replace(config, **{name: value}), env)
+
+
+def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
+    """The :class:`RunConfig` and built algorithm for flat ``settings`` (names as
+    :func:`settings_names`; absent ones take their defaults). Raises ``ValueError`` naming the
+    setting before anything is compiled or written."""
+    settings = {k: v for k, v in settings.items() if v is not None}
+    settings.setdefault("env", "corridor")
+    _check_run_settings(settings)
+    horizon = settings.get("horizon")
+    env = make(settings["env"]) if horizon is None else make(settings["env"], horizon=horizon)
+    spec = registry.for_env(env)
+    _check_belongs(spec, settings)
+    config = spec.configure(settings, env)
+    checked = settings.get("checked", False)
+    algo = spec.build(config, checked=checked, env=env)
+    sweep = parse_sweep(settings.get("sweep", ()), algo.hyperparams)
+    _check_sweep(spec, config, env, sweep)
+    chunk = settings.get("chunk_size") or max(1, -(-algo.num_updates // 20))
+    every = settings.get("checkpoint_every") or max(chunk, -(-algo.num_updates // 5))
+    run = RunConfig(config, settings.get("seeds", 1), {k: tuple(v) for k, v in sweep.items()},
+                    min(chunk, algo.num_updates), every, checked, settings.get("devices"))
+    check_devices(run, algo)
+    return run, algo
+
+
+def check_devices(run: RunConfig, algo: Algorithm) -> None:
+    """``ValueError`` (before anything is compiled or written) unless ``run.devices`` divides
+    lanes x environment batch and that many devices are visible."""
+    if run.devices is None:
+        return
+    from rollax import sharding
+
+    batch_name, batch = algo.env_batch
+    sharding.check_devices(run.devices, len(run.lanes()), batch, batch_name)
+    sharding.check_available(run.devices)
