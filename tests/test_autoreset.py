@@ -1,7 +1,5 @@
 """The auto-reset collector: same-step resets, fresh starts, true final observations, keys."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,19 +14,9 @@ from rollax.collect import (
     reset_batch,
     split_at,
 )
+from test_collect import TracedPolicy  # counts compilations through the public API
 
 POLICY = rollax.BernoulliPolicy(3)
-
-
-@dataclasses.dataclass(frozen=True)
-class TracedPolicy(rollax.BernoulliPolicy):
-    """``BernoulliPolicy`` that records each trace of ``sample`` (one per compilation)."""
-
-    traces: list = dataclasses.field(default_factory=list, compare=False, hash=False)
-
-    def sample(self, params, observation, key):
-        self.traces.append(None)
-        return super().sample(params, observation, key)
 
 
 def reference_autoreset(theta, init_key, key, B, T, horizon):
