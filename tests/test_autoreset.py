@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.collect import _collect_autoreset, autoreset, collect_autoreset, reset_batch
+from rollax.collect import (
+    AutoResetTrajectory,
+    Trajectory,
+    autoreset,
+    collect_autoreset,
+    reset_batch,
+    split_at,
+)
+from test_collect import TracedPolicy  # counts compilations through the public API
 
 POLICY = rollax.BernoulliPolicy(3)
 
@@ -104,11 +112,13 @@ def test_truncation_after_horizon_steps(cartpole_rollout):
 def test_replay_and_compile_once():
     env = rollax.make("corridor", horizon=4)
     state = reset_batch(env, jax.random.key(0), 5)
-    a = collect_autoreset(env, POLICY, jnp.zeros(3), state, jax.random.key(3), 7)[1]
-    size = _collect_autoreset._cache_size()
-    b = collect_autoreset(env, POLICY, jnp.ones(3), state, jax.random.key(3), 7)[1]
-    c = collect_autoreset(env, POLICY, jnp.zeros(3), state, jax.random.key(3), 7)[1]
-    assert _collect_autoreset._cache_size() == size
+    policy = TracedPolicy(3)
+    a = collect_autoreset(env, policy, jnp.zeros(3), state, jax.random.key(3), 7)[1]
+    traced = len(policy.traces)
+    assert traced >= 1
+    b = collect_autoreset(env, policy, jnp.ones(3), state, jax.random.key(3), 7)[1]
+    c = collect_autoreset(env, policy, jnp.zeros(3), state, jax.random.key(3), 7)[1]
+    assert len(policy.traces) == traced  # params and key are traced arguments: no recompile
     for x, y in zip(a, c):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert (np.asarray(a.action) != np.asarray(b.action)).any()
@@ -144,10 +154,21 @@ def test_autoreset_resets_exactly_the_finished_lanes(batch):
 
 @pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
 def test_split_at_equals_split_then_index(impl):
-    from rollax.collect import _split_at
-
     key = jax.random.key(7, impl=impl)
     index = jnp.array([0, 3, 999, 17, 17])
     want = jax.random.key_data(jax.random.split(key, 1000)[index])
-    got = jax.random.key_data(jax.jit(lambda k, i: _split_at(k, 1000, i))(key, index))
+    got = jax.random.key_data(jax.jit(lambda k, i: split_at(k, 1000, i))(key, index))
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_autoreset_trajectory_is_the_trajectory_plus_next_observation(cartpole_rollout):
+    _, traj, _ = cartpole_rollout
+    assert isinstance(traj, AutoResetTrajectory)
+    assert traj._fields == Trajectory._fields + ("next_observation",)
+    head = Trajectory(*traj[:-1])
+    rebuilt = AutoResetTrajectory(*head, traj.next_observation)
+    for x, y in zip(jax.tree.leaves(traj), jax.tree.leaves(rebuilt)):
+        assert x is y
+    cut = jax.tree.map(lambda x: x[:2], traj)._replace(reward=jnp.zeros((2, 16)))
+    assert isinstance(cut, AutoResetTrajectory) and cut.next_observation.shape[:2] == (2, 16)
+    assert (np.asarray(cut.reward) == 0).all()

@@ -1,4 +1,6 @@
-"""Absorbing collector contracts (spec §2) against hand-built and plain-loop expectations."""
+"""Absorbing collector contracts (docs/contract.md §2) against hand-built and plain-loop expectations."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -8,11 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rollax
-from rollax.collect import _collect
 from rollax.envs.corridor import Corridor
 
 POLICY = rollax.BernoulliPolicy(3)
 FIELDS = rollax.Trajectory._fields
+
+
+@dataclasses.dataclass(frozen=True)
+class TracedPolicy(rollax.BernoulliPolicy):
+    """``BernoulliPolicy`` that records each trace of ``sample`` (one per compilation)."""
+
+    traces: list = dataclasses.field(default_factory=list, compare=False, hash=False)
+
+    def sample(self, params, observation, key):
+        self.traces.append(None)
+        return super().sample(params, observation, key)
 
 
 def corridor_collect(theta, key, batch_size, num_steps, horizon=8):
@@ -21,7 +33,7 @@ def corridor_collect(theta, key, batch_size, num_steps, horizon=8):
 
 
 def reference_rollout(theta, key, batch_size, num_steps, horizon=8):
-    """Plain Python loops over (t, b), the spec's key ownership spelled out split by split."""
+    """Plain Python loops over (t, b), the key ownership of docs/contract.md §2 spelled out split by split."""
     reset_key, action_key = jax.random.split(key)
     reset_keys = jax.random.split(reset_key, batch_size)
     step_keys = jax.random.split(action_key, num_steps)
@@ -162,11 +174,12 @@ def test_deterministic_policy_limit():
 
 
 def test_collect_compiles_once():
-    env, params = Corridor(horizon=5), jnp.zeros(3)
-    corridor_collect(params, jax.random.key(0), 3, 5, horizon=5)
-    before = _collect._cache_size()
-    rollax.collect(env, POLICY, params + 1.0, jax.random.key(1), 3, 5)
-    assert _collect._cache_size() == before
+    env, params, policy = Corridor(horizon=5), jnp.zeros(3), TracedPolicy(3)
+    rollax.collect(env, policy, params, jax.random.key(0), 3, 5)
+    traced = len(policy.traces)
+    assert traced >= 1
+    rollax.collect(env, policy, params + 1.0, jax.random.key(1), 3, 5)
+    assert len(policy.traces) == traced  # params and key are traced arguments: no recompile
 
 
 def test_collect_under_vmap_over_keys():

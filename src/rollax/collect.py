@@ -1,20 +1,26 @@
-"""The absorbing collector: ``vmap`` over environments, ``lax.scan`` over time.
+"""The collectors: ``vmap`` over environments, ``lax.scan`` over time.
 
-Key ownership (spec §2), for a deterministic environment::
+Key ownership (``docs/contract.md`` §2). Both collectors derive every key from one collection
+key, in three stages, and use each key at most once:
 
-    reset_key, action_key = split(key)
-    reset_keys  = split(reset_key, B)                    # one per environment
-    step_keys   = split(action_key, T)                   # one per time step
-    action_keys[t] = split(step_keys[t], B)              # one per (step, environment)
+1. :func:`split_key` splits the key into streams: ``reset, action = split(key)``, or
+   ``reset, action, transition = split(key, 3)`` when ``env.stochastic``.
+2. :func:`per_step` splits a stream into one key per time step: ``split(stream, T)[t]``.
+3. :func:`per_env` splits a step key into one key per environment: ``split(step_key, B)[b]``.
 
-An environment with random transitions (``env.stochastic``) splits ``key`` into three,
-``reset_key, action_key, transition_key``, and owns ``transition_key`` exactly like the action
-key (one key per time step and environment, never reused).
+The action and transition streams go through all three stages: environment ``b`` samples its
+action at step ``t`` with ``split(split(action, T)[t], B)[b]``, and a stochastic environment
+steps with the transition key at the same place (a deterministic one gets none). The reset
+stream differs by contract. :func:`collect` (absorbing) resets each environment once, skipping
+stage 2: ``split(reset, B)[b]``. :func:`collect_autoreset` (streaming) treats it like the
+others: an environment whose episode ends at step ``t`` restarts from
+``split(split(reset, T)[t], B)[b]``. :func:`collection_keys` materialises the absorbing keys.
 
-The trajectory is time-major: every field has leading shape ``(T, B)``. ``active`` is taken from
-the state *before* the step, so the transition that ends an episode is active and keeps its
-reward; only later cells are padding (reward 0, no events). ``reward.sum(axis=0)`` is one return
-per episode; ``reward.sum(axis=1)`` is the reward per time index across the batch.
+The trajectory is time-major: every field has leading shape ``(T, B)``. In an absorbing batch
+``active`` is taken from the state *before* the step, so the transition that ends an episode is
+active and keeps its reward; only later cells are padding (reward 0, no events).
+``reward.sum(axis=0)`` is one return per episode; ``reward.sum(axis=1)`` is the reward per time
+index across the batch.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rollax.envs.base import step_with_key
 from rollax.validate import check_count
 
 
@@ -47,40 +54,62 @@ class Trajectory(NamedTuple):
     """Behaviour policy's log-probability of ``action``, stored at collection time."""
 
 
-def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic: bool = False):
-    """The keys the collector uses, materialised: ``(reset_keys (B,), action_keys (T, B),
-    transition_keys (T, B) or None)``. ``collect`` derives the same keys inside its scan."""
+class StepKeys(NamedTuple):
+    """The reset, action and transition keys: a collection key's three streams
+    (:func:`split_key`), or one time step's keys from them (:func:`per_step`)."""
+
+    reset: jax.Array
+    action: jax.Array
+    transition: jax.Array | None
+    """``None`` for a deterministic environment."""
+
+
+def split_key(key: jax.Array, stochastic: bool) -> StepKeys:
+    """Stage 1: ``split(key)`` into reset and action streams, ``split(key, 3)`` with a
+    transition stream for a stochastic environment."""
     if stochastic:
-        reset_key, action_key, transition_key = jax.random.split(key, 3)
-    else:
-        (reset_key, action_key), transition_key = jax.random.split(key), None
+        return StepKeys(*jax.random.split(key, 3))
+    return StepKeys(*jax.random.split(key), None)
 
-    def per_step(k):
-        return jax.vmap(lambda s: jax.random.split(s, batch_size))(jax.random.split(k, num_steps))
 
-    reset_keys = jax.random.split(reset_key, batch_size)
-    return reset_keys, per_step(action_key), None if transition_key is None else per_step(
-        transition_key
-    )
+def per_step(stream: jax.Array | None, num_steps: int) -> jax.Array | None:
+    """Stage 2: ``split(stream, T)``, one key per time step (``None`` stays ``None``)."""
+    return None if stream is None else jax.random.split(stream, num_steps)
+
+
+def per_env(step_key: jax.Array | None, batch_size: int) -> jax.Array | None:
+    """Stage 3: ``split(step_key, B)``, one key per environment (``None`` stays ``None``)."""
+    return None if step_key is None else jax.random.split(step_key, batch_size)
+
+
+def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic: bool = False):
+    """The keys :func:`collect` uses, materialised: ``(reset_keys (B,), action_keys (T, B),
+    transition_keys (T, B) or None)``. ``collect`` derives the same keys inside its scan."""
+    streams = split_key(key, stochastic)
+
+    def grid(stream):
+        steps = per_step(stream, num_steps)
+        return None if steps is None else jax.vmap(lambda k: per_env(k, batch_size))(steps)
+
+    return per_env(streams.reset, batch_size), grid(streams.action), grid(streams.transition)
+
+
+def _env_step(env, policy, params, state, action_key, transition_key):
+    """One environment, one step: ``(next_state, Trajectory row)``, the row's ``active`` taken
+    from ``state`` (before the step)."""
+    observation = env.observation(state)
+    active = ~env.done(state)
+    action, log_prob = policy.sample(params, observation, action_key)
+    next_state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
+    return next_state, Trajectory(observation, action, reward, active, terminated, truncated,
+                                  log_prob)
 
 
 def _step_batch(env, policy, params, state, action_keys, transition_keys):
-    """One time step of B environments with their own keys: ``(next_state, Trajectory row)``."""
-
-    def one(state, action_key, transition_key):
-        observation = env.observation(state)
-        active = ~env.done(state)
-        action, log_prob = policy.sample(params, observation, action_key)
-        if env.stochastic:
-            next_state, reward, terminated, truncated = env.step(state, action, transition_key)
-        else:
-            next_state, reward, terminated, truncated = env.step(state, action)
-        row = Trajectory(observation, action, reward, active, terminated, truncated, log_prob)
-        return next_state, row
-
-    if transition_keys is None:
-        return jax.vmap(lambda s, k: one(s, k, None))(state, action_keys)
-    return jax.vmap(one)(state, action_keys, transition_keys)
+    """One time step of B environments with their own keys (``transition_keys`` may be
+    ``None``): ``(next_state, Trajectory row)``."""
+    step = functools.partial(_env_step, env, policy, params)
+    return jax.vmap(step)(state, action_keys, transition_keys)
 
 
 def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
@@ -100,25 +129,15 @@ def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
 @functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps",
                                              "unroll"))
 def _collect(env, policy, params, key, batch_size, num_steps, unroll=1):
-    if env.stochastic:
-        reset_key, action_key, transition_key = jax.random.split(key, 3)
-        xs = (jax.random.split(action_key, num_steps), jax.random.split(transition_key, num_steps))
-    else:
-        reset_key, action_key = jax.random.split(key)
-        xs = (jax.random.split(action_key, num_steps), None)
-    state = jax.vmap(env.reset)(jax.random.split(reset_key, batch_size))
+    streams = split_key(key, env.stochastic)
+    state = jax.vmap(env.reset)(per_env(streams.reset, batch_size))
 
     def body(state, step_keys):
-        action_step_key, transition_step_key = step_keys
-        action_keys = jax.random.split(action_step_key, batch_size)
-        transition_keys = (
-            None if transition_step_key is None
-            else jax.random.split(transition_step_key, batch_size)
-        )
+        action_keys, transition_keys = (per_env(k, batch_size) for k in step_keys)
         return _step_batch(env, policy, params, state, action_keys, transition_keys)
 
+    xs = (per_step(streams.action, num_steps), per_step(streams.transition, num_steps))
     return jax.lax.scan(body, state, xs, unroll=unroll)
-
 
 def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: int | bool = 1):
     """Collect ``batch_size`` (B) absorbing episodes for ``num_steps`` (T) steps.
@@ -152,29 +171,24 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: i
 # Auto-reset (streaming) collection
 
 
-class AutoResetTrajectory(NamedTuple):
-    """A time-major streaming batch; every field has leading shape ``(T, B)``.
+AutoResetTrajectory = NamedTuple(
+    "AutoResetTrajectory",
+    [(name, jax.Array) for name in Trajectory._fields] + [("next_observation", jax.Array)],
+)
+AutoResetTrajectory.__doc__ = """A :class:`Trajectory` plus its ``next_observation``: the fields
+of ``Trajectory`` in its order, then ``next_observation``, all ``(T, B, ...)``. Build one from a
+trajectory with ``AutoResetTrajectory(*trajectory, next_observation)``.
 
-    Every cell is a real transition (``active`` is all True). When a transition ends an
-    episode, ``next_observation`` is the episode's true final observation, while the next row's
-    ``observation`` is already the fresh start of the following episode (same-step reset).
-    """
-
-    observation: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    active: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    log_prob: jax.Array
-    next_observation: jax.Array
-    """True next observation of the transition (the final one when the episode ended)."""
+``next_observation`` is the true next observation of the transition: ``observation[t + 1]``
+within an episode, the episode's final observation where it ended, while the next row's
+``observation`` is already the fresh start of the following episode (same-step reset). Every
+cell is a real transition (``active`` is all True)."""
 
 
 def reset_batch(env, key: jax.Array, batch_size: int):
     """``B`` start states, environment ``b`` reset with ``split(key, B)[b]``."""
     check_count("batch_size", batch_size)
-    return jax.vmap(env.reset)(jax.random.split(key, batch_size))
+    return jax.vmap(env.reset)(per_env(key, batch_size))
 
 
 def _select(mask, on_true, on_false):
@@ -185,14 +199,16 @@ def _select(mask, on_true, on_false):
     return jax.tree_util.tree_map(pick, on_true, on_false)
 
 
-def _split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
-    """``split(key, num)[index]``, hashing only the keys asked for. With JAX's partitionable
-    threefry (the default), key ``i`` of a split is ``fold_in(key, i)``; otherwise all ``num``
-    keys are derived and gathered (XLA does not fuse the gather into the hash)."""
+def split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
+    """``split(key, num)[index]`` for an integer array ``index``, hashing only the keys asked
+    for. With JAX's partitionable threefry (the default), key ``i`` of a split is
+    ``fold_in(key, i)``; otherwise all ``num`` keys are derived and gathered (XLA does not fuse
+    the gather into the hash). :func:`autoreset` uses it to draw the keys of the finished
+    environments only."""
     impl = str(jax.random.key_impl(key))
     if jax.config.jax_threefry_partitionable and "threefry" in impl:
         return jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
-    return jax.random.split(key, num)[index]
+    return per_env(key, num)[index]
 
 
 COMPACT_MIN_BATCH = 64
@@ -216,7 +232,7 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
     batch_size = done.shape[0]
 
     def every(state):
-        return _select(done, jax.vmap(env.reset)(jax.random.split(key, batch_size)), state)
+        return _select(done, jax.vmap(env.reset)(per_env(key, batch_size)), state)
 
     if batch_size < COMPACT_MIN_BATCH:
         return jax.lax.cond(jnp.any(done), every, lambda s: s, state)
@@ -224,7 +240,7 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
 
     def few(state):
         (index,) = jnp.nonzero(done, size=cap, fill_value=batch_size)
-        fresh = jax.vmap(env.reset)(_split_at(key, batch_size, jnp.minimum(index, batch_size - 1)))
+        fresh = jax.vmap(env.reset)(split_at(key, batch_size, jnp.minimum(index, batch_size - 1)))
         return jax.tree_util.tree_map(lambda s, f: s.at[index].set(f, mode="drop"), state, fresh)
 
     count = jnp.sum(done)
@@ -235,37 +251,15 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
 @functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
 def _collect_autoreset(env, policy, params, state, key, num_steps):
     batch_size = jax.tree_util.tree_leaves(state)[0].shape[0]
-    if env.stochastic:
-        reset_key, action_key, transition_key = jax.random.split(key, 3)
-        transition_step_keys = jax.random.split(transition_key, num_steps)
-    else:
-        reset_key, action_key = jax.random.split(key)
-        transition_step_keys = None
-    xs = (jax.random.split(reset_key, num_steps), jax.random.split(action_key, num_steps),
-          transition_step_keys)
-
-    def one(state, action_key, transition_key):
-        observation = env.observation(state)
-        action, log_prob = policy.sample(params, observation, action_key)
-        if env.stochastic:
-            next_state, reward, terminated, truncated = env.step(state, action, transition_key)
-        else:
-            next_state, reward, terminated, truncated = env.step(state, action)
-        row = AutoResetTrajectory(
-            observation, action, reward, jnp.ones((), bool), terminated, truncated, log_prob,
-            env.observation(next_state),
-        )
-        return next_state, row
+    xs = StepKeys(*(per_step(stream, num_steps) for stream in split_key(key, env.stochastic)))
 
     def body(state, step_keys):
-        reset_step_key, action_step_key, transition_step_key = step_keys
-        action_keys = jax.random.split(action_step_key, batch_size)
-        if transition_step_key is None:
-            next_state, row = jax.vmap(lambda s, k: one(s, k, None))(state, action_keys)
-        else:
-            transition_keys = jax.random.split(transition_step_key, batch_size)
-            next_state, row = jax.vmap(one)(state, action_keys, transition_keys)
-        next_state = autoreset(env, row.terminated | row.truncated, next_state, reset_step_key)
+        action_keys = per_env(step_keys.action, batch_size)
+        transition_keys = per_env(step_keys.transition, batch_size)
+        next_state, row = _step_batch(env, policy, params, state, action_keys, transition_keys)
+        row = AutoResetTrajectory(*row._replace(active=jnp.ones_like(row.active)),
+                                  jax.vmap(env.observation)(next_state))
+        next_state = autoreset(env, row.terminated | row.truncated, next_state, step_keys.reset)
         return next_state, row
 
     return jax.lax.scan(body, state, xs)
@@ -277,10 +271,8 @@ def collect_autoreset(env, policy, params, state, key: jax.Array, num_steps: int
     Reset convention: **same-step** (Gymnasium's name). The step that ends an episode
     (terminated or truncated) records the true final observation in ``next_observation``; the
     state carried to the next step is a fresh ``env.reset`` with its own key, never a cached
-    start state. Keys: ``reset_key, action_key = split(key)`` (plus ``transition_key`` for a
-    stochastic environment); action keys ``split(split(action_key, T)[t], B)[b]`` as in
-    :func:`collect`, and the auto-reset keys likewise from ``reset_key``. Start states come
-    from :func:`reset_batch`.
+    start state. Keys: the streaming ownership of the module docstring, every stream split per
+    step and per environment. Start states come from :func:`reset_batch`.
 
     Returns ``(state, AutoResetTrajectory)``, fields ``(T, B, ...)``.
 
