@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.checks import (
+from rollax.collect import Trajectory
+from rollax.contracts import (
     COLLECTOR_CHECKS,
     ENV_CHECKS,
     EnvContractError,
@@ -20,7 +21,6 @@ from rollax.checks import (
     check_collector,
     check_env,
 )
-from rollax.collect import Trajectory
 from rollax.envs.base import Box, Discrete
 from rollax.envs.corridor import GOAL, Corridor
 
