@@ -12,15 +12,15 @@ import jax
 import numpy as np
 
 from rollax.collect import collect
-from rollax.contracts.probe import RandomPolicy, default_steps, describe
+from rollax.contracts.probe import RandomPolicy, Setup, default_steps, describe
 from rollax.contracts.registry import COLLECTOR_REGISTRY, NotRun, collector_check
 from rollax.contracts.report import (
     FAILED,
-    PASSED,
     SKIPPED,
     CheckReport,
     CheckResult,
     Finding,
+    attempt,
     error_text,
     judge,
     outcome,
@@ -42,17 +42,11 @@ BOOL_FIELDS = ("active", "terminated", "truncated")
 
 
 @dataclasses.dataclass
-class CollectorRun:
-    """One collector check: the settings, the collector's outputs (host arrays) for ``key``
+class CollectorRun(Setup):
+    """One collector check: the setup, the collector's outputs (host arrays) for ``key``
     (twice) and ``key + 1``, and its trajectory fields once their shapes are checked."""
 
-    collect_fn: Callable
-    env: Any
-    policy: Any
-    params: Any
-    batch_size: int
-    num_steps: int
-    seed: int
+    collect_fn: Callable | None = None
     out: Any = None
     again: Any = None
     other: Any = None
@@ -63,6 +57,11 @@ class CollectorRun:
         """``collect_fn``'s output for ``jax.random.key(seed)`` (host arrays)."""
         return host(self.collect_fn(self.env, self.policy, self.params, jax.random.key(seed),
                                     self.batch_size, self.num_steps))
+
+    def collect_all(self) -> None:
+        """``out``, ``again`` (both ``key(seed)``) and ``other`` (``key(seed + 1)``)."""
+        self.out, self.again = self.collect(self.seed), self.collect(self.seed)
+        self.other = self.collect(self.seed + 1)
 
     def field(self, name: str) -> np.ndarray:
         """A trajectory field; :class:`NotRun` before ``collector_shapes`` passed."""
@@ -89,12 +88,7 @@ class CollectorRun:
                  "`(final_state, trajectory)`.", gate=True)
 def collector_runs(run: CollectorRun) -> CheckResult:
     """Call the collector with ``key(seed)`` twice and ``key(seed + 1)``."""
-    try:
-        run.out, run.again, run.other = run.collect(run.seed), run.collect(run.seed), \
-            run.collect(run.seed + 1)
-    except Exception as error:  # noqa: BLE001
-        return outcome(FAILED, error_text(error))
-    return outcome(PASSED, "returned (final_state, trajectory)")
+    return attempt(run.collect_all, "returned (final_state, trajectory)")
 
 
 @collector_check("collector_shapes", "every field time-major `(T, B, ...)`; reward float32, "
@@ -283,11 +277,11 @@ def matches_reference(run: CollectorRun) -> CheckResult:
     return judge(findings, "bit for bit equal to rollax.collect")
 
 
-def collector_results(collect_fn: Callable, env: Any, policy: Any, params: Any,
-                      batch_size: int, num_steps: int, seed: int) -> list[CheckResult]:
-    """The collector checks' results, in order (``COLLECTOR_CHECKS``)."""
-    run = CollectorRun(collect_fn, env, policy, params, batch_size, num_steps, seed)
-    return COLLECTOR_REGISTRY.run(run)
+def collector_results(collect_fn: Callable, setup: Setup) -> list[CheckResult]:
+    """The collector checks' results for ``collect_fn`` driven by ``setup``, in order
+    (``COLLECTOR_CHECKS``)."""
+    fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(Setup)}
+    return COLLECTOR_REGISTRY.run(CollectorRun(**fields, collect_fn=collect_fn))
 
 
 def check_collector(collect_fn: Callable, env: Any, policy: Any = None, params: Any = None, *,
@@ -319,7 +313,6 @@ def check_collector(collect_fn: Callable, env: Any, policy: Any = None, params: 
         policy = RandomPolicy.for_space(env.action_space)
         params = policy.init()
     name = getattr(collect_fn, "__qualname__", None) or repr(collect_fn)
-    B, T = int(batch_size), int(num_steps)
-    results = collector_results(collect_fn, env, policy, params, B, T, seed)
-    return CheckReport(f"check_collector({name}, {describe(env)})", results,
-                       {"batch_size": B, "num_steps": T, "seed": seed})
+    setup = Setup(env, policy, params, int(batch_size), int(num_steps), seed)
+    return CheckReport(f"check_collector({name}, {describe(env)})",
+                       collector_results(collect_fn, setup), setup.settings)

@@ -22,6 +22,7 @@ from rollax.contracts.report import (
     CheckReport,
     CheckResult,
     Finding,
+    attempt,
     error_text,
     judge,
     outcome,
@@ -43,11 +44,7 @@ def _is(x: Any, shape: tuple[int, ...], dtype: Any) -> bool:
            "`vmap`.", gate=True)
 def runs(run: EnvRun) -> CheckResult:
     """Trace and run the environment; every later check needs it."""
-    try:
-        run.start()
-    except Exception as error:  # noqa: BLE001 - any failure to trace is the finding
-        return outcome(FAILED, error_text(error))
-    return outcome(PASSED, "reset, step, observation, done under jit+vmap")
+    return attempt(run.start, "reset, step, observation, done under jit+vmap")
 
 
 @env_check("reset_output", "the start state's observation has the observation space's shape "
@@ -365,11 +362,10 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     else:
         check_count("num_steps", num_steps)
         from_horizon = True
-    B, T = int(batch_size), int(num_steps)
     policy = RandomPolicy.for_space(env.action_space)
-    run = EnvRun(env, policy, policy.init(), B, T, seed, from_horizon, autoreset_fn)
+    run = EnvRun(env, policy, policy.init(), int(batch_size), int(num_steps), seed, from_horizon,
+                 autoreset_fn)
     results = ENV_REGISTRY.run(run)
     if collect_fn is not None and run.trace is not None:
-        results += collector_results(collect_fn, env, policy, run.params, B, T, seed)
-    return CheckReport(f"check_env({describe(env)})", results,
-                       {"batch_size": B, "num_steps": T, "seed": seed})
+        results += collector_results(collect_fn, run)
+    return CheckReport(f"check_env({describe(env)})", results, run.settings)

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from rollax.contracts.probe import Setup
 from rollax.contracts.registry import NotRun
 from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
 from rollax.contracts.trees import host, scalar_cells
@@ -55,15 +56,9 @@ class Flags(NamedTuple):
 
 
 @dataclasses.dataclass
-class EnvRun:
-    """One ``check_env`` call: its settings, and what :meth:`start` computes."""
+class EnvRun(Setup):
+    """One ``check_env`` call: its setup, and what :meth:`start` computes."""
 
-    env: Any
-    policy: Any
-    params: Any
-    batch_size: int
-    num_steps: int
-    seed: int
     from_horizon: bool
     autoreset_fn: Callable | None
     shapes: Shapes | None = None

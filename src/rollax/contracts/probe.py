@@ -126,6 +126,24 @@ def probe_actions(space: Any) -> np.ndarray:
     return np.stack([lo, hi, mid, alternate]).astype(dtype)
 
 
+@dataclasses.dataclass
+class Setup:
+    """What a check run drives: ``env`` with ``policy`` / ``params``, ``batch_size``
+    environments for ``num_steps`` steps, keys from ``seed``."""
+
+    env: Any
+    policy: Any
+    params: Any
+    batch_size: int
+    num_steps: int
+    seed: int
+
+    @property
+    def settings(self) -> dict:
+        """The report's settings: ``batch_size``, ``num_steps``, ``seed``."""
+        return {"batch_size": self.batch_size, "num_steps": self.num_steps, "seed": self.seed}
+
+
 def default_steps(env: Any) -> tuple[int, bool]:
     """``(num_steps, from_horizon)``: ``env.horizon + EXTRA_STEPS``, or ``FALLBACK_STEPS`` (and
     False) for an environment without a positive integer ``horizon``."""

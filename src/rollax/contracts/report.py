@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -174,3 +174,13 @@ def outcome(status: str, message: str, step: int | None = None,
 def error_text(error: BaseException) -> str:
     """``"TypeError: message"``."""
     return f"{type(error).__name__}: {error}"
+
+
+def attempt(action: Callable[[], Any], passed: str) -> CheckResult:
+    """An unnamed result: passed (``passed``) when ``action()`` returns, failed naming the
+    exception when it raises (any exception: raising is the finding)."""
+    try:
+        action()
+    except Exception as error:  # noqa: BLE001
+        return outcome(FAILED, error_text(error))
+    return outcome(PASSED, passed)
