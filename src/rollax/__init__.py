@@ -1,7 +1,6 @@
 """rollax: batched on-policy reinforcement learning in JAX with checked contracts."""
 
 from rollax.algos import PPOConfig, TabularConfig, make_train, ppo, tabular, train
-from rollax.checks import CheckReport, EnvContractError, check_collector, check_env
 from rollax.collect import (
     AutoResetTrajectory,
     Trajectory,
@@ -11,6 +10,7 @@ from rollax.collect import (
     reset_batch,
     rollout,
 )
+from rollax.contracts import CheckReport, EnvContractError, check_collector, check_env
 from rollax.distributions import Categorical, DiagGaussian
 from rollax.envs import (
     Box,

@@ -117,7 +117,7 @@ def run_exact(cmd: Exact) -> None:
 
 
 def run_check_env(cmd: CheckEnv) -> int:
-    from rollax.checks import check_env
+    from rollax.contracts import check_env
     from rollax.envs.registry import make
 
     check_count("batch_size", cmd.batch_size)

@@ -4,6 +4,8 @@ the right step and environment."""
 
 import dataclasses
 import functools
+import pathlib
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -12,7 +14,8 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.checks import (
+from rollax.collect import Trajectory
+from rollax.contracts import (
     COLLECTOR_CHECKS,
     ENV_CHECKS,
     EnvContractError,
@@ -20,7 +23,7 @@ from rollax.checks import (
     check_collector,
     check_env,
 )
-from rollax.collect import Trajectory
+from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY
 from rollax.envs.base import Box, Discrete
 from rollax.envs.corridor import GOAL, Corridor
 
@@ -351,3 +354,36 @@ def test_random_policy_samples_its_space():
     discrete = RandomPolicy.for_space(Discrete(5))
     a, _ = jax.jit(jax.vmap(lambda k: discrete.sample(None, None, k)))(keys)
     assert set(np.asarray(a).tolist()) == set(range(5))
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry is the one list of checks: reports, docstring and docs follow it
+
+
+DOCS_API = pathlib.Path(__file__).resolve().parents[1] / "docs" / "api.md"
+
+
+def docs_block(marker):
+    """The lines between ``<!-- marker: ... -->`` and ``<!-- /marker -->`` in docs/api.md."""
+    text = DOCS_API.read_text(encoding="utf-8")
+    match = re.search(rf"<!-- {marker}:[^\n]*-->\n(.*?)\n<!-- /{marker} -->", text, re.DOTALL)
+    assert match, f"docs/api.md has no {marker} block"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("marker, registry, names", [
+    ("env-checks", ENV_REGISTRY, ENV_CHECKS),
+    ("collector-checks", COLLECTOR_REGISTRY, COLLECTOR_CHECKS),
+])
+def test_docs_list_the_registered_checks(marker, registry, names):
+    block = docs_block(marker)
+    documented = tuple(re.findall(r"^\| `([a-z_]+)` \|", block, re.MULTILINE))
+    assert documented == names == registry.names  # same names, same order
+    assert block == registry.markdown()  # and the same descriptions
+
+
+def test_docstring_lists_the_registered_checks():
+    from rollax import contracts
+
+    listed = re.findall(r"^``([a-z_]+)``$", contracts.__doc__, re.MULTILINE)
+    assert tuple(listed) == ENV_CHECKS + COLLECTOR_CHECKS

@@ -1,0 +1,128 @@
+"""What the environment checks look at: :class:`EnvRun` drives one environment (abstract
+shapes, the traced rollout, the derived per-cell flags) for the checks of ``check_env``."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from rollax.contracts.probe import Setup
+from rollax.contracts.registry import NotRun
+from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
+from rollax.contracts.trees import host, scalar_cells
+from rollax.envs.base import step_with_key
+
+
+class Shapes(NamedTuple):
+    """Abstract values (``jax.eval_shape``) of one reset and one step."""
+
+    state: Any
+    observation: Any
+    done: Any
+    next_state: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    next_observation: Any
+
+
+def abstract_shapes(env: Any, policy: Any, params: Any, key: jax.Array) -> Shapes:
+    """One reset and one step of ``env`` with ``policy``'s action, evaluated abstractly."""
+    state = jax.eval_shape(env.reset, key)
+    obs = jax.eval_shape(env.observation, state)
+    done = jax.eval_shape(env.done, state)
+    action = jax.eval_shape(lambda o, k: policy.sample(params, o, k)[0], obs, key)
+    next_state, reward, terminated, truncated = jax.eval_shape(
+        lambda s, a, k: step_with_key(env, s, a, k), state, action, key)
+    next_obs = jax.eval_shape(env.observation, next_state)
+    return Shapes(state, obs, done, next_state, reward, terminated, truncated, next_obs)
+
+
+class Flags(NamedTuple):
+    """Per-cell flags of a trace: ``done`` (T + 1, B); the rest (T, B) (``reward`` (T, B, R))."""
+
+    done: np.ndarray
+    done_before: np.ndarray
+    done_after: np.ndarray
+    reward: np.ndarray
+    term: np.ndarray
+    trunc: np.ndarray
+    event: np.ndarray
+
+
+@dataclasses.dataclass
+class EnvRun(Setup):
+    """One ``check_env`` call: its setup, and what :meth:`start` computes."""
+
+    from_horizon: bool
+    autoreset_fn: Callable | None
+    shapes: Shapes | None = None
+    keys: Any = None
+    trace: Trace | None = None
+    _compiled: Callable | None = None
+    _no_override: tuple | None = None
+
+    def start(self) -> None:
+        """Abstract shapes, then the compiled tracer and the first trace (may raise)."""
+        self.shapes = abstract_shapes(self.env, self.policy, self.params,
+                                      jax.random.key(self.seed))
+        self._compiled = cached(make_tracer, self.env, self.policy, self.params)
+        self._no_override = no_override(self.env, self.policy, self.params, self.batch_size,
+                                        self.num_steps)
+        self.keys = self.key_data(self.seed)
+        self.trace = self.run(self.keys, self.identity)
+
+    def require_shapes(self) -> Shapes:
+        """The abstract shapes; :class:`NotRun` when they could not be evaluated."""
+        if self.shapes is None:
+            raise NotRun
+        return self.shapes
+
+    def require_trace(self) -> Trace:
+        """The trace; :class:`NotRun` when it could not be computed."""
+        if self.trace is None:
+            raise NotRun
+        return self.trace
+
+    @property
+    def identity(self) -> np.ndarray:
+        """The identity permutation of the batch."""
+        return np.arange(self.batch_size, dtype=np.int32)
+
+    def key_data(self, seed: int) -> Any:
+        """The collection keys of ``seed`` (as ``rollax.collect`` derives them), as key data."""
+        return collection_key_data(self.batch_size, self.num_steps, bool(self.env.stochastic),
+                                   seed)
+
+    def run(self, keys: Any, perm: np.ndarray, override: bool = False,
+            overrides: tuple | None = None) -> Trace:
+        """A trace (host arrays) from ``keys`` with the batch permuted by ``perm``; with
+        ``override``, one absorbing step from each of ``overrides = (states, actions)``."""
+        overrides = self._no_override if overrides is None else overrides
+        return host(self._compiled(keys, perm, np.bool_(override), *overrides))
+
+    @property
+    def horizon(self) -> int | None:
+        """``env.horizon`` when it is an integer."""
+        horizon = getattr(self.env, "horizon", None)
+        return int(horizon) if isinstance(horizon, (int, np.integer)) else None
+
+    @functools.cached_property
+    def flags(self) -> Flags:
+        """The trace's per-cell flags."""
+        trace = self.require_trace()
+        done = scalar_cells(trace.done, 2).any(axis=-1)
+        term = scalar_cells(trace.terminated, 2).astype(bool).any(axis=-1)
+        trunc = scalar_cells(trace.truncated, 2).astype(bool).any(axis=-1)
+        return Flags(done, done[:-1], done[1:], scalar_cells(trace.reward, 2), term, trunc,
+                     term | trunc)
+
+
+def state_step(i: int) -> int | None:
+    """The step that produced state index ``i`` of a ``(T + 1)`` axis (None: reset)."""
+    return None if i == 0 else i - 1

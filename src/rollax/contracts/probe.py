@@ -1,0 +1,164 @@
+"""How the checker drives an environment: uniformly random actions (:class:`RandomPolicy`),
+the fixed probe actions tried on every state, and the default number of steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rollax.envs.base import Discrete
+
+EXTRA_STEPS = 3
+"""``num_steps`` defaults to ``env.horizon + EXTRA_STEPS``: every episode ends and a few
+absorbing steps follow."""
+
+FALLBACK_STEPS = 64
+"""``num_steps`` for an environment without a ``horizon``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomPolicy:
+    """Uniformly random actions from an action space, with the rollax policy interface
+    (``sample(params, observation, key) -> (action, log_prob)``; ``params`` is ignored).
+
+    ``Discrete``: uniform over ``0 .. n-1`` (a 32-bit draw modulo ``n``, like ``randint``).
+    ``Box``: each coordinate uniform in ``[low, high]`` where both bounds are finite (and their
+    distance is a finite float32), ``low + |normal|`` / ``high - |normal|`` where one is,
+    standard normal where neither is (one uniform draw, Box-Muller for the normal).
+
+    Hashable, so it is a valid static argument of :func:`rollax.collect`. Build it with
+    :meth:`for_space`::
+
+        policy = RandomPolicy.for_space(env.action_space)
+        _, traj = rollax.collect(env, policy, None, jax.random.key(0), 16, env.horizon)
+    """
+
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    n: int = 0
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+
+    @classmethod
+    def for_space(cls, space: Any) -> RandomPolicy:
+        """The uniform policy of a ``Discrete`` or ``Box`` space."""
+        shape = tuple(int(d) for d in space.shape)
+        dtype = np.dtype(space.dtype).name
+        if isinstance(space, Discrete) or hasattr(space, "n"):
+            return cls("discrete", shape, dtype, n=int(space.n))
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape).ravel()
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape).ravel()
+        return cls("box", shape, dtype, low=tuple(float(v) for v in low),
+                   high=tuple(float(v) for v in high))
+
+    def init(self) -> None:
+        """No parameters (None)."""
+
+    def _bounds(self) -> tuple[np.ndarray, ...]:
+        low = np.asarray(self.low, np.float64).reshape(self.shape)
+        high = np.asarray(self.high, np.float64).reshape(self.shape)
+        width = high - low
+        bounded = np.isfinite(low) & np.isfinite(high) & (np.abs(width) < np.finfo(np.float32).max)
+        only_low = np.isfinite(low) & ~bounded & ~np.isfinite(high)
+        only_high = np.isfinite(high) & ~bounded & ~np.isfinite(low)
+
+        def safe(x: np.ndarray) -> np.ndarray:
+            return np.where(np.isfinite(x), x, 0.0).astype(np.float32)
+
+        return (safe(low), safe(high), np.where(bounded, width, 1.0).astype(np.float32),
+                bounded, only_low, only_high)
+
+    def sample(self, params: Any, observation: Any,
+               key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(action, log_prob)``: one uniformly random action."""
+        if self.kind == "discrete":
+            # one 32-bit draw reduced modulo n: uniform up to a bias below n / 2**32 (as
+            # close to uniform as jax.random.randint, and much cheaper to compile)
+            bits = jax.random.bits(key, self.shape, jnp.uint32)
+            action = (bits % jnp.uint32(self.n)).astype(jnp.dtype(self.dtype))
+            return action, self.log_prob(params, observation, action)
+        low, high, width, bounded, only_low, only_high = self._bounds()
+        u, v = jax.random.uniform(key, (2,) + self.shape, jnp.float32)
+        # Box-Muller from the same draw: z standard normal
+        z = jnp.sqrt(-2.0 * jnp.log1p(-u)) * jnp.cos(2.0 * jnp.pi * v)
+        x = jnp.where(bounded, jnp.clip(low + u * width, low, high),
+                      jnp.where(only_low, low + jnp.abs(z),
+                                jnp.where(only_high, high - jnp.abs(z), z)))
+        action = x.astype(jnp.dtype(self.dtype))
+        return action, self.log_prob(params, observation, action)
+
+    def log_prob(self, params: Any, observation: Any, action: jax.Array) -> jax.Array:
+        """The log-density (log-probability) of ``action``."""
+        if self.kind == "discrete":
+            return jnp.float32(-math.log(self.n))
+        low, high, width, bounded, only_low, only_high = self._bounds()
+        x = jnp.asarray(action, jnp.float32)
+        gauss = -0.5 * math.log(2 * math.pi)
+        half = jnp.where(only_low, x - low, high - x)
+        per = jnp.where(bounded, -jnp.log(width),
+                        jnp.where(only_low | only_high, math.log(2.0) + gauss - 0.5 * half**2,
+                                  gauss - 0.5 * x**2))
+        return jnp.sum(per).astype(jnp.float32)
+
+
+def probe_actions(space: Any) -> np.ndarray:
+    """A few fixed actions of ``space``, shape ``(K,) + space.shape``: for ``Discrete`` the
+    first, last, second and second-to-last; for ``Box`` the lower and upper corners, the centre
+    and an alternating corner (an infinite bound replaced by a finite neighbour)."""
+    shape, dtype = tuple(space.shape), np.dtype(space.dtype)
+    if isinstance(space, Discrete) or hasattr(space, "n"):
+        n = int(space.n)
+        values = list(dict.fromkeys(v for v in (0, n - 1, 1, n - 2) if 0 <= v < n))
+        return np.stack([np.full(shape, v, dtype) for v in values])
+    low = np.broadcast_to(np.asarray(space.low, np.float64), shape)
+    high = np.broadcast_to(np.asarray(space.high, np.float64), shape)
+    fin_low, fin_high = np.isfinite(low), np.isfinite(high)
+    lo = np.where(fin_low, low, np.where(fin_high, high - 1.0, -1.0))
+    hi = np.where(fin_high, high, np.where(fin_low, low + 1.0, 1.0))
+    mid = lo / 2 + hi / 2
+    alternate = np.where(np.arange(lo.size).reshape(shape) % 2 == 0, lo, hi)
+    return np.stack([lo, hi, mid, alternate]).astype(dtype)
+
+
+@dataclasses.dataclass
+class Setup:
+    """What a check run drives: ``env`` with ``policy`` / ``params``, ``batch_size``
+    environments for ``num_steps`` steps, keys from ``seed``."""
+
+    env: Any
+    policy: Any
+    params: Any
+    batch_size: int
+    num_steps: int
+    seed: int
+
+    @property
+    def settings(self) -> dict:
+        """The report's settings: ``batch_size``, ``num_steps``, ``seed``."""
+        return {"batch_size": self.batch_size, "num_steps": self.num_steps, "seed": self.seed}
+
+
+def default_steps(env: Any) -> tuple[int, bool]:
+    """``(num_steps, from_horizon)``: ``env.horizon + EXTRA_STEPS``, or ``FALLBACK_STEPS`` (and
+    False) for an environment without a positive integer ``horizon``."""
+    horizon = getattr(env, "horizon", None)
+    if isinstance(horizon, (int, np.integer)) and not isinstance(horizon, bool) and horizon > 0:
+        return int(horizon) + EXTRA_STEPS, True
+    return FALLBACK_STEPS, False
+
+
+def describe(env: Any) -> str:
+    """A short name for ``env`` in a report's subject (at most 80 characters)."""
+    text = repr(env)
+    if len(text) <= 80:
+        return text
+    name, horizon = getattr(env, "name", None), getattr(env, "horizon", None)
+    if isinstance(name, str):
+        text = f"{type(env).__name__}({name!r}, horizon={horizon})"
+    return text if len(text) <= 80 else text[:77] + "..."
