@@ -355,7 +355,7 @@ def test_jit_and_eager_agree(jitted, name):
     env = ctx.env
     rng = np.random.default_rng(2)
     state = env.reset(jax.random.key(5))
-    for t in range(30):
+    for _ in range(30):
         action = _our_action(name, _policy(name, _physics(state), rng))
         eager_out = jax.device_get(env.step(state, action))
         jit_out = jax.device_get(ctx.step(state, action))

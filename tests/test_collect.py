@@ -1,4 +1,5 @@
-"""Absorbing collector contracts (docs/contract.md §2) against hand-built and plain-loop expectations."""
+"""Absorbing collector contracts (docs/contract.md §2) against hand-built and plain-loop
+expectations."""
 
 import dataclasses
 
@@ -33,7 +34,8 @@ def corridor_collect(theta, key, batch_size, num_steps, horizon=8):
 
 
 def reference_rollout(theta, key, batch_size, num_steps, horizon=8):
-    """Plain Python loops over (t, b), the key ownership of docs/contract.md §2 spelled out split by split."""
+    """Plain Python loops over (t, b), the key ownership of docs/contract.md §2 spelled out
+    split by split."""
     reset_key, action_key = jax.random.split(key)
     reset_keys = jax.random.split(reset_key, batch_size)
     step_keys = jax.random.split(action_key, num_steps)

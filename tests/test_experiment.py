@@ -195,10 +195,10 @@ def test_bad_sweeps(capsys, spec, message):
 
 
 def test_sweep_lane_equals_single_run(capsys, tmp_path):
-    code, out, _ = run(capsys, "train", "--updates", "5", "--batch-size", "32", "--sweep",
+    _, out, _ = run(capsys, "train", "--updates", "5", "--batch-size", "32", "--sweep",
                        "lr=0.5,1.0", "--json", "--out", str(tmp_path / "s"))
     swept = json.loads(out)
-    code, out, _ = run(capsys, "train", "--updates", "5", "--batch-size", "32", "--lr", "1.0",
+    _, out, _ = run(capsys, "train", "--updates", "5", "--batch-size", "32", "--lr", "1.0",
                        "--json", "--out", str(tmp_path / "one"))
     np.testing.assert_allclose(swept["params"][1], json.loads(out)["params"], rtol=1e-6)
 

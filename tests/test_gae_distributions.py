@@ -60,7 +60,7 @@ def hand_trajectory():
 
 
 def test_discounted_returns_by_hand():
-    r, v, nv, term, trunc = hand_trajectory()
+    r, _, nv, term, trunc = hand_trajectory()
     g = np.asarray(discounted_returns(r, nv, term, trunc, 0.5))
     # stream 0: t=4 cut -> 1 + .5*.8 = 1.4; t=3 truncated -> 2 + .5*5 = 4.5 (not G_4);
     # t=2 -> 0 + .5*4.5 = 2.25; t=1 terminated -> 1 (its next value 7 is never used); t=0 -> 1.5

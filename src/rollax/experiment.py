@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-import json
 import signal
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -214,7 +213,9 @@ def params_sha256(params) -> str:
 
 
 def lane_params_sha256(params, lanes: int) -> list[str]:
-    return [params_sha256(jax.tree_util.tree_map(lambda x: x[i], params)) for i in range(lanes)]
+    """:func:`params_sha256` of each lane's parameters (leading lane axis)."""
+    return [params_sha256(jax.tree_util.tree_map(lambda x, i=i: x[i], params))
+            for i in range(lanes)]
 
 
 def jsonable(x):

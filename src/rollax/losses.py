@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 
 
-
 def _check_same_shape(**arrays) -> None:
     shapes = {name: jnp.shape(a) for name, a in arrays.items()}
     first = next(iter(shapes.values()))

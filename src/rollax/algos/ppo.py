@@ -31,8 +31,20 @@ from rollax.evaluation import evaluate_policy
 from rollax.policies import ActorCriticParams, ObsNormState
 from rollax.validate import check_count, check_real, check_seed, is_int
 
-__all__ = ["PPOConfig", "PPOHyperparams", "PPOMetrics", "PPOResult", "PPOState", "PRESETS",
-           "SPEC", "make_algorithm", "make_network", "num_updates", "preset", "validate"]
+__all__ = [
+    "PRESETS",
+    "SPEC",
+    "PPOConfig",
+    "PPOHyperparams",
+    "PPOMetrics",
+    "PPOResult",
+    "PPOState",
+    "make_algorithm",
+    "make_network",
+    "num_updates",
+    "preset",
+    "validate",
+]
 
 
 @dataclasses.dataclass(frozen=True)

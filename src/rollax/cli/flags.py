@@ -9,6 +9,7 @@ that algorithm's default.
 import ast
 import dataclasses
 import inspect
+import itertools
 import textwrap
 import typing
 from pathlib import Path
@@ -62,7 +63,7 @@ def field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for field, doc in zip(body, body[1:]):
+    for field, doc in itertools.pairwise(body):
         if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
                 and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)):
             docs[field.target.id] = " ".join(str(doc.value.value).split())

@@ -80,7 +80,7 @@ class CollectorRun(Setup):
         try:
             return host(collect(self.env, self.policy, self.params, jax.random.key(self.seed),
                                 self.batch_size, self.num_steps)), ""
-        except Exception as error:  # noqa: BLE001 - e.g. an unhashable policy
+        except Exception as error:
             return None, error_text(error)
 
 
@@ -99,7 +99,7 @@ def collector_shapes(run: CollectorRun) -> CheckResult:
     try:
         final, traj = run.out
         fields = {name: getattr(traj, name) for name in FIELDS}
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return outcome(FAILED, f"not (final_state, Trajectory): {error_text(error)}")
     findings = []
     for name, value in fields.items():

@@ -299,7 +299,7 @@ def autoreset_final_observation(run: EnvRun) -> CheckResult:
         rows = record_rows(run.env, run.policy, run.params, run.autoreset_fn, start_states,
                            jax.random.key(run.seed + 2), run.keys, run.run)
         findings = final_observation_findings(rows)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return outcome(FAILED, f"auto-reset collection raised {error_text(error)}")
     return judge(findings, f"{int(rows.ending.sum())} episode ends, final observations kept")
 

@@ -181,6 +181,6 @@ def attempt(action: Callable[[], Any], passed: str) -> CheckResult:
     exception when it raises (any exception: raising is the finding)."""
     try:
         action()
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return outcome(FAILED, error_text(error))
     return outcome(PASSED, passed)

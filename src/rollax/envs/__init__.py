@@ -10,6 +10,7 @@ from rollax.envs.registry import make, register, registered
 from rollax.envs.tabular import TOY_TEXT, TabularEnv, TabularState, mdp_from_gymnasium
 
 __all__ = [
+    "TOY_TEXT",
     "Acrobot",
     "AcrobotState",
     "Box",
@@ -23,7 +24,6 @@ __all__ = [
     "MountainCarState",
     "Pendulum",
     "PendulumState",
-    "TOY_TEXT",
     "TabularEnv",
     "TabularState",
     "make",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from rollax.envs.base import Environment
 

@@ -1,0 +1,119 @@
+"""The shape docs/architecture.md promises, checked on the source so that it stays true:
+module and function sizes, no import cycle, the math modules apart from the outer ring, no
+module importing another's underscored names, and no branching on an algorithm's name outside
+``rollax/algos/``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
+MODULES = sorted(SRC.rglob("*.py"))
+MATH = ("envs", "policies", "distributions", "collect", "returns", "losses", "exact")
+OUTER = ("experiment", "training", "plots", "cli", "runs", "run_config")
+ALGORITHM_NAMES = {"tabular", "ppo", "reinforce"}
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(name: str) -> str:
+    """``rollax.envs.base`` -> ``envs``; ``rollax`` -> ``""``."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _functions(tree: ast.AST):
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _own_lines(func) -> int:
+    """Lines of ``func`` less those of the functions nested in it."""
+    inner = [n for n in _functions(func) if n is not func]
+    outermost = [n for n in inner if not any(
+        o is not n and o.lineno <= n.lineno and n.end_lineno <= o.end_lineno for o in inner)]
+    return (func.end_lineno - func.lineno + 1) - sum(n.end_lineno - n.lineno + 1
+                                                     for n in outermost)
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """``(module, names)`` of every ``rollax`` import, at any depth (lazy ones included)."""
+    out = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rollax"):
+            out.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.startswith("rollax")]
+    return out
+
+
+def _resolve(module: str, names: list[str], known: set[str]) -> set[str]:
+    """The rollax modules an import statement depends on."""
+    deps = {f"{module}.{n}" for n in names if f"{module}.{n}" in known}
+    return deps or ({module} if module in known else set())
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_module_and_function_sizes(path):
+    assert len(path.read_text().splitlines()) <= 400, f"{_name(path)} has over 400 lines"
+    for func in _functions(_tree(path)):
+        total = func.end_lineno - func.lineno + 1
+        assert _own_lines(func) <= 60 and total <= 120, (
+            f"{_name(path)}.{func.name}: {_own_lines(func)} own lines, {total} in all")
+
+
+def test_no_import_cycle():
+    known = {_name(p) for p in MODULES}
+    graph = {_name(p): set() for p in MODULES}
+    for path in MODULES:
+        for module, names in _imports(path):
+            graph[_name(path)] |= _resolve(module, names, known) - {_name(path)}
+    # a package's __init__ re-exporting its modules is not a cycle through them
+    graph = {m: {d for d in deps if not m.startswith(d + ".") and not d.startswith(m + ".")}
+             for m, deps in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            assert state.get(dep) != 1, "import cycle: " + " -> ".join([*stack, node, dep])
+            if dep not in state:
+                visit(dep, [*stack, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if _layer(_name(p)) in MATH],
+                         ids=_name)
+def test_math_modules_import_no_outer_ring(path):
+    for module, _ in _imports(path):
+        assert _layer(module) not in OUTER, f"{_name(path)} imports {module}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_no_underscored_names_across_modules(path):
+    for module, names in _imports(path):
+        private = [n for n in names if n.startswith("_") and n != "__version__"]
+        assert not private, f"{_name(path)} imports {private} from {module}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if "algos" not in p.parts], ids=_name)
+def test_no_branching_on_algorithm_names_outside_algos(path):
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Compare):
+            strings = {c.value for c in [node.left, *node.comparators]
+                       if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            assert not strings & ALGORITHM_NAMES, (
+                f"{_name(path)}:{node.lineno} compares with {strings & ALGORITHM_NAMES}")
