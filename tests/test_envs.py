@@ -1,5 +1,8 @@
 """Environment interface contracts: the corridor by hand, absorbing states, the registry."""
 
+import dataclasses
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -89,3 +92,62 @@ def test_tabular_env_events_and_absorbing():
     assert int(s.state) == 15 and float(r) == 1.0 and bool(term) and not bool(trunc)
     s2, r2, term2, trunc2 = env.step(s, jnp.int32(0), key)
     assert int(s2.state) == 15 and float(r2) == 0.0 and not bool(term2) and not bool(trunc2)
+
+
+class CounterState(NamedTuple):
+    value: jax.Array
+    elapsed: jax.Array
+    done: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Counter(rollax.Environment):
+    """Written with ``transition`` only: adds the action, pays it, terminates on reaching 5."""
+
+    horizon: int = 3
+
+    def reset(self, key):
+        return CounterState(jnp.int32(0), jnp.int32(0), jnp.bool_(False))
+
+    def transition(self, state, action, key):
+        value = state.value + action
+        return state._replace(value=value), action.astype(jnp.float32), value >= 5
+
+    def observation(self, state):
+        return state.value
+
+    observation_space = property(lambda self: rollax.Discrete(10))
+    action_space = property(lambda self: rollax.Discrete(3))
+
+
+@pytest.mark.parametrize("variant", [lambda f: f, jax.jit], ids=["eager", "jit"])
+def test_transition_only_environment_gets_the_ending_rules(variant):
+    env = Counter(horizon=3)
+    step = variant(env.step)
+    # actions 1, 1, 1: the third live step reaches the horizon without terminating
+    rows, s = [], env.reset(None)
+    for action in (1, 1, 1, 2):
+        s, r, term, trunc = step(s, jnp.int32(action))
+        rows.append((int(s.value), int(s.elapsed), bool(s.done), float(r), bool(term),
+                     bool(trunc)))
+        assert r.dtype == jnp.float32 and term.dtype == trunc.dtype == jnp.bool_
+    assert rows == [(1, 1, False, 1.0, False, False),
+                    (2, 2, False, 1.0, False, False),
+                    (3, 3, True, 1.0, False, True),    # truncated at elapsed == horizon
+                    (3, 3, True, 0.0, False, False)]   # absorbed: unchanged, no reward or event
+    # 2 then 2 then 1 terminates on the last allowed step: terminated, not truncated
+    s = env.reset(None)
+    for action in (2, 2):
+        s, *_ = step(s, jnp.int32(action))
+    s, r, term, trunc = step(s, jnp.int32(1))
+    assert (int(s.value), int(s.elapsed), bool(s.done)) == (5, 3, True)
+    assert float(r) == 1.0 and bool(term) and not bool(trunc)
+    nxt, r, term, trunc = step(s, jnp.int32(2))
+    assert all(bool(a == b) for a, b in zip(nxt, s))
+    assert float(r) == 0.0 and not bool(term) and not bool(trunc)
+
+
+def test_stochastic_environment_needs_a_key():
+    env = rollax.make("FrozenLake-v1")
+    with pytest.raises(ValueError, match="needs a key"):
+        env.step(env.reset(jax.random.key(0)), jnp.int32(0))

@@ -7,7 +7,7 @@ from rollax.envs.corridor import Corridor, CorridorState
 from rollax.envs.mountain_car import MountainCar, MountainCarState
 from rollax.envs.pendulum import Pendulum, PendulumState
 from rollax.envs.registry import make, register, registered
-from rollax.envs.tabular import TOY_TEXT, TabularEnv, TabularState, mdp_from_gymnasium
+from rollax.envs.tabular import TOY_TEXT, FiniteMDPState, TabularEnv, mdp_from_gymnasium
 
 __all__ = [
     "TOY_TEXT",
@@ -20,12 +20,12 @@ __all__ = [
     "CorridorState",
     "Discrete",
     "Environment",
+    "FiniteMDPState",
     "MountainCar",
     "MountainCarState",
     "Pendulum",
     "PendulumState",
     "TabularEnv",
-    "TabularState",
     "make",
     "mdp_from_gymnasium",
     "register",

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Box, Discrete, Environment, start_counters
 from rollax.validate import check_horizon
 
 DT = 0.2
@@ -40,7 +40,6 @@ class AcrobotState(NamedTuple):
     """int32 ``()``: live steps taken so far."""
     done: jax.Array
     """bool ``()``: the episode has terminated or been truncated."""
-
 
 
 def _derivatives(y: jax.Array, torque: jax.Array) -> jax.Array:
@@ -88,8 +87,7 @@ class Acrobot(Environment):
     Matches Gymnasium's ``Acrobot-v1`` (no torque noise): each live step costs -1, except the
     terminating one, which gives 0; the episode terminates once
     ``-cos(theta1) - cos(theta1 + theta2) > 1``. ``reset`` draws all four variables uniformly
-    from ``(-0.1, 0.1)``. After ``horizon`` live steps without terminating the transition is
-    truncated. Finished states absorb.
+    from ``(-0.1, 0.1)``.
     """
 
     horizon: int = 500
@@ -101,12 +99,9 @@ class Acrobot(Environment):
         theta1, theta2, dtheta1, dtheta2 = jax.random.uniform(
             key, (4,), jnp.float32, -RESET_BOUND, RESET_BOUND
         )
-        return AcrobotState(
-            theta1, theta2, dtheta1, dtheta2, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
-        )
+        return AcrobotState(theta1, theta2, dtheta1, dtheta2, *start_counters())
 
-    def step(self, state: AcrobotState, action: jax.Array, key: jax.Array | None = None):
-        live = ~state.done
+    def transition(self, state: AcrobotState, action: jax.Array, key: jax.Array | None):
         torque = jnp.asarray(TORQUES, jnp.float32)[action]
         y = jnp.stack([state.theta1, state.theta2, state.dtheta1, state.dtheta2])
         y = _rk4(y, torque, DT)
@@ -115,15 +110,10 @@ class Acrobot(Environment):
         dtheta1 = jnp.clip(y[2], -MAX_VEL_1, MAX_VEL_1)
         dtheta2 = jnp.clip(y[3], -MAX_VEL_2, MAX_VEL_2)
 
-        elapsed = state.elapsed + 1
         swung_up = -jnp.cos(theta1) - jnp.cos(theta1 + theta2) > 1.0
-        terminated = live & swung_up
-        truncated = live & ~swung_up & (elapsed >= self.horizon)
-        reward = jnp.where(live & ~swung_up, -1.0, 0.0).astype(jnp.float32)
-        moved = AcrobotState(theta1, theta2, dtheta1, dtheta2, elapsed, state.done)
-        next_state = jax.tree.map(lambda new, old: jnp.where(live, new, old), moved, state)
-        next_state = next_state._replace(done=state.done | terminated | truncated)
-        return next_state, reward, terminated, truncated
+        reward = jnp.where(swung_up, 0.0, -1.0)
+        moved = state._replace(theta1=theta1, theta2=theta2, dtheta1=dtheta1, dtheta2=dtheta2)
+        return moved, reward, swung_up
 
     def observation(self, state: AcrobotState) -> jax.Array:
         return jnp.stack(

@@ -7,13 +7,11 @@ of its behaviour is pure functions over a pytree state, so it can be used under 
 - ``reset(key) -> state`` for one environment (``vmap`` adds the batch);
 - ``step(state, action) -> (next_state, reward, terminated, truncated)`` for a deterministic
   environment, ``step(state, action, key)`` for one whose transitions are random
-  (``stochastic = True``);
+  (``stochastic = True``); an environment writes only the task's ``transition`` and inherits
+  ``step``, which adds the ending rules (:class:`Environment`; ``docs/contract.md §1``);
 - ``observation(state)``: what a policy sees;
 - ``done(state)``: whether the episode has already ended (the live mask is ``~done`` of the
   state *before* a step).
-
-``terminated`` and ``truncated`` are events: true on exactly the transition where they happen.
-A finished state absorbs: stepping it returns it unchanged with reward 0 and no events.
 """
 
 from __future__ import annotations
@@ -63,7 +61,29 @@ class Box:
 
 
 class Environment(abc.ABC):
-    """Base class of functional environments (subclasses are frozen dataclasses)."""
+    """Base class of functional environments (subclasses are frozen dataclasses).
+
+    A subclass writes the task's dynamics as :meth:`transition` and inherits :meth:`step`, which
+    owns how episodes end (``docs/contract.md §1``), so that no environment restates it:
+
+    - The state is a ``NamedTuple`` with (besides the task's own fields) ``elapsed``, int32, the
+      live steps taken so far, and ``done``, bool, whether the episode has ended.
+    - On a live state (``done`` false) ``step`` adds 1 to ``elapsed``. ``terminated`` is the
+      task's own end as ``transition`` reports it; ``truncated`` is true when the new
+      ``elapsed`` is at least ``horizon`` and the step did not terminate (ending on the last
+      allowed step counts as terminated only). The new ``done`` is the old one or either event.
+    - Both are events, true only on the step where they happen. A finished state absorbs:
+      stepping it returns every leaf unchanged, reward 0 and both events false.
+    - The reward is float32 (0 when not live), the events are bool scalars.
+
+    The transition contract: ``transition(state, action, key) -> (next_state, reward,
+    terminated)`` gives the task's next state (the ``elapsed`` and ``done`` it returns are
+    ignored), the reward of that step and whether it reaches a terminal state. It is traced for
+    finished states too and its result discarded there, so it must be a pure, branch-free
+    function of its arguments; ``key`` is the transition key (``None`` when not
+    ``stochastic``). ``step`` casts each leaf of ``next_state`` back to the dtype of the same
+    leaf of ``state``, so weakly typed leaves keep scan carries stable.
+    """
 
     stochastic: ClassVar[bool] = False
     """True when ``step`` takes a key (random transitions)."""
@@ -75,9 +95,31 @@ class Environment(abc.ABC):
     def reset(self, key: jax.Array) -> State:
         """One environment's start state from its own reset key."""
 
-    @abc.abstractmethod
+    def transition(self, state: State, action: jax.Array, key: jax.Array | None):
+        """``(next_state, reward, terminated)`` of the task from a live ``state`` (contract in
+        the class docstring). Required unless a subclass overrides :meth:`step` itself, as a
+        wrapper around another environment does (gymnax's ``step_env``/``step`` split)."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither transition nor step")
+
     def step(self, state: State, action: jax.Array, key: jax.Array | None = None):
-        """``(next_state, reward, terminated, truncated)`` for one environment."""
+        """``(next_state, reward, terminated, truncated)`` for one environment: ``transition``
+        with the ending rules of the class docstring applied."""
+        if self.stochastic and key is None:
+            raise ValueError(
+                f"{type(self).__name__} is stochastic: step(state, action, key) needs a key"
+            )
+        live = ~state.done
+        moved, reward, ends = self.transition(state, action, key)
+        elapsed = state.elapsed + 1
+        terminated = live & ends
+        truncated = live & ~ends & (elapsed >= self.horizon)
+        reward = jnp.where(live, reward, 0.0).astype(jnp.float32)
+        moved = moved._replace(elapsed=elapsed, done=state.done)
+        next_state = jax.tree.map(
+            lambda new, old: jnp.where(live, new, old).astype(old.dtype), moved, state
+        )
+        next_state = next_state._replace(done=state.done | terminated | truncated)
+        return next_state, reward, terminated, truncated
 
     @abc.abstractmethod
     def observation(self, state: State) -> jax.Array:
@@ -94,6 +136,12 @@ class Environment(abc.ABC):
     @property
     @abc.abstractmethod
     def action_space(self) -> Discrete | Box: ...
+
+
+def start_counters() -> tuple[jax.Array, jax.Array]:
+    """The ending fields of a start state, ``(elapsed, done) = (0, False)`` (int32, bool): a
+    ``reset`` fills the state's last two fields with them."""
+    return jnp.zeros((), jnp.int32), jnp.zeros((), bool)
 
 
 def step_with_key(env: Environment, state: State, action: jax.Array, key: jax.Array | None = None):

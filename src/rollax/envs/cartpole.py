@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Box, Discrete, Environment, start_counters
 from rollax.validate import check_horizon
 
 GRAVITY = 9.8
@@ -41,15 +41,13 @@ class CartPoleState(NamedTuple):
     """bool ``()``: the episode has terminated or been truncated."""
 
 
-
 @dataclasses.dataclass(frozen=True)
 class CartPole(Environment):
     """Balance a pole on a cart; action 0 pushes the cart left, 1 pushes it right.
 
     Matches Gymnasium's ``CartPole-v1``: every live step, the terminating one included, gives
     reward +1; the episode terminates once ``|x| > 2.4`` or ``|theta| > 12`` degrees. ``reset``
-    draws all four variables uniformly from ``(-0.05, 0.05)``. After ``horizon`` live steps
-    without terminating the transition is truncated. Finished states absorb.
+    draws all four variables uniformly from ``(-0.05, 0.05)``.
     """
 
     horizon: int = 500
@@ -61,12 +59,9 @@ class CartPole(Environment):
         x, x_dot, theta, theta_dot = jax.random.uniform(
             key, (4,), jnp.float32, -RESET_BOUND, RESET_BOUND
         )
-        return CartPoleState(
-            x, x_dot, theta, theta_dot, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
-        )
+        return CartPoleState(x, x_dot, theta, theta_dot, *start_counters())
 
-    def step(self, state: CartPoleState, action: jax.Array, key: jax.Array | None = None):
-        live = ~state.done
+    def transition(self, state: CartPoleState, action: jax.Array, key: jax.Array | None):
         force = jnp.where(action == 1, FORCE, -FORCE).astype(jnp.float32)
         cos, sin = jnp.cos(state.theta), jnp.sin(state.theta)
         # Pole and cart accelerations of the frictionless cart-pole (Barto, Sutton, Anderson).
@@ -81,15 +76,9 @@ class CartPole(Environment):
         theta = state.theta + TAU * state.theta_dot
         theta_dot = state.theta_dot + TAU * theta_acc
 
-        elapsed = state.elapsed + 1
         fell = (jnp.abs(x) > X_LIMIT) | (jnp.abs(theta) > THETA_LIMIT)
-        terminated = live & fell
-        truncated = live & ~fell & (elapsed >= self.horizon)
-        reward = jnp.where(live, 1.0, 0.0).astype(jnp.float32)
-        moved = CartPoleState(x, x_dot, theta, theta_dot, elapsed, state.done)
-        next_state = jax.tree.map(lambda new, old: jnp.where(live, new, old), moved, state)
-        next_state = next_state._replace(done=state.done | terminated | truncated)
-        return next_state, reward, terminated, truncated
+        moved = state._replace(x=x, x_dot=x_dot, theta=theta, theta_dot=theta_dot)
+        return moved, 1.0, fell
 
     def observation(self, state: CartPoleState) -> jax.Array:
         return jnp.stack([state.x, state.x_dot, state.theta, state.theta_dot]).astype(jnp.float32)

@@ -1,4 +1,4 @@
-"""The corridor: the reference task of the spec (positions 0..3, goal 3)."""
+"""The corridor: the reference task of ``docs/contract.md §1`` (positions 0..3, goal 3)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Discrete, Environment
+from rollax.envs.base import Discrete, Environment, start_counters
 from rollax.validate import check_horizon
 
 NUM_POSITIONS = 4
@@ -33,8 +33,7 @@ class Corridor(Environment):
     """Positions 0..3, goal 3; action 0 moves left, 1 right (clipped to [0, 3]).
 
     ``reset`` starts at 0 or 1 with equal probability (``randint(key, (), 0, 2)``). Reaching 3
-    terminates with reward +1; every other live step costs -0.01. After ``horizon`` live steps
-    without reaching the goal the transition is truncated. Finished states absorb.
+    terminates with reward +1; every other step costs -0.01.
     """
 
     horizon: int = 8
@@ -44,23 +43,14 @@ class Corridor(Environment):
 
     def reset(self, key: jax.Array) -> CorridorState:
         position = jax.random.randint(key, (), 0, 2).astype(jnp.int32)
-        return CorridorState(position, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        return CorridorState(position, *start_counters())
 
-    def step(self, state: CorridorState, action: jax.Array, key: jax.Array | None = None):
-        live = ~state.done
+    def transition(self, state: CorridorState, action: jax.Array, key: jax.Array | None):
         move = jnp.where(action == RIGHT, 1, -1)
         position = jnp.clip(state.position + move, 0, GOAL).astype(jnp.int32)
-        elapsed = state.elapsed + 1
         reached = position == GOAL
-        terminated = live & reached
-        truncated = live & ~reached & (elapsed >= self.horizon)
-        reward = jnp.where(live, jnp.where(reached, GOAL_REWARD, -STEP_COST), 0.0)
-        next_state = CorridorState(
-            position=jnp.where(live, position, state.position),
-            elapsed=jnp.where(live, elapsed, state.elapsed),
-            done=state.done | terminated | truncated,
-        )
-        return next_state, reward.astype(jnp.float32), terminated, truncated
+        reward = jnp.where(reached, GOAL_REWARD, -STEP_COST)
+        return state._replace(position=position), reward, reached
 
     def observation(self, state: CorridorState) -> jax.Array:
         return state.position

@@ -16,9 +16,9 @@ What gymnax does, and what the adapter uses (gymnax 1.x):
   observation in ``info["final_observation"]``. The adapter does **not** use it: rollax states
   absorb instead of resetting, and rollax owns the time limit.
 
-Truncation is therefore separated exactly: ``terminated`` is ``step_env``'s flag, unchanged;
-``truncated`` is the adapter's own ``elapsed >= horizon`` on a live step that did not terminate
-(an episode that terminates on its last allowed step is terminated, not truncated). The horizon
+The same split as rollax's own: ``step_env`` is the adapter's ``transition`` and the inherited
+``step`` of :class:`~rollax.envs.base.Environment` adds the time limit and absorbing states, so
+``terminated`` is ``step_env``'s flag, unchanged, and ``truncated`` is rollax's. The horizon
 defaults to the environment's ``max_steps_in_episode``, so with the default the events coincide
 with gymnax's own ``step`` (minus its ``terminated & truncated`` overlap). ``params`` are passed
 unchanged: a few gymnax environments read ``max_steps_in_episode`` in their observations (e.g.
@@ -38,11 +38,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Box, Discrete, Environment, start_counters
 from rollax.validate import check_horizon
 
-PREFIX = "gymnax:"
-"""``rollax.make`` hands names starting with this to :func:`make_gymnax`."""
+GYMNAX_PREFIX = "gymnax:"
+"""``rollax.make("gymnax:<id>", horizon=None, **options)`` hands ``<id>`` to
+:func:`make_gymnax` (gymnax is imported lazily); other names cannot start with it."""
 
 _INSTALL_HINT = "pip install rollax[gymnax]"
 
@@ -89,10 +90,8 @@ class GymnaxEnv(Environment):
     - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` to gymnax's
       ``step_env`` (gymnax transitions take a key even where they ignore it); ``reset(key)``
       passes ``key`` to ``reset_env``.
-    - ``terminated`` is gymnax's own termination; ``truncated`` fires on the live step where
-      ``elapsed`` reaches ``horizon`` without terminating (module docstring).
-    - Absorbing: stepping a done state returns it unchanged with reward 0 and no events; the
-      final observation stays in ``state.obs``. gymnax's auto-reset is never used.
+    - ``terminated`` is gymnax's own termination (module docstring); once done, the final
+      observation stays in ``state.obs``. gymnax's auto-reset is never used.
     - Observations: a ``Box`` observation is returned as float32 and **flattened to a vector**
       (C order) when gymnax's is not already one, e.g. ``Catch-bsuite``'s ``(10, 5)`` board
       becomes ``(50,)`` and MinAtar's ``(10, 10, C)`` planes ``(100 C,)``: rollax's neural
@@ -128,7 +127,8 @@ class GymnaxEnv(Environment):
         if not isinstance(self.name, str) or self.name not in gymnax.registered_envs:
             valid = list(gymnax.registered_envs)
             close = difflib.get_close_matches(str(self.name), valid, n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(PREFIX + c for c in close)}?" if close else ""
+            names = ", ".join(GYMNAX_PREFIX + c for c in close)
+            hint = f"; did you mean {names}?" if close else ""
             raise ValueError(
                 f"unknown gymnax environment {self.name!r}{hint} "
                 f"(gymnax {_version(gymnax)} has: {', '.join(valid)})"
@@ -160,31 +160,15 @@ class GymnaxEnv(Environment):
 
     def reset(self, key: jax.Array) -> GymnaxState:
         obs, inner = self.gymnax_env.reset_env(key, self.gymnax_params)
-        return GymnaxState(
-            jax.tree.map(_strong, inner), _strong(obs), jnp.zeros((), jnp.int32),
-            jnp.zeros((), bool),
-        )
+        return GymnaxState(jax.tree.map(_strong, inner), _strong(obs), *start_counters())
 
-    def step(self, state: GymnaxState, action: jax.Array, key: jax.Array | None = None):
-        if key is None:
-            raise ValueError(
-                f"gymnax:{self.name} is stochastic: step(state, action, key) needs a key"
-            )
-        live = ~state.done
+    def transition(self, state: GymnaxState, action: jax.Array, key: jax.Array | None):
         obs, inner, reward, terminated, _ = self.gymnax_env.step_env(
             key, state.inner, action, self.gymnax_params
         )
-        elapsed = state.elapsed + 1
-        terminated = live & jnp.reshape(jnp.asarray(terminated, bool), ())
-        truncated = live & ~terminated & (elapsed >= self.horizon)
-        reward = jnp.where(live, jnp.reshape(jnp.asarray(reward, jnp.float32), ()), 0.0)
-        moved = GymnaxState(inner, obs, elapsed, state.done)
-        # old dtypes kept: gymnax may return weakly typed or differently typed leaves
-        next_state = jax.tree.map(
-            lambda new, old: jnp.where(live, new, old).astype(old.dtype), moved, state
-        )
-        next_state = next_state._replace(done=state.done | terminated | truncated)
-        return next_state, reward, terminated, truncated
+        reward = jnp.reshape(jnp.asarray(reward, jnp.float32), ())
+        terminated = jnp.reshape(jnp.asarray(terminated, bool), ())
+        return state._replace(inner=inner, obs=obs), reward, terminated
 
     def observation(self, state: GymnaxState) -> jax.Array:
         if isinstance(self.observation_space, Discrete):
@@ -237,9 +221,10 @@ def _convert_spaces(gymnax, env, params, name):
             (size,),
         )
     else:
-        raise ValueError(
-            f"gymnax:{name} has a {type(obs_space).__name__} observation space; the adapter "
-            f"supports Box and Discrete"
+        # ValueError, as for every unusable environment choice (the user picked the id)
+        raise ValueError(  # noqa: TRY004
+            f"{GYMNAX_PREFIX}{name} has a {type(obs_space).__name__} observation space; "
+            f"the adapter supports Box and Discrete"
         )
     if isinstance(act_space, spaces.Discrete):
         action = Discrete(int(act_space.n))
@@ -247,8 +232,8 @@ def _convert_spaces(gymnax, env, params, name):
         shape = tuple(int(d) for d in act_space.shape)
         action = Box(_bounds(act_space.low, shape), _bounds(act_space.high, shape), shape)
     else:
-        raise ValueError(
-            f"gymnax:{name} has a {type(act_space).__name__} action space; the adapter "
+        raise ValueError(  # noqa: TRY004
+            f"{GYMNAX_PREFIX}{name} has a {type(act_space).__name__} action space; the adapter "
             f"supports Box and Discrete"
         )
     return observation, action, raw_shape

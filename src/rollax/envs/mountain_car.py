@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Box, Discrete, Environment, start_counters
 from rollax.validate import check_horizon
 
 MIN_POSITION = -1.2
@@ -32,7 +32,6 @@ class MountainCarState(NamedTuple):
     """bool ``()``: the episode has terminated or been truncated."""
 
 
-
 @dataclasses.dataclass(frozen=True)
 class MountainCar(Environment):
     """Drive a car up the right hill; actions 0, 1, 2 push left, not at all, right.
@@ -40,8 +39,7 @@ class MountainCar(Environment):
     Matches Gymnasium's ``MountainCar-v0``: every live step gives reward -1; the episode
     terminates once ``position >= 0.5`` and ``velocity >= goal_velocity``. The left wall at
     -1.2 is inelastic (a car pushed into it stops). ``reset`` draws the position uniformly
-    from ``(-0.6, -0.4)`` with zero velocity. After ``horizon`` live steps without
-    terminating the transition is truncated. Finished states absorb.
+    from ``(-0.6, -0.4)`` with zero velocity.
     """
 
     horizon: int = 200
@@ -53,10 +51,9 @@ class MountainCar(Environment):
     def reset(self, key: jax.Array) -> MountainCarState:
         position = jax.random.uniform(key, (), jnp.float32, RESET_LOW, RESET_HIGH)
         zero = jnp.zeros((), jnp.float32)
-        return MountainCarState(position, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        return MountainCarState(position, zero, *start_counters())
 
-    def step(self, state: MountainCarState, action: jax.Array, key: jax.Array | None = None):
-        live = ~state.done
+    def transition(self, state: MountainCarState, action: jax.Array, key: jax.Array | None):
         push = (jnp.asarray(action, jnp.int32) - 1).astype(jnp.float32)
         velocity = state.velocity + push * FORCE - GRAVITY * jnp.cos(3 * state.position)
         velocity = jnp.clip(velocity, -MAX_SPEED, MAX_SPEED)
@@ -64,15 +61,8 @@ class MountainCar(Environment):
         at_wall = (position == jnp.float32(MIN_POSITION)) & (velocity < 0)
         velocity = jnp.where(at_wall, 0.0, velocity).astype(jnp.float32)
 
-        elapsed = state.elapsed + 1
         arrived = (position >= GOAL_POSITION) & (velocity >= self.goal_velocity)
-        terminated = live & arrived
-        truncated = live & ~arrived & (elapsed >= self.horizon)
-        reward = jnp.where(live, -1.0, 0.0).astype(jnp.float32)
-        moved = MountainCarState(position, velocity, elapsed, state.done)
-        next_state = jax.tree.map(lambda new, old: jnp.where(live, new, old), moved, state)
-        next_state = next_state._replace(done=state.done | terminated | truncated)
-        return next_state, reward, terminated, truncated
+        return state._replace(position=position, velocity=velocity), -1.0, arrived
 
     def observation(self, state: MountainCarState) -> jax.Array:
         return jnp.stack([state.position, state.velocity]).astype(jnp.float32)

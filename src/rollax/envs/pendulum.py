@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Environment
+from rollax.envs.base import Box, Environment, start_counters
 from rollax.validate import check_horizon
 
 MAX_SPEED = 8.0
@@ -33,7 +33,6 @@ class PendulumState(NamedTuple):
     """bool ``()``: the episode has been truncated (it never terminates)."""
 
 
-
 def _angle_normalize(theta: jax.Array) -> jax.Array:
     """``theta`` shifted by whole turns into ``[-pi, pi)``."""
     return (theta + math.pi) % (2 * math.pi) - math.pi
@@ -46,8 +45,7 @@ class Pendulum(Environment):
     Matches Gymnasium's ``Pendulum-v1``: the reward of a step is
     ``-(angle^2 + 0.1 theta_dot^2 + 0.001 u^2)`` evaluated at the state before the step (angle
     normalized to [-pi, pi), ``u`` the clipped torque); the task never terminates. ``reset``
-    draws ``theta`` uniformly from ``(-pi, pi)`` and ``theta_dot`` from ``(-1, 1)``. After
-    ``horizon`` live steps the transition is truncated. Finished states absorb.
+    draws ``theta`` uniformly from ``(-pi, pi)`` and ``theta_dot`` from ``(-1, 1)``.
     """
 
     horizon: int = 200
@@ -59,13 +57,12 @@ class Pendulum(Environment):
     def reset(self, key: jax.Array) -> PendulumState:
         high = jnp.asarray([RESET_THETA, RESET_THETA_DOT], jnp.float32)
         theta, theta_dot = jax.random.uniform(key, (2,), jnp.float32, -high, high)
-        return PendulumState(theta, theta_dot, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        return PendulumState(theta, theta_dot, *start_counters())
 
-    def step(self, state: PendulumState, action: jax.Array, key: jax.Array | None = None):
+    def transition(self, state: PendulumState, action: jax.Array, key: jax.Array | None):
         action = jnp.asarray(action, jnp.float32)
         if action.shape != (1,):
             raise ValueError(f"Pendulum's action has shape (1,), got {action.shape}")
-        live = ~state.done
         u = jnp.clip(action[0], -MAX_TORQUE, MAX_TORQUE)
         theta, theta_dot = state.theta, state.theta_dot
         cost = _angle_normalize(theta) ** 2 + 0.1 * theta_dot**2 + 0.001 * u**2
@@ -74,16 +71,10 @@ class Pendulum(Environment):
         new_theta_dot = jnp.clip(theta_dot + accel * DT, -MAX_SPEED, MAX_SPEED)
         new_theta = theta + new_theta_dot * DT
 
-        elapsed = state.elapsed + 1
-        terminated = jnp.zeros((), bool)
-        truncated = live & (elapsed >= self.horizon)
-        reward = jnp.where(live, -cost, 0.0).astype(jnp.float32)
-        moved = PendulumState(
-            new_theta.astype(jnp.float32), new_theta_dot.astype(jnp.float32), elapsed, state.done
+        moved = state._replace(
+            theta=new_theta.astype(jnp.float32), theta_dot=new_theta_dot.astype(jnp.float32)
         )
-        next_state = jax.tree.map(lambda new, old: jnp.where(live, new, old), moved, state)
-        next_state = next_state._replace(done=state.done | truncated)
-        return next_state, reward, terminated, truncated
+        return moved, -cost, jnp.zeros((), bool)
 
     def observation(self, state: PendulumState) -> jax.Array:
         return jnp.stack([jnp.cos(state.theta), jnp.sin(state.theta), state.theta_dot]).astype(

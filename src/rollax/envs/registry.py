@@ -7,11 +7,10 @@ import functools
 from collections.abc import Callable
 
 from rollax.envs.base import Environment
+from rollax.envs.gymnax_adapter import GYMNAX_PREFIX
+from rollax.envs.tabular import TOY_TEXT
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
-
-GYMNAX_PREFIX = "gymnax:"
-"""``make("gymnax:<id>", horizon=None, **options)`` wraps gymnax's ``<id>`` (lazy import)."""
 
 
 def register(name: str, constructor: Callable[..., Environment]) -> None:
@@ -86,5 +85,5 @@ register("CartPole-v1", _classic_control("cartpole", "CartPole", 500))
 register("Acrobot-v1", _classic_control("acrobot", "Acrobot", 500))
 register("MountainCar-v0", _classic_control("mountain_car", "MountainCar", 200))
 register("Pendulum-v1", _classic_control("pendulum", "Pendulum", 200))
-for _env_id in ("FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v4", "CliffWalking-v1"):  # TOY_TEXT
+for _env_id in TOY_TEXT:
     register(_env_id, _toy_text(_env_id))

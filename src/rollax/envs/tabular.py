@@ -9,13 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Discrete, Environment
+from rollax.envs.base import Discrete, Environment, start_counters
 from rollax.exact import FiniteMDP
 
 TOY_TEXT = ("FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v4", "CliffWalking-v1")
 
 
-class TabularState(NamedTuple):
+class FiniteMDPState(NamedTuple):
     state: jax.Array
     """int32 ``()``: the MDP state index."""
     elapsed: jax.Array
@@ -27,7 +27,7 @@ class TabularState(NamedTuple):
 @dataclasses.dataclass(frozen=True, eq=False)
 class TabularEnv(Environment):
     """Samples a :class:`FiniteMDP`: ``reset`` draws from ``start``; ``step`` (which takes a
-    key) draws ``s'`` from ``transitions[s, a]``. Truncates after ``mdp.horizon`` live steps."""
+    key) draws ``s'`` from ``transitions[s, a]``. The horizon is ``mdp.horizon``."""
 
     mdp: FiniteMDP
     name: str = "tabular"
@@ -37,28 +37,19 @@ class TabularEnv(Environment):
     def horizon(self) -> int:  # type: ignore[override]
         return self.mdp.horizon
 
-    def reset(self, key: jax.Array) -> TabularState:
+    def reset(self, key: jax.Array) -> FiniteMDPState:
         logits = jnp.log(jnp.asarray(self.mdp.start, jnp.float32))
         s = jax.random.categorical(key, logits).astype(jnp.int32)
-        return TabularState(s, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        return FiniteMDPState(s, *start_counters())
 
-    def step(self, state: TabularState, action: jax.Array, key: jax.Array | None = None):
-        live = ~state.done
+    def transition(self, state: FiniteMDPState, action: jax.Array, key: jax.Array | None):
         p = jnp.asarray(self.mdp.transitions, jnp.float32)[state.state, action]
         s2 = jax.random.categorical(key, jnp.log(p)).astype(jnp.int32)
         reward = jnp.asarray(self.mdp.rewards, jnp.float32)[state.state, action, s2]
         ends = jnp.asarray(self.mdp.terminal, bool)[state.state, action, s2]
-        elapsed = state.elapsed + 1
-        terminated = live & ends
-        truncated = live & ~ends & (elapsed >= self.mdp.horizon)
-        next_state = TabularState(
-            state=jnp.where(live, s2, state.state),
-            elapsed=jnp.where(live, elapsed, state.elapsed),
-            done=state.done | terminated | truncated,
-        )
-        return next_state, jnp.where(live, reward, 0.0), terminated, truncated
+        return state._replace(state=s2), reward, ends
 
-    def observation(self, state: TabularState) -> jax.Array:
+    def observation(self, state: FiniteMDPState) -> jax.Array:
         return state.state
 
     @property
@@ -84,7 +75,7 @@ def mdp_from_gymnasium(env_id: str, horizon: int | None = None, **kwargs) -> Fin
 
     try:
         spec = gymnasium.spec(env_id)
-    except Exception as err:  # gymnasium raises several error types for unknown ids
+    except Exception as err:  # noqa: BLE001 - gymnasium raises several types for unknown ids
         raise ValueError(f"unknown Gymnasium environment {env_id!r}: {err}") from None
     if horizon is None:
         horizon = spec.max_episode_steps
