@@ -185,7 +185,7 @@ RIGHT_TABLE = np.array([[0.0, 1.0]] * 4)
     [
         # 8 live steps of -0.01 from either start, the goal is never reached.
         (LEFT_TABLE, -0.08),
-        # value from the spec (also re-derived by the enumeration test below).
+        # value of docs/contract.md §5 (also re-derived by the enumeration test below).
         (UNIFORM_TABLE, 0.466875),
         # from 0: -0.01 -0.01 +1 = 0.98; from 1: -0.01 +1 = 0.99; mean 0.985.
         (RIGHT_TABLE, 0.985),

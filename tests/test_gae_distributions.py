@@ -119,7 +119,8 @@ def test_truncation_bootstraps_and_termination_does_not():
     g_trunc = discounted_returns(traj.reward, nv, traj.terminated, traj.truncated, 0.9)
     g_term = discounted_returns(traj.reward, nv, traj.truncated, jnp.zeros_like(traj.truncated),
                                 0.9)  # the classic bug: the time limit treated as terminal
-    # the spec's rule: at truncation the target is r + gamma V(final); as terminal it is r
+    # the contract's rule (docs/contract.md §3): at truncation the target is r + gamma V(final);
+    # as terminal it is r
     np.testing.assert_allclose(g_trunc[2], -0.01 + 0.9 * v_final, rtol=1e-6)
     np.testing.assert_allclose(g_term[2], -0.01, rtol=1e-6)
     np.testing.assert_allclose(g_trunc[0] - g_term[0], 0.9**3 * v_final, rtol=1e-5)

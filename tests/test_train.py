@@ -1,4 +1,4 @@
-"""The seed-sized trainer (spec §4): key order, update rule, learning, validation."""
+"""The seed-sized trainer (docs/contract.md §4): key order, update rule, learning, validation."""
 
 import dataclasses
 

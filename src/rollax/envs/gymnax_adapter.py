@@ -222,7 +222,7 @@ def _convert_spaces(gymnax, env, params, name):
         )
     else:
         # ValueError, as for every unusable environment choice (the user picked the id)
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"{GYMNAX_PREFIX}{name} has a {type(obs_space).__name__} observation space; "
             f"the adapter supports Box and Discrete"
         )
@@ -232,7 +232,7 @@ def _convert_spaces(gymnax, env, params, name):
         shape = tuple(int(d) for d in act_space.shape)
         action = Box(_bounds(act_space.low, shape), _bounds(act_space.high, shape), shape)
     else:
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"{GYMNAX_PREFIX}{name} has a {type(act_space).__name__} action space; the adapter "
             f"supports Box and Discrete"
         )

@@ -75,7 +75,7 @@ def mdp_from_gymnasium(env_id: str, horizon: int | None = None, **kwargs) -> Fin
 
     try:
         spec = gymnasium.spec(env_id)
-    except Exception as err:  # noqa: BLE001 - gymnasium raises several types for unknown ids
+    except Exception as err:
         raise ValueError(f"unknown Gymnasium environment {env_id!r}: {err}") from None
     if horizon is None:
         horizon = spec.max_episode_steps
