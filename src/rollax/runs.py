@@ -113,9 +113,6 @@ class RunFolder:
     def write_summary(self, summary: dict) -> None:
         write_json(self.path / SUMMARY, summary)
 
-    def read_summary(self) -> dict:
-        return read_json(self.path / SUMMARY)
-
     def write_rollout(self, record: dict) -> None:
         atomic_write_text(self.path / ROLLOUT, json.dumps(record) + "\n")
 

@@ -88,11 +88,6 @@ def device_mesh(devices: int, lanes: int, env_batch: int) -> Mesh:
     return Mesh(grid, (LANES, ENVS), axis_types=(auto, auto))
 
 
-def active_mesh() -> Mesh | None:
-    """The mesh of the experiment being traced (``None`` on one device)."""
-    return _ACTIVE.get()
-
-
 @contextlib.contextmanager
 def tracing_in(mesh: Mesh | None):
     """Make ``mesh`` the one :func:`constrain_envs` lays batches out on while tracing."""
