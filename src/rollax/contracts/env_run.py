@@ -14,7 +14,7 @@ import numpy as np
 from rollax.contracts.probe import Setup
 from rollax.contracts.registry import NotRun
 from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
-from rollax.contracts.trees import host, scalar_cells
+from rollax.contracts.trees import any_last, host, scalar_cells
 from rollax.envs.base import step_with_key
 
 
@@ -116,9 +116,9 @@ class EnvRun(Setup):
     def flags(self) -> Flags:
         """The trace's per-cell flags."""
         trace = self.require_trace()
-        done = scalar_cells(trace.done, 2).any(axis=-1)
-        term = scalar_cells(trace.terminated, 2).astype(bool).any(axis=-1)
-        trunc = scalar_cells(trace.truncated, 2).astype(bool).any(axis=-1)
+        done = any_last(scalar_cells(trace.done, 2))
+        term = any_last(scalar_cells(trace.terminated, 2).astype(bool))
+        trunc = any_last(scalar_cells(trace.truncated, 2).astype(bool))
         return Flags(done, done[:-1], done[1:], scalar_cells(trace.reward, 2), term, trunc,
                      term | trunc)
 
