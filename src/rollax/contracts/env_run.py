@@ -103,6 +103,7 @@ class EnvRun(Setup):
             overrides: tuple | None = None) -> Trace:
         """A trace (host arrays) from ``keys`` with the batch permuted by ``perm``; with
         ``override``, one absorbing step from each of ``overrides = (states, actions)``."""
+        assert self._compiled is not None and self._no_override is not None  # set by start()
         overrides = self._no_override if overrides is None else overrides
         return host(self._compiled(keys, perm, np.bool_(override), *overrides))
 
