@@ -33,7 +33,8 @@ class CheckpointError(ValueError):
 
 
 def _is_key(x) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
 
 
 def _leaf_info(leaf) -> dict:

@@ -26,7 +26,7 @@ index across the batch.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -69,14 +69,23 @@ def split_key(key: jax.Array, stochastic: bool) -> StepKeys:
     transition stream for a stochastic environment."""
     if stochastic:
         return StepKeys(*jax.random.split(key, 3))
-    return StepKeys(*jax.random.split(key), None)
+    reset, action = jax.random.split(key)
+    return StepKeys(reset, action, None)
 
 
+@overload
+def per_step(stream: jax.Array, num_steps: int) -> jax.Array: ...
+@overload
+def per_step(stream: None, num_steps: int) -> None: ...
 def per_step(stream: jax.Array | None, num_steps: int) -> jax.Array | None:
     """Stage 2: ``split(stream, T)``, one key per time step (``None`` stays ``None``)."""
     return None if stream is None else jax.random.split(stream, num_steps)
 
 
+@overload
+def per_env(step_key: jax.Array, batch_size: int) -> jax.Array: ...
+@overload
+def per_env(step_key: None, batch_size: int) -> None: ...
 def per_env(step_key: jax.Array | None, batch_size: int) -> jax.Array | None:
     """Stage 3: ``split(step_key, B)``, one key per environment (``None`` stays ``None``)."""
     return None if step_key is None else jax.random.split(step_key, batch_size)
@@ -206,7 +215,8 @@ def split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
     the gather into the hash). :func:`autoreset` uses it to draw the keys of the finished
     environments only."""
     impl = str(jax.random.key_impl(key))
-    if jax.config.jax_threefry_partitionable and "threefry" in impl:
+    # jax.config sets its flags as attributes at runtime; the stub does not list them
+    if jax.config.jax_threefry_partitionable and "threefry" in impl:  # pyright: ignore[reportAttributeAccessIssue]
         return jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
     return per_env(key, num)[index]
 
@@ -251,7 +261,9 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
 @functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
 def _collect_autoreset(env, policy, params, state, key, num_steps):
     batch_size = jax.tree_util.tree_leaves(state)[0].shape[0]
-    xs = StepKeys(*(per_step(stream, num_steps) for stream in split_key(key, env.stochastic)))
+    streams = split_key(key, env.stochastic)
+    xs = StepKeys(per_step(streams.reset, num_steps), per_step(streams.action, num_steps),
+                  per_step(streams.transition, num_steps))
 
     def body(state, step_keys):
         action_keys = per_env(step_keys.action, batch_size)

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import itertools
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -77,7 +77,7 @@ def parse_sweep(specs, hyperparams) -> dict[str, list[float]]:
     return sweep
 
 
-def make_lanes(seed: int, seeds: int, sweep: dict[str, list[float]]) -> Lanes:
+def make_lanes(seed: int, seeds: int, sweep: Mapping[str, Sequence[float]]) -> Lanes:
     combos = [dict(zip(sweep, vals)) for vals in itertools.product(*sweep.values())] or [{}]
     lane_seeds, values = [], []
     for combo in combos:

@@ -88,7 +88,7 @@ def ratio_stats(ratio: jax.Array, log_ratio: jax.Array, clip_eps, live: jax.Arra
         return RatioStats(jnp.mean(kl), jnp.mean(naive), jnp.mean(clipped), jnp.min(ratio),
                           jnp.max(ratio))
 
-    def live_mean(x):
+    def live_mean(x: jax.Array) -> jax.Array:
         return jnp.sum(jnp.where(live, x, 0.0)) / jnp.maximum(jnp.sum(live), 1)
 
     return RatioStats(live_mean(kl), live_mean(naive), live_mean(clipped),

@@ -32,8 +32,8 @@ def gae(
     next_values: jax.Array,
     terminated: jax.Array,
     truncated: jax.Array,
-    gamma: float,
-    lam: float,
+    gamma: float | jax.Array,
+    lam: float | jax.Array,
     active: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Generalised advantage estimation over time-major ``(T, B)`` arrays.
@@ -89,7 +89,7 @@ def discounted_returns(
     terminated = jnp.asarray(terminated, bool)
     truncated = jnp.asarray(truncated, bool)
 
-    def step(next_return, x):
+    def step(next_return: jax.Array, x: tuple[jax.Array, jax.Array, jax.Array, jax.Array]):
         r, v, term, trunc = x
         follow = jnp.where(term, 0.0, jnp.where(trunc, v, next_return))
         g = r + gamma * follow

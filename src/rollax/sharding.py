@@ -161,7 +161,8 @@ def constrain(tree, specs, mesh: Mesh):
 
 
 def _is_key(x) -> bool:
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
 
 
 def place(tree, shardings_tree):
@@ -194,7 +195,8 @@ def to_host(tree):
             return jax.device_get(x)
         if _is_key(x):
             data = multihost_utils.process_allgather(jax.random.key_data(x), tiled=True)
-            return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(x))
+            # jax.random.wrap_key_data takes any uint32 array; its stub says jax.Array
+            return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(x))  # pyright: ignore[reportArgumentType]
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
     return jax.tree_util.tree_map(one, tree)

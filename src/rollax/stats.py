@@ -19,12 +19,15 @@ def mean_interval(x) -> tuple[float, float, float]:
     x = np.asarray(x, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size == 0:
-        return (float("nan"),) * 3
+        nan = float("nan")
+        return nan, nan, nan
     mean = float(x.mean())
     if x.size < 2 or np.ptp(x) == 0:
         return mean, mean, mean
     ci = stats.bootstrap((x,), np.mean, confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
-                         method="percentile", random_state=0).confidence_interval
+                         # scipy takes random_state through a decorator, not its signature;
+                         # rng=0 would draw another resample stream
+                         method="percentile", random_state=0).confidence_interval  # pyright: ignore[reportCallIssue]
     return mean, float(ci.low), float(ci.high)
 
 

@@ -18,7 +18,7 @@ epochs (they are data, not functions of the parameters).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -184,7 +184,7 @@ def episode_stats(state: PPOState, traj):
     """Running returns and lengths of each environment's episode, and the mean return, length
     and count of the episodes that ended in ``traj``."""
 
-    def step(carry, x):
+    def step(carry: tuple[jax.Array, jax.Array], x: tuple[jax.Array, jax.Array]):
         ret, length = carry
         reward, done = x
         ret, length = ret + reward, length + 1
@@ -235,12 +235,13 @@ def sgd_epochs(setup: Setup, state: PPOState, flat: Batch, key: jax.Array, hp: P
     tx, config, update = setup.optimiser(hp), setup.config, state.update + 1
     minibatch = setup.batch // config.minibatches
 
-    def sgd_step(carry, data):
+    def sgd_step(carry: tuple[ActorCriticParams, optax.OptState], data: Batch):
         params, opt_state = carry
         (value, aux), grads = jax.value_and_grad(
             lambda p: loss(setup, p, data, hp), has_aux=True)(params)
         updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
+        # optax types the result as a generic pytree; it keeps the structure of ``params``
+        params = cast(ActorCriticParams, optax.apply_updates(params, updates))
         if setup.checked:
             guards.check_finite("loss", value, update)
             guards.check_finite("gradient", grads, update)

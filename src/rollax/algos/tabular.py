@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -160,6 +160,11 @@ class Setup:
     def policy(self):
         return default_policy(self.env)
 
+    @property
+    def horizon(self) -> int:
+        assert self.config.horizon is not None  # resolve_config always fills it in
+        return self.config.horizon
+
     @functools.cached_property
     def mdp(self):
         return self.env.to_mdp()
@@ -186,7 +191,7 @@ class Setup:
         return jax.vmap(jax.vmap(one))(observation)
 
 
-def _live_mean(x, active):
+def _live_mean(x: jax.Array, active: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(active, x, 0.0)) / jnp.maximum(jnp.sum(active), 1)
 
 
@@ -195,13 +200,14 @@ def _gradient_steps(setup: Setup, state: TabularTrainState, traj, targets, hp):
     optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
     update = state.update + 1
 
-    def epoch(params, _):
+    def epoch(params: jax.Array, _):
         loss, grad = jax.value_and_grad(setup.loss)(params, traj, targets, hp.clip_eps)
         if setup.checked:
             guards.check_finite("loss", loss, update)
             guards.check_finite("gradient", grad, update)
         step, _ = optimiser.update(grad, optimiser.init(params))
-        params = optax.apply_updates(params, step)
+        # optax types the result as a generic pytree; here it is the single array ``params``
+        params = cast(jax.Array, optax.apply_updates(params, step))
         if setup.checked:
             guards.check_finite("parameters", params, update)
         return params, (loss, optax.tree.norm(grad))
@@ -213,7 +219,7 @@ def update(setup: Setup, state: TabularTrainState, hp: TabularHyperparams):
     """One update on a fresh batch: ``(next state, TabularMetrics)``."""
     key, sample_key = jax.random.split(state.key)
     _, traj = collect(setup.env, setup.policy, state.params, sample_key,
-                      setup.config.batch_size, setup.config.horizon)
+                      setup.config.batch_size, setup.horizon)
     traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
     targets = reward_to_go(traj.reward)
     if setup.checked:
@@ -253,7 +259,7 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
 
     return Algorithm(
         config=config, hyperparams=TabularHyperparams(config.lr, config.clip_eps),
-        num_updates=config.updates, env_steps_per_update=config.batch_size * config.horizon,
+        num_updates=config.updates, env_steps_per_update=config.batch_size * setup.horizon,
         init=lambda key, hp: TabularTrainState(setup.policy.init(), key,
                                                jnp.zeros((), jnp.int32)),
         update=functools.partial(update, setup), evaluate=exact,

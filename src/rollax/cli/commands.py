@@ -101,10 +101,13 @@ def run_rollout(cmd: Rollout) -> None:
 
 
 def run_exact(cmd: Exact) -> None:
+    from rollax.envs.corridor import Corridor
     from rollax.envs.registry import make
+    from rollax.envs.tabular import TabularEnv
     from rollax.exact import expected_return, optimal_return, uniform_policy
 
     env = make(cmd.env) if cmd.horizon is None else make(cmd.env, horizon=cmd.horizon)
+    assert isinstance(env, (Corridor, TabularEnv))  # --env offers finite tasks only
     mdp = env.to_mdp()
     uniform = float(expected_return(mdp, uniform_policy(mdp)))
     optimal = float(optimal_return(mdp))

@@ -48,9 +48,10 @@ class ProgressBar:
         return self.progress.__exit__(*exc)
 
     def __call__(self, event) -> None:
-        fields = dict(completed=event.done, steps=f"{event.env_steps:,}",
-                      sps=f"{event.env_steps_per_second:,.0f}",
-                      ret="—" if not np.isfinite(event.progress) else f"{event.progress:.3f}")
+        fields: dict[str, Any] = dict(
+            completed=event.done, steps=f"{event.env_steps:,}",
+            sps=f"{event.env_steps_per_second:,.0f}",
+            ret="—" if not np.isfinite(event.progress) else f"{event.progress:.3f}")
         if self.task is None:
             self.task = self.progress.add_task("train", total=event.total, **fields)
         else:

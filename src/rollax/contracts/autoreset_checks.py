@@ -15,6 +15,7 @@ import numpy as np
 
 from rollax.contracts.report import Finding
 from rollax.contracts.trees import (
+    any_last,
     cell_mismatch,
     cell_mismatch_close,
     first_cell,
@@ -29,7 +30,7 @@ class RecordedState(NamedTuple):
     """A state of :class:`Recording`: the inner state and the key that produced it."""
 
     inner: Any
-    key: jax.Array
+    key: jax.Array | np.ndarray
     """uint32 key data of the transition key that produced this state (zeros after reset)."""
 
 
@@ -121,8 +122,8 @@ def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, star
     ending = np.asarray(traj.terminated, bool) | np.asarray(traj.truncated, bool)
     return Rows(obs, next_obs, before.inner, after.inner, ending, restepped.observation[1:],
                 jax.tree.map(lambda x: x[1:], restepped.states),
-                scalar_cells(restepped.done[1:], 2).any(axis=-1),
-                scalar_cells(restepped.step_done, 2).any(axis=-1))
+                any_last(scalar_cells(restepped.done[1:], 2)),
+                any_last(scalar_cells(restepped.step_done, 2)))
 
 
 def next_observation_findings(rows: Rows) -> list[Finding]:

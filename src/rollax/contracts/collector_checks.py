@@ -55,6 +55,7 @@ class CollectorRun(Setup):
 
     def collect(self, seed: int) -> Any:
         """``collect_fn``'s output for ``jax.random.key(seed)`` (host arrays)."""
+        assert self.collect_fn is not None  # always given; defaulted only for the dataclass
         return host(self.collect_fn(self.env, self.policy, self.params, jax.random.key(seed),
                                     self.batch_size, self.num_steps))
 

@@ -28,7 +28,13 @@ from rollax.contracts.report import (
     outcome,
 )
 from rollax.contracts.tracer import permute, trace_difference
-from rollax.contracts.trees import cell_mismatch, first_cell, scalar_cells, tree_difference
+from rollax.contracts.trees import (
+    any_last,
+    cell_mismatch,
+    first_cell,
+    scalar_cells,
+    tree_difference,
+)
 from rollax.validate import check_count
 
 
@@ -239,8 +245,8 @@ def absorbing_events(run: EnvRun) -> CheckResult:
     if cell is not None:
         findings.append(Finding(*cell, "event after done",
                                 {"terminated": f.term[cell], "truncated": f.trunc[cell]}))
-    bad = (scalar_cells(trace.probe_terminated, 3).astype(bool).any(axis=-1)
-           | scalar_cells(trace.probe_truncated, 3).astype(bool).any(axis=-1))
+    bad = (any_last(scalar_cells(trace.probe_terminated, 3).astype(bool))
+           | any_last(scalar_cells(trace.probe_truncated, 3).astype(bool)))
     findings.append(_probe_finding(run, bad, "event after done (probe action)",
                                    ("terminated", "truncated", "action")))
     return judge(findings, "no event once done")

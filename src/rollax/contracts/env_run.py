@@ -14,7 +14,7 @@ import numpy as np
 from rollax.contracts.probe import Setup
 from rollax.contracts.registry import NotRun
 from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
-from rollax.contracts.trees import host, scalar_cells
+from rollax.contracts.trees import any_last, host, scalar_cells
 from rollax.envs.base import step_with_key
 
 
@@ -103,6 +103,7 @@ class EnvRun(Setup):
             overrides: tuple | None = None) -> Trace:
         """A trace (host arrays) from ``keys`` with the batch permuted by ``perm``; with
         ``override``, one absorbing step from each of ``overrides = (states, actions)``."""
+        assert self._compiled is not None and self._no_override is not None  # set by start()
         overrides = self._no_override if overrides is None else overrides
         return host(self._compiled(keys, perm, np.bool_(override), *overrides))
 
@@ -116,9 +117,9 @@ class EnvRun(Setup):
     def flags(self) -> Flags:
         """The trace's per-cell flags."""
         trace = self.require_trace()
-        done = scalar_cells(trace.done, 2).any(axis=-1)
-        term = scalar_cells(trace.terminated, 2).astype(bool).any(axis=-1)
-        trunc = scalar_cells(trace.truncated, 2).astype(bool).any(axis=-1)
+        done = any_last(scalar_cells(trace.done, 2))
+        term = any_last(scalar_cells(trace.terminated, 2).astype(bool))
+        trunc = any_last(scalar_cells(trace.truncated, 2).astype(bool))
         return Flags(done, done[:-1], done[1:], scalar_cells(trace.reward, 2), term, trunc,
                      term | trunc)
 

@@ -180,7 +180,8 @@ def no_override(env: Any, policy: Any, params: Any, batch_size: int, num_steps: 
     def zeros(leaf: Any) -> Any:
         if is_key(leaf):  # a key inside the state: zero key data, wrapped
             data = jax.eval_shape(jax.random.key_data, leaf)
-            return jax.random.wrap_key_data(np.zeros(lead + data.shape, data.dtype))
+            # jax.random.wrap_key_data takes any uint32 array; its stub says jax.Array
+            return jax.random.wrap_key_data(np.zeros(lead + data.shape, data.dtype))  # pyright: ignore[reportArgumentType]
         return np.zeros(lead + tuple(leaf.shape), leaf.dtype)
 
     return jax.tree.map(zeros, state), zeros(action)

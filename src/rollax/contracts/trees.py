@@ -8,13 +8,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rollax.contracts.report import Finding
 
 
 def is_key(x: Any) -> bool:
     """``x`` is a typed JAX key array."""
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
 
 
 def host(tree: Any) -> Any:
@@ -34,7 +36,17 @@ def scalar_cells(x: np.ndarray, lead: int) -> np.ndarray:
     return x.reshape(x.shape[:lead] + (-1,))
 
 
-def first_cell(mask: np.ndarray) -> tuple[int, int] | None:
+def any_last(x: np.ndarray) -> np.ndarray:
+    """``x.any(axis=-1)`` for an ``x`` of two or more axes, typed as the array it is."""
+    return np.asarray(x.any(axis=-1))
+
+
+def all_last(x: np.ndarray) -> np.ndarray:
+    """``x.all(axis=-1)`` for an ``x`` of two or more axes, typed as the array it is."""
+    return np.asarray(x.all(axis=-1))
+
+
+def first_cell(mask: ArrayLike) -> tuple[int, int] | None:
     """(t, b) of the first True cell in row-major order, or None."""
     cells = np.argwhere(np.asarray(mask))
     return None if len(cells) == 0 else (int(cells[0][0]), int(cells[0][1]))
@@ -45,7 +57,7 @@ def cell_mismatch(a: np.ndarray, b: np.ndarray, lead: int) -> np.ndarray | None:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return None
-    return scalar_cells(bits(a) != bits(b), lead).any(axis=-1)
+    return any_last(scalar_cells(bits(a) != bits(b), lead))
 
 
 def cell_mismatch_close(a: np.ndarray, b: np.ndarray, lead: int, rtol: float = 1e-5,
@@ -59,7 +71,7 @@ def cell_mismatch_close(a: np.ndarray, b: np.ndarray, lead: int, rtol: float = 1
         return cell_mismatch(a, b, lead)
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
-    return ~scalar_cells(close, lead).all(axis=-1)
+    return ~all_last(scalar_cells(close, lead))
 
 
 def trees_mismatch(a: Any, b: Any, shape: tuple[int, ...], close: bool = False) -> np.ndarray:

@@ -95,7 +95,8 @@ class Environment(abc.ABC):
     def reset(self, key: jax.Array) -> State:
         """One environment's start state from its own reset key."""
 
-    def transition(self, state: State, action: jax.Array, key: jax.Array | None):
+    def transition(self, state: State, action: jax.Array, key: jax.Array | None
+                   ) -> tuple[State, jax.Array, jax.Array]:
         """``(next_state, reward, terminated)`` of the task from a live ``state`` (contract in
         the class docstring). Required unless a subclass overrides :meth:`step` itself, as a
         wrapper around another environment does (gymnax's ``step_env``/``step`` split)."""

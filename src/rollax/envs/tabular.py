@@ -43,6 +43,7 @@ class TabularEnv(Environment):
         return FiniteMDPState(s, *start_counters())
 
     def transition(self, state: FiniteMDPState, action: jax.Array, key: jax.Array | None):
+        assert key is not None  # stochastic: step() refuses a missing key
         p = jnp.asarray(self.mdp.transitions, jnp.float32)[state.state, action]
         s2 = jax.random.categorical(key, jnp.log(p)).astype(jnp.int32)
         reward = jnp.asarray(self.mdp.rewards, jnp.float32)[state.state, action, s2]
@@ -88,7 +89,8 @@ def mdp_from_gymnasium(env_id: str, horizon: int | None = None, **kwargs) -> Fin
     table = getattr(env, "P", None)
     if table is None or not hasattr(env, "initial_state_distrib"):
         raise ValueError(f"{env_id} has no transition table P: not a toy-text environment")
-    n_s, n_a = int(env.observation_space.n), int(env.action_space.n)
+    # toy-text spaces are Discrete (they have .n); gymnasium types them as plain Space
+    n_s, n_a = int(env.observation_space.n), int(env.action_space.n)  # pyright: ignore[reportAttributeAccessIssue]
     p = np.zeros((n_s, n_a, n_s))
     r = np.zeros((n_s, n_a, n_s))
     term = np.zeros((n_s, n_a, n_s), dtype=bool)
@@ -102,5 +104,6 @@ def mdp_from_gymnasium(env_id: str, horizon: int | None = None, **kwargs) -> Fin
                     )
                 p[s, a, s2] += prob
                 r[s, a, s2], term[s, a, s2], seen[s, a, s2] = reward, terminated, True
-    start = np.asarray(env.initial_state_distrib, dtype=np.float64)
+    # checked with hasattr above; only toy-text environments have it, so gymnasium's Env lacks it
+    start = np.asarray(env.initial_state_distrib, dtype=np.float64)  # pyright: ignore[reportAttributeAccessIssue]
     return FiniteMDP(p, r, term, start, int(horizon))
