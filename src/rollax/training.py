@@ -57,6 +57,8 @@ class ChunkDone(NamedTuple):
     progress: float
     """Mean over lanes of the last finite value of the algorithm's progress metric (NaN when
     none is finite)."""
+    rows: list[dict]
+    """The chunk's metric rows, one per (update, lane), as written to metrics.jsonl."""
 
 
 Listener = Callable[[ChunkDone], None]
@@ -124,7 +126,7 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = F
         if on_chunk is not None:
             sps = clock["updates"] * per_update / max(now - clock["run"], 1e-9)
             on_chunk(ChunkDone(done, algo.num_updates, done * algo.env_steps_per_update, sps,
-                               _latest(metrics, run.spec.progress)))
+                               _latest(metrics, run.spec.progress), rows))
         clock["chunk"] = time.perf_counter()
 
     def save(done, state):
