@@ -126,9 +126,14 @@ def settings_names() -> list[str]:
     return list(RUN_SETTINGS) + [n for n in _all_settings() if n not in RUN_SETTINGS]
 
 
-def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[float]]) -> None:
+def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[float]],
+                 settings: Mapping[str, Any]) -> None:
     fields = {f.name for f in dataclasses.fields(config)}
     for name, values in sweep.items():
+        if settings.get(name) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"sweep: {name!r} is also set on its own ({flag} "
+                             f"{settings[name]}); give its values in --sweep only")
         for value in values:  # each swept value must be a valid setting on its own
             if name in fields:
                 spec.resolve(dataclasses.replace(config, **{name: value}), env)
@@ -149,7 +154,7 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
     checked = settings.get("checked", False)
     algo = spec.build(config, checked=checked, env=env)
     sweep = parse_sweep(settings.get("sweep", ()), algo.hyperparams)
-    _check_sweep(spec, config, env, sweep)
+    _check_sweep(spec, config, env, sweep, settings)
     chunk = settings.get("chunk_size") or max(1, -(-algo.num_updates // 20))
     every = settings.get("checkpoint_every") or max(chunk, -(-algo.num_updates // 5))
     run = RunConfig(config, settings.get("seeds", 1), {k: tuple(v) for k, v in sweep.items()},

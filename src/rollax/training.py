@@ -139,11 +139,12 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = F
     run_s = time.perf_counter() - clock["run"]
     if interrupted:
         raise Interrupted(folder.path, done)
+    eval_start = time.perf_counter()
     final = {k: np.asarray(v, np.float64)
              for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
     params = runner.to_host(runner.final_params(state))
     timings = {"wall_time_s": time.perf_counter() - start, "compile_time_s": compile_s,
-               "run_time_s": run_s,
+               "run_time_s": run_s, "final_eval_time_s": time.perf_counter() - eval_start,
                "env_steps_per_second": clock["updates"] * per_update / run_s if run_s > 0
                else None}
     summary = summarize_run(run, algo, labels, final, params, folder.read_metrics(), timings)
@@ -179,12 +180,19 @@ def run_name(run: RunConfig) -> str:
     return f"{run.algorithm.env.replace(':', '-')}-{method}-seed{run.seed}"
 
 
-def new_run(run: RunConfig, algo: Algorithm, out: str | None,
-            on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
-    """Create the run folder (config.json first) and execute."""
+def create_run(run: RunConfig, out: str | None) -> RunFolder:
+    """Create the folder of a new run (``out``, or a fresh name under ``runs/``) holding its
+    config.json, and nothing else yet."""
     folder = RunFolder(check_new_run_dir(out, run_name(run)))
     folder.path.mkdir(parents=True)
     folder.write_config({**run.to_json(), **versions()})
+    return folder
+
+
+def new_run(run: RunConfig, algo: Algorithm, out: str | None,
+            on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
+    """Create the run folder (config.json first) and execute."""
+    folder = create_run(run, out)
     return folder, execute(run, algo, folder, resume=False, on_chunk=on_chunk)
 
 

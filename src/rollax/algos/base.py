@@ -123,7 +123,8 @@ class AlgorithmSpec:
     """``(summary, history, params, single) -> dict``: the algorithm's part of
     ``rollax train --json`` (``history``: (lanes, updates + 1) of ``progress``)."""
     lines: Callable[..., list[str]]
-    """``(summary, history, params, single) -> list[str]``: its closing lines in text mode."""
+    """``(summary, history, params, labels) -> list[str]``: its closing lines in text mode
+    (``labels``: each lane's seed and swept values, to name the lanes)."""
     lane_facts: Callable[[Any], dict]
     """``history row (updates + 1,) of progress -> dict``: extra entries of a lane summary."""
 
@@ -140,6 +141,12 @@ class AlgorithmSpec:
                 value = tuple(value)
             fields[name] = value
         return self.config_type(**fields)
+
+
+def lane_name(label: Mapping[str, Any]) -> str:
+    """``{"seed": 0, "lr": 0.001}`` -> ``"seed=0, lr=0.001"``: how reports name a lane."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in label.items())
 
 
 def _is_tuple_type(hint) -> bool:

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from rollax.algos import ppo_update
-from rollax.algos.base import Algorithm, AlgorithmSpec, Column
+from rollax.algos.base import Algorithm, AlgorithmSpec, Column, lane_name
 from rollax.algos.ppo_update import (
     PPOHyperparams,
     PPOMetrics,
@@ -228,8 +228,8 @@ def _configure(settings: Mapping, env: Environment) -> PPOConfig:
 
 
 def _describe(config: PPOConfig, lanes: int) -> str:
-    return (f"PPO on {config.env}: {config.total_steps:,} env steps per lane, "
-            f"{config.num_envs} envs x {config.num_steps} steps, {config.epochs} epochs x "
+    return (f"PPO on {config.env}: {config.num_envs} envs x {config.num_steps} steps per "
+            f"update, {config.epochs} epochs x "
             f"{config.minibatches} minibatches, lr {config.lr}, {lanes} lane(s)")
 
 
@@ -239,9 +239,10 @@ def _report(summary: dict, history, params, single: bool) -> dict:
             "env_steps": summary["env_steps_per_lane"]}
 
 
-def _lines(summary: dict, history, params, single: bool) -> list[str]:
-    return ["greedy evaluation return per lane: "
-            + ", ".join(f"{lane['eval_return']:.1f}" for lane in summary["lanes"])]
+def _lines(summary: dict, history, params, labels: list[dict]) -> list[str]:
+    return ["greedy evaluation return per lane: " + "; ".join(
+        f"{lane_name(label)}: {lane['eval_return']:.1f}"
+        for label, lane in zip(labels, summary["lanes"]))]
 
 
 def _lane_facts(history) -> dict:

@@ -29,7 +29,7 @@ import numpy as np
 import optax
 
 from rollax import guards
-from rollax.algos.base import Algorithm, AlgorithmSpec, Column
+from rollax.algos.base import Algorithm, AlgorithmSpec, Column, lane_name
 from rollax.collect import Trajectory, collect
 from rollax.envs.base import Environment
 from rollax.envs.registry import make
@@ -298,10 +298,14 @@ def _report(summary: dict, history, params, single: bool) -> dict:
             "params": flat[0] if single else flat}
 
 
-def _lines(summary: dict, history, params, single: bool) -> list[str]:
-    lines = [f"exact return before: {history[0, 0]:.6f}",
-             "exact return after:  " + ", ".join(f"{h:.6f}" for h in history[:, -1])]
-    if single:
+def _lines(summary: dict, history, params, labels: list[dict]) -> list[str]:
+    lines = [f"exact return before: {history[0, 0]:.6f}"]
+    if len(labels) == 1:
+        lines.append(f"exact return after:  {history[0, -1]:.6f}")
+    else:
+        lines.append("exact return after:  " + "; ".join(
+            f"{lane_name(label)}: {h:.6f}" for label, h in zip(labels, history[:, -1])))
+    if len(labels) == 1 and set(labels[0]) == {"seed"}:
         lines.append("params: [" + ", ".join(f"{v:.4g}" for v in _flat_params(params)[0]) + "]")
     return lines
 

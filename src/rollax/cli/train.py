@@ -18,44 +18,74 @@ def emit(obj: Any) -> None:
     sys.stdout.flush()
 
 
-class ProgressBar:
-    """A rich progress bar on stderr, fed by the training listener (shown on terminals only)."""
+def console(stderr: bool = False):
+    """A rich console that never wraps a line when the stream is not a terminal (piped output
+    stays one record per line, greppable)."""
+    from rich.console import Console
 
-    def __init__(self, enabled: bool):
-        from rich.console import Console
+    out = Console(stderr=stderr, highlight=False, markup=False)
+    if not out.is_terminal:
+        out = Console(stderr=stderr, highlight=False, markup=False, soft_wrap=True, width=200)
+    return out
+
+
+def _value(x: float, fmt: str = ".3f") -> str:
+    return "—" if not np.isfinite(x) else format(x, fmt)
+
+
+class Progress:
+    """What a person sees while a run trains: on a terminal, a progress bar on stderr; piped
+    or in a batch job, one flushed line per compiled chunk on stdout. Silent in JSON mode."""
+
+    def __init__(self, enabled: bool, progress_name: str):
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
-            Progress,
             TextColumn,
             TimeRemainingColumn,
         )
+        from rich.progress import Progress as Bar
 
-        console = Console(stderr=True)
-        self.progress = Progress(
+        self.name, self.out = progress_name, console()
+        err = console(stderr=True)
+        self.bar = Bar(
             TextColumn("[bold]updates"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[steps]} env steps"),
-            TextColumn("{task.fields[sps]} steps/s"), TextColumn("return {task.fields[ret]}"),
-            TimeRemainingColumn(), console=console,
-            disable=not enabled or not console.is_terminal, transient=False)
+            TextColumn("{task.fields[sps]} steps/s"), TextColumn("{task.fields[ret]}"),
+            TimeRemainingColumn(), console=err, disable=not enabled or not err.is_terminal,
+            transient=False)
+        self.lines = enabled and not err.is_terminal
         self.task = None
 
     def __enter__(self):
-        self.progress.__enter__()
+        self.bar.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
+        return self.bar.__exit__(*exc)
 
     def __call__(self, event) -> None:
-        fields: dict[str, Any] = dict(
-            completed=event.done, steps=f"{event.env_steps:,}",
-            sps=f"{event.env_steps_per_second:,.0f}",
-            ret="—" if not np.isfinite(event.progress) else f"{event.progress:.3f}")
+        progress = f"{self.name} {_value(event.progress)}"
+        if self.lines:
+            self.out.print(f"update {event.done}/{event.total}  {event.env_steps:,} env steps  "
+                           f"{event.env_steps_per_second:,.0f} steps/s  {progress}")
+            self.out.file.flush()
+        fields: dict[str, Any] = dict(completed=event.done, steps=f"{event.env_steps:,}",
+                                      sps=f"{event.env_steps_per_second:,.0f}", ret=progress)
         if self.task is None:
-            self.task = self.progress.add_task("train", total=event.total, **fields)
+            self.task = self.bar.add_task("train", total=event.total, **fields)
         else:
-            self.progress.update(self.task, **fields)
+            self.bar.update(self.task, **fields)
+
+
+def header(run, algo, folder) -> None:
+    """The run's settings and folder, printed (and flushed) before anything compiles."""
+    out = console()
+    out.print(run.spec.describe(run.algorithm, len(run.lanes())))
+    out.print(f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
+              f"{algo.num_updates * algo.env_steps_per_update:,} env steps per lane; "
+              f"run folder: {folder.path}")
+    out.file.flush()
 
 
 def run_train(cmd, settings: dict | None) -> None:
@@ -63,12 +93,19 @@ def run_train(cmd, settings: dict | None) -> None:
     from rollax.plots import plot_runs
     from rollax.run_config import from_settings
 
-    with ProgressBar(not cmd.json) as bar:
-        if settings is None:
+    if settings is None:
+        folder = training.RunFolder(cmd.resume)
+        folder.check_exists("resume: ")
+        name = training.read_run(folder).spec.progress
+        with Progress(not cmd.json, name) as bar:
             folder, run, (summary, params) = training.resume_run(cmd.resume, cmd.devices, bar)
-        else:
-            run, algo = from_settings(settings)
-            folder, (summary, params) = training.new_run(run, algo, settings.get("out"), bar)
+    else:
+        run, algo = from_settings(settings)
+        folder = training.create_run(run, settings.get("out"))
+        if not cmd.json:
+            header(run, algo, folder)
+        with Progress(not cmd.json, run.spec.progress) as bar:
+            summary, params = training.execute(run, algo, folder, on_chunk=bar)
     plot_runs([folder.path], folder.figures)
     report(cmd.json, folder, run, summary, params)
 
@@ -111,34 +148,39 @@ def _table(spec, rows, labels, updates: int):
         for i in range(1, updates + 1):
             if i % every and i != updates:
                 continue
-            table.add_row(str(i), *[format(float(np.nanmean(tables[c.metric][:, i])), c.format)
+            table.add_row(str(i), *[_value(float(np.nanmean(tables[c.metric][:, i])), c.format)
                                     for c in spec.columns])
     return table
 
 
-def _print_report(folder, run, summary, params, rows, labels, history, single) -> None:
-    from rich.console import Console
+def _aggregate_line(score: str, agg: dict) -> str | None:
+    name = ", ".join(f"{k}={v:g}" for k, v in agg.items() if k != score)
+    stats = agg[score]
+    if stats["mean"] is None:
+        return None
+    n = stats["n"]
+    interval = ("95% CI n/a (fewer than 3 seeds)" if n < 3 else
+                f"95% CI [{stats['ci95'][0]:.4f}, {stats['ci95'][1]:.4f}] (percentile "
+                f"bootstrap)")
+    return (f"{score}{' (' + name + ')' if name else ''}: mean {stats['mean']:.4f}, {interval}, "
+            f"IQM {stats['iqm']:.4f} over {n} seed" + ("s" if n != 1 else ""))
 
-    spec = run.spec
-    console = Console(highlight=False, markup=False)
-    console.print(spec.describe(run.algorithm, len(labels)))
-    console.print(_table(spec, rows, labels, history.shape[1] - 1))
+
+def _print_report(folder, run, summary, params, rows, labels, history, single) -> None:
+    spec, out = run.spec, console()
+    out.print(_table(spec, rows, labels, history.shape[1] - 1))
     for agg in summary["aggregate"]:
-        name = ", ".join(f"{k}={v:g}" for k, v in agg.items() if k != summary["score"])
-        stats = agg[summary["score"]]
-        if stats["mean"] is None:
-            continue
-        console.print(f"{summary['score']}{' (' + name + ')' if name else ''}: mean "
-                      f"{stats['mean']:.4f}, 95% CI [{stats['ci95'][0]:.4f}, "
-                      f"{stats['ci95'][1]:.4f}], IQM {stats['iqm']:.4f} over {stats['n']} seed"
-                      + ("s" if stats["n"] != 1 else ""))
-    for line in spec.lines(summary, history, params, single):
-        console.print(line)
+        line = _aggregate_line(summary["score"], agg)
+        if line is not None:
+            out.print(line)
+    for line in spec.lines(summary, history, params, labels):
+        out.print(line)
     if summary["mesh"] is not None:
         mesh = summary["mesh"]
-        console.print(f"{summary['devices']} devices: lanes split {mesh['lanes']} ways, "
-                      f"environment batch {mesh['envs']} ways")
+        out.print(f"{summary['devices']} devices: lanes split {mesh['lanes']} ways, "
+                  f"environment batch {mesh['envs']} ways")
     sps = summary["env_steps_per_second"]
-    console.print(f"compile {summary['compile_time_s']:.1f} s, run {summary['run_time_s']:.1f} s"
-                  + (f" ({sps:,.0f} env steps/s)" if sps else "") + f"; run folder: "
-                  f"{folder.path}")
+    out.print(f"compile {summary['compile_time_s']:.1f} s, run {summary['run_time_s']:.1f} s"
+              + (f" ({sps:,.0f} env steps/s)" if sps else "")
+              + f", final evaluation {summary['final_eval_time_s']:.1f} s, wall "
+              f"{summary['wall_time_s']:.1f} s; run folder: {folder.path}")
