@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rollax.algos.registry import by_name
+from rollax.run_config import from_json
 from rollax.runs import RunFolder, metric_table
 from rollax.stats import curve_band
 
@@ -24,16 +25,45 @@ def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, tit
 def _save(fig, out_dir: Path, name: str) -> list[Path]:
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
     for p in paths:
-        fig.savefig(p)
+        fig.savefig(p, bbox_inches="tight")  # the legend sits outside the axes
     return paths
 
 
-def plot_runs(run_dirs, out_dir: Path) -> list[Path]:
+def plot_runs(run_dirs, out_dir: Path, x: str = "env_steps") -> list[Path]:
+    """Figures of one or more run folders (training runs or rollouts), PNG and SVG, in
+    ``out_dir``; ``x``: ``"env_steps"`` (environment steps per lane) or ``"updates"``."""
     import warnings
 
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
     with warnings.catch_warnings():  # updates where no episode finished are NaN: gaps
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _plot_runs(run_dirs, out_dir)
+        return _plot_runs(run_dirs, out_dir, x)
+
+
+X_AXES = ("env_steps", "updates")
+MIN_SEEDS_FOR_INTERVAL = 3
+"""Below this many seeds a bootstrap interval says nothing: no band is drawn."""
+
+
+def carry_forward(curve: np.ndarray) -> np.ndarray:
+    """``curve`` with each missing (NaN) value replaced by the last value before it (leading
+    NaNs stay): an update where no episode ended shows the last known return, not a gap."""
+    curve = np.array(curve, dtype=np.float64)
+    for i in range(1, curve.shape[-1]):
+        missing = np.isnan(curve[..., i])
+        curve[..., i] = np.where(missing, curve[..., i - 1], curve[..., i])
+    return curve
+
+
+def smooth(curve: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over ``window`` points (fewer at the start), NaN-aware."""
+    out = np.full(curve.shape, np.nan)
+    for i in range(curve.shape[-1]):
+        part = curve[..., max(0, i - window + 1): i + 1]
+        if np.isfinite(part).any():
+            out[..., i] = np.nanmean(part, axis=-1)
+    return out
 
 
 def _lane_labels(rows: list[dict], sweep: dict) -> list[dict]:
@@ -43,25 +73,58 @@ def _lane_labels(rows: list[dict], sweep: dict) -> list[dict]:
     return sorted((json.loads(s) for s in unique), key=lambda label: [label[k] for k in keys])
 
 
-def _draw_group(axes, table, rows, labels, idx, start, color, tag) -> bool:
-    """One hyperparameter combination of a run: thin seed lines, the mean and its band, and
-    the ratio spread and approx_kl when logged. Returns whether diagnostics were drawn."""
-    ax, ax_ratio, ax_kl = axes
-    x = np.arange(table.shape[1])[start:]
-    for i in idx:
-        ax.plot(x, table[i, start:], color=color, linewidth=0.6, alpha=0.35)
-    mean, low, high = curve_band(table[idx, start:])
+class RunCurves:
+    """One training run read for plotting: its lanes' progress metric per update."""
+
+    def __init__(self, run: Path):
+        folder = RunFolder(run)
+        config, self.rows = folder.read_config(), folder.read_metrics()
+        self.name, self.spec = run.name, by_name(config["kind"])
+        self.env = config["config"]["env"]
+        self.method = config["config"].get("algo", self.spec.name)
+        self.labels = _lane_labels(self.rows, config.get("sweep", {}))
+        self.table = carry_forward(metric_table(self.rows, self.labels, self.spec.progress))
+        self.start = 0 if self.spec.progress_from_start else 1
+        self.steps_per_update = from_json(config).build().env_steps_per_update
+
+    def groups(self) -> dict[str, list[int]]:
+        """Lane indices per hyperparameter combination (named by its swept values)."""
+        groups: dict[str, list[int]] = {}
+        for i, label in enumerate(self.labels):
+            name = ", ".join(f"{k}={v:g}" for k, v in label.items() if k != "seed")
+            groups.setdefault(name, []).append(i)
+        return groups
+
+    def x(self, axis: str) -> np.ndarray:
+        updates = np.arange(self.table.shape[1])[self.start:]
+        return updates * self.steps_per_update if axis == "env_steps" else updates
+
+
+def _draw_group(ax, curves: RunCurves, idx: list[int], x, color, tag) -> None:
+    """Thin seed lines, the raw mean (faint), its smoothed curve and the seeds' band."""
+    table = curves.table[idx, curves.start:]
+    for row in table:
+        ax.plot(x, row, color=color, linewidth=0.5, alpha=0.25)
+    mean, low, high = curve_band(table)
     ok = np.isfinite(mean)
-    ax.plot(x[ok], mean[ok], color=color, linewidth=2,
-            label=f"{tag}: mean of {len(idx)} seed{'s' * (len(idx) > 1)}")
-    if len(idx) > 1:
-        ax.fill_between(x[ok], low[ok], high[ok], color=color, alpha=0.2,
+    ax.plot(x[ok], mean[ok], color=color, linewidth=1, alpha=0.45)
+    smoothed = smooth(mean, max(1, len(mean) // 25))
+    ax.plot(x[ok], smoothed[ok], color=color, linewidth=2,
+            label=f"{tag}: mean of {len(idx)} seed{'s' * (len(idx) > 1)} (smoothed)")
+    if len(idx) >= MIN_SEEDS_FOR_INTERVAL:
+        ax.fill_between(x[ok], low[ok], high[ok], color=color, alpha=0.15,
                         label="95% bootstrap interval of the mean")
-    if rows[-1].get("ratio_min") is None:
+
+
+def _draw_diagnostics(axes, curves: RunCurves, idx, x_axis: str, color, tag) -> bool:
+    """The ratio spread and approx_kl of one combination, when the run logs them."""
+    if curves.rows[-1].get("ratio_min") is None:
         return False
-    rmin, rmax, kl = (metric_table(rows, labels, name)[idx, 1:]
+    ax_ratio, ax_kl = axes
+    rmin, rmax, kl = (metric_table(curves.rows, curves.labels, name)[idx, 1:]
                       for name in ("ratio_min", "ratio_max", "approx_kl"))
-    xu = np.arange(1, table.shape[1])
+    xu = np.arange(1, curves.table.shape[1])
+    xu = xu * curves.steps_per_update if x_axis == "env_steps" else xu
     with np.errstate(all="ignore"):
         ax_ratio.fill_between(xu, np.nanmean(rmin, 0), np.nanmean(rmax, 0), color=color,
                               alpha=0.3, label=tag)
@@ -69,60 +132,56 @@ def _draw_group(axes, table, rows, labels, idx, start, color, tag) -> bool:
     return True
 
 
-def _draw_run(axes, run: Path, colors) -> tuple[str, bool]:
-    """Every lane of one training run; returns the y label and whether diagnostics exist."""
-    folder = RunFolder(run)
-    config, rows = folder.read_config(), folder.read_metrics()
-    spec = by_name(config["kind"])
-    labels = _lane_labels(rows, config.get("sweep", {}))
-    table = metric_table(rows, labels, spec.progress)
-    groups: dict[str, list[int]] = {}
-    for i, label in enumerate(labels):
-        name = ", ".join(f"{k}={v:g}" for k, v in label.items() if k != "seed")
-        groups.setdefault(name, []).append(i)
-    has_diag = False
-    for name, idx in groups.items():
-        tag = run.name + (f" ({name})" if name else "")
-        start = 0 if spec.progress_from_start else 1
-        has_diag |= _draw_group(axes, table, rows, labels, idx, start, next(colors), tag)
-    return spec.progress_label, has_diag
+def _finish(fig, axes, xlabel: str) -> None:
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=7, frameon=False)
+    axes[-1].set_xlabel(xlabel)
+    fig.tight_layout()
 
 
-def _training_figures(runs: list[Path], out_dir: Path) -> list[Path]:
-    curve_fig = Figure(figsize=(7, 4.5), dpi=120)
-    ax = curve_fig.add_subplot()
-    diag_fig = Figure(figsize=(7, 6), dpi=120)
+def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path]:
+    curves = [RunCurves(run) for run in runs]
+    metrics = list(dict.fromkeys(c.spec.progress for c in curves))  # one axis per metric
+    curve_fig = Figure(figsize=(9, 3.6 * len(metrics)), dpi=120)
+    axes = curve_fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
+    diag_fig = Figure(figsize=(9, 6), dpi=120)
     ax_ratio, ax_kl = diag_fig.subplots(2, 1, sharex=True)
-    colors = iter(f"C{i}" for i in range(100))
-    ylabel, has_diag = "", False
-    for run in runs:
-        ylabel, drawn = _draw_run((ax, ax_ratio, ax_kl), run, colors)
-        has_diag |= drawn
-    ax.set(xlabel="update", ylabel=ylabel, title="training curves")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    curve_fig.tight_layout()
+    colors = iter(f"C{i % 10}" for i in range(1000))
+    has_diag = False
+    for c in curves:
+        ax = axes[metrics.index(c.spec.progress)]
+        ax.set(ylabel=c.spec.progress_label)
+        for name, idx in c.groups().items():
+            color, tag = next(colors), c.name + (f" ({name})" if name else "")
+            _draw_group(ax, c, idx, c.x(x_axis), color, tag)
+            has_diag |= _draw_diagnostics((ax_ratio, ax_kl), c, idx, x_axis, color, tag)
+    titles = sorted({f"{c.env}, {c.method}" for c in curves})
+    axes[0].set_title("training curves: " + "; ".join(titles))
+    xlabel = "environment steps per lane" if x_axis == "env_steps" else "update"
+    _finish(curve_fig, axes, xlabel)
     written = _save(curve_fig, out_dir, "training_curve")
     if has_diag:
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
         ax_ratio.set(ylabel="ratio pi_new / pi_old\n(min to max over the batch)",
                      title="PPO ratio spread and approximate KL per update")
-        ax_ratio.legend(fontsize=8)
-        ax_ratio.grid(alpha=0.3)
-        ax_kl.set(ylabel="approx_kl (k3, nats)", xlabel="update")
-        ax_kl.grid(alpha=0.3)
-        diag_fig.tight_layout()
+        ax_kl.set(ylabel="approx_kl (k3, nats)")
+        _finish(diag_fig, [ax_ratio, ax_kl], xlabel)
         written += _save(diag_fig, out_dir, "ppo_diagnostics")
     return written
 
 
-def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
+def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
     """Figures of one or more run folders (training runs or rollouts), PNG and SVG.
 
-    - ``training_curve``: each run's progress metric per update (its algorithm's: the exact
-      return for tabular runs, the mean return of finished episodes for neural ones) with one
-      thin line per seed and, per run and hyperparameter combination, the mean across seeds
-      with its 95 % bootstrap band (:func:`rollax.stats.curve_band`);
+    - ``training_curve``: each run's progress metric (its algorithm's: the exact return for
+      tabular runs, the mean return of finished episodes for neural ones; one axis per metric,
+      never two metrics on one axis) against environment steps or updates: one thin line per
+      seed, the mean across seeds faint and smoothed (trailing moving average over 1/25 of the
+      points), with its 95 % bootstrap band from 3 seeds on (:func:`rollax.stats.curve_band`);
+      an update where
+      no episode ended carries the last value (:func:`carry_forward`);
     - ``ppo_diagnostics``: the ratio spread (min to max, mean over seeds) and ``approx_kl``;
     - ``active_per_step``: active environments per transition, for rollout folders.
     """
@@ -130,7 +189,7 @@ def _plot_runs(run_dirs, out_dir: Path) -> list[Path]:
     runs = [Path(r) for r in run_dirs]
     rollouts = [run for run in runs if RunFolder(run).is_rollout]
     training = [run for run in runs if run not in rollouts]
-    written = _training_figures(training, out_dir) if training else []
+    written = _training_figures(training, out_dir, x_axis) if training else []
     for run in rollouts:
         data = RunFolder(run).read_rollout()
         fig = Figure(figsize=(6, 4), dpi=120)

@@ -57,7 +57,7 @@ def run_plot(cmd: Plot) -> None:
         raise ValueError("out is required when plotting several runs (--out DIR)")
     out = Path(cmd.out) if cmd.out is not None else runs[0] / "figures"
     check_creatable_folder(out)
-    written = plot_runs(runs, out)
+    written = plot_runs(runs, out, cmd.x)
     if cmd.json:
         emit({"figures": [str(p) for p in written]})
         return

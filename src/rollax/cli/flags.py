@@ -140,6 +140,8 @@ class Plot:
     """Run folders (training runs are overlaid; rollout folders give active counts)."""
     out: str | None = None
     """Folder for the figures (default: RUN_DIR/figures for one run, else required)."""
+    x: Literal["env_steps", "updates"] = "env_steps"
+    """The x axis: environment steps per lane, or updates."""
     json: bool = False
     """Print one JSON object listing the files written."""
 
