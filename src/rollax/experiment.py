@@ -262,7 +262,7 @@ class Interrupt:
 def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
              checkpoint_every: int, save: Callable, interrupt: Interrupt | None = None):
     """Run from ``start_update`` to the end in chunks; after each chunk call
-    ``on_chunk(metrics, first_update, updates_done)``; ``save(updates_done, state)`` when a
+    ``on_chunk(metrics, first_update, updates_done, state)``; ``save(updates_done, state)`` when a
     checkpoint is due, at the end, and when interrupted. Returns ``(state, updates_done,
     interrupted)``."""
     total = runner.algo.num_updates
@@ -271,7 +271,7 @@ def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
     while done < total:
         n = min(runner.chunk_size, total - done)
         state, metrics = runner.run_chunk(state, n)
-        on_chunk(metrics, done, done + n)
+        on_chunk(metrics, done, done + n, state)
         done += n
         if interrupt is not None and interrupt.requested:
             save(done, state)

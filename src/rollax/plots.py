@@ -84,6 +84,7 @@ class RunCurves:
         self.method = config["config"].get("algo", self.spec.name)
         self.labels = _lane_labels(self.rows, config.get("sweep", {}))
         self.table = carry_forward(metric_table(self.rows, self.labels, self.spec.progress))
+        self.greedy = metric_table(self.rows, self.labels, "greedy_return")  # --eval-every
         self.start = 0 if self.spec.progress_from_start else 1
         self.steps_per_update = from_json(config).build().env_steps_per_update
 
@@ -114,6 +115,11 @@ def _draw_group(ax, curves: RunCurves, idx: list[int], x, color, tag) -> None:
     if len(idx) >= MIN_SEEDS_FOR_INTERVAL:
         ax.fill_between(x[ok], low[ok], high[ok], color=color, alpha=0.15,
                         label="95% bootstrap interval of the mean")
+    greedy = np.nanmean(curves.greedy[idx, curves.start:], axis=0)
+    at = np.isfinite(greedy)
+    if at.any():
+        ax.plot(x[at], greedy[at], color=color, linestyle="--", marker="o", markersize=3,
+                label=f"{tag}: greedy evaluation (--eval-every), mean of seeds")
 
 
 def _draw_diagnostics(axes, curves: RunCurves, idx, x_axis: str, color, tag) -> bool:

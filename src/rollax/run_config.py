@@ -21,7 +21,7 @@ from rollax.experiment import Lanes, make_lanes, parse_sweep
 from rollax.validate import check_count, check_seed
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
-                "checked", "devices")
+                "checked", "devices", "eval_every", "eval_episodes")
 """Settings of the experiment (the algorithm's own come from its spec's ``settings``)."""
 
 
@@ -43,6 +43,11 @@ class RunConfig:
     """Run the runtime checks of :mod:`rollax.guards` (never changes results)."""
     devices: int | None = None
     """Devices the lanes and environment batch are split over (``None``: one device)."""
+    eval_every: int | None = None
+    """Greedy evaluation every this many updates, on keys of its own (``None``: none); never
+    changes the training results."""
+    eval_episodes: int = 32
+    """Episodes per lane of each evaluation during training."""
 
     @property
     def spec(self) -> AlgorithmSpec:
@@ -68,7 +73,8 @@ class RunConfig:
     def to_json(self) -> dict:
         return {**self.identity(), "chunk_size": self.chunk_size,
                 "checkpoint_every": self.checkpoint_every, "checked": self.checked,
-                "num_devices": self.devices}
+                "num_devices": self.devices, "eval_every": self.eval_every,
+                "eval_episodes": self.eval_episodes}
 
 
 def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfig:
@@ -79,7 +85,8 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
         return RunConfig(algorithm, stored["seeds"],
                          {k: tuple(v) for k, v in stored["sweep"].items()},
                          stored["chunk_size"], stored["checkpoint_every"],
-                         bool(stored.get("checked", False)), stored.get("num_devices"))
+                         bool(stored.get("checked", False)), stored.get("num_devices"),
+                         stored.get("eval_every"), stored.get("eval_episodes", 32))
     except KeyError as err:
         raise ValueError(f"{where!r} lacks {err}: not a training run") from None
     except (TypeError, AttributeError) as err:
@@ -90,7 +97,7 @@ def _check_run_settings(settings: Mapping[str, Any]) -> None:
     seeds = settings.get("seeds", 1)
     check_count("seeds", seeds)
     check_seed(settings.get("seed", 0), seeds)
-    for name in ("chunk_size", "checkpoint_every"):
+    for name in ("chunk_size", "checkpoint_every", "eval_every", "eval_episodes"):
         if settings.get(name) is not None:
             check_count(name, settings[name])
     if not isinstance(settings.get("checked", False), bool):
@@ -158,7 +165,8 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
     chunk = settings.get("chunk_size") or max(1, -(-algo.num_updates // 20))
     every = settings.get("checkpoint_every") or max(chunk, -(-algo.num_updates // 5))
     run = RunConfig(config, settings.get("seeds", 1), {k: tuple(v) for k, v in sweep.items()},
-                    min(chunk, algo.num_updates), every, checked, settings.get("devices"))
+                    min(chunk, algo.num_updates), every, checked, settings.get("devices"),
+                    settings.get("eval_every"), settings.get("eval_episodes", 32))
     check_devices(run, algo)
     return run, algo
 

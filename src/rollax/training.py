@@ -23,6 +23,7 @@ import numpy as np
 from rollax.algos.base import Algorithm
 from rollax.experiment import (
     Interrupt,
+    Lanes,
     Runner,
     jsonable,
     lane_params_sha256,
@@ -79,6 +80,33 @@ def _latest(metrics, name: str) -> float:
     return float(values.mean()) if values.size else float("nan")
 
 
+EVAL_STREAM = 0x6576616C
+"""``fold_in`` tag of the evaluation keys during training: lane ``i`` evaluates at update
+``u`` with ``fold_in(fold_in(key(seed_i), EVAL_STREAM), u)``, a stream training never draws."""
+
+
+def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int) -> Callable:
+    """``(state, update) -> (lanes,)`` mean greedy return of ``episodes`` fresh absorbing
+    episodes per lane (:func:`rollax.evaluation.evaluate_policy`) on the evaluation keys of
+    ``update``; the training state is only read, so training results never change."""
+    import jax
+
+    from rollax.evaluation import evaluate_policy
+
+    def one(lane_state, key):
+        return evaluate_policy(algo.env, algo.policy, algo.policy_params(lane_state), key,
+                               episodes)
+
+    evaluate = jax.jit(jax.vmap(one))
+    roots = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_STREAM))(lanes.keys())
+
+    def at(state, update: int) -> np.ndarray:
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, update))(roots)
+        return np.asarray(jax.device_get(evaluate(state, keys)), np.float64)
+
+    return at
+
+
 def _first_rows(runner: Runner, state, labels: list[dict]) -> list[dict]:
     """Row 0 of every lane: the outputs of ``evaluate`` before the first update."""
     initial = {k: np.asarray(v)
@@ -114,13 +142,19 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = F
     compile_s = time.perf_counter() - compile_start
     per_update = len(lanes) * algo.env_steps_per_update
     clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0}
+    greedy = (None if run.eval_every is None
+              else greedy_evaluator(algo, lanes, run.eval_episodes))
 
-    def chunk_done(metrics, first, done):
+    def chunk_done(metrics, first, done, state):
         now = time.perf_counter()
         chunk_sps = (done - first) * per_update / max(now - clock["chunk"], 1e-9)
         rows = list(metrics_rows(metrics, labels, first))
         for row in rows:
             row["env_steps_per_second"] = chunk_sps  # all lanes, this chunk (host)
+        if greedy is not None and run.eval_every is not None and (
+                done // run.eval_every > first // run.eval_every or done == algo.num_updates):
+            for row, value in zip(rows[-len(labels):], greedy(state, done)):
+                row["greedy_return"] = float(value)
         folder.write_metrics(rows)
         clock["updates"] += done - first
         if on_chunk is not None:

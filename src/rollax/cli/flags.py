@@ -44,6 +44,11 @@ class RunFlags:
     checked: bool = False
     """Checked mode: stop on an out-of-range action or a NaN/inf in observations, loss,
     gradients or parameters, naming the update, step and environment."""
+    eval_every: int | None = None
+    """Greedy evaluation every N updates (at chunk ends) on keys of its own, logged as
+    greedy_return and plotted; never changes the training results (default: none)."""
+    eval_episodes: int = 32
+    """Episodes per lane of each --eval-every evaluation."""
     devices: int | None = None
     """Split the lanes and each lane's environment batch over this many devices (the first N
     of jax.devices(); must divide lanes x num_envs or batch size; default: one device);
