@@ -56,7 +56,7 @@ def test_greedy_return_equals_an_independent_evaluation(runs):
     env = rollax.make("corridor")
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), EVAL_STREAM), 6)
     expected = rollax.evaluate_policy(env, rollax.BernoulliPolicy(3), params, key, 50)
-    logged = [r["greedy_return"] for r in _rows(folder) if r["update"] == 6][0]
+    logged = next(r["greedy_return"] for r in _rows(folder) if r["update"] == 6)
     np.testing.assert_allclose(logged, float(expected), rtol=1e-6)
     # the trained greedy policy walks right: an episode from 0 returns 0.98, from 1 0.99, so the
     # mean of 50 is 0.98 + 0.01 k / 50 for k starts at 1
