@@ -14,11 +14,25 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(folder: bool = False) -> int:
+    """The permissions ``open``/``mkdir`` would give a new file or folder under the current
+    umask (``tempfile`` creates 0600 files and 0700 folders, which would hide a run from
+    colleagues that may read it)."""
+    return (0o777 if folder else 0o666) & ~_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` by a file holding ``text`` (written and synced to a hidden temporary
-    file beside it first)."""
+    file beside it first), with the umask's permissions."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, default_mode())
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
@@ -36,6 +50,7 @@ def staged_folder(path: Path, replace: bool = False) -> Iterator[Path]:
     with ``ValueError``); when it fails, delete it. Readers never see a half-written folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    staging.chmod(default_mode(folder=True))
     try:
         yield staging
         if path.exists():

@@ -20,8 +20,8 @@ __all__ = ["main"]
 
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "train":
-        cmd, settings = parse_train(argv)
-        run_train(cmd, settings)
+        cmd, settings, file = parse_train(argv)
+        run_train(cmd, settings, file)
         return 0
     cmd = parse(argv)
     return RUNNERS[type(cmd)](cmd) or 0

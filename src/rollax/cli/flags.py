@@ -201,6 +201,14 @@ CONFIG_EXCLUDED = ("config", "resume", "json")
 """Train flags a config file may not set."""
 
 
+ALIASES = {"learning_rate": "lr", "total_timesteps": "total_steps", "n_envs": "num_envs",
+           "n_steps": "num_steps", "n_epochs": "epochs", "update_epochs": "epochs",
+           "num_minibatches": "minibatches", "clip_range": "clip_eps", "clip_coef": "clip_eps",
+           "horizon_length": "horizon", "env_id": "env"}
+"""Names Stable-Baselines3 and CleanRL give rollax's settings: an unknown key that is one of
+them is answered with rollax's name."""
+
+
 def config_keys() -> list[str]:
     return [f.name for f in dataclasses.fields(Train) if f.name not in CONFIG_EXCLUDED]
 
@@ -243,7 +251,8 @@ def load_config_file(path: str) -> dict:
     for key, value in data.items():
         name = str(key).replace("-", "_")
         if name not in valid:
-            close = difflib.get_close_matches(name, valid, n=1)
+            close = [ALIASES[name]] if name in ALIASES else difflib.get_close_matches(
+                name, valid, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ValueError(f"config {path!r}: unknown key {key!r}{hint}")
         if isinstance(value, dict):

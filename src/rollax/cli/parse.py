@@ -11,11 +11,12 @@ import dataclasses
 import io
 import re
 import sys
+import typing
 from typing import Any
 
 import tyro
 
-from rollax.cli.flags import COMMANDS, load_config_file
+from rollax.cli.flags import COMMANDS, Train, load_config_file
 from rollax.run_config import settings_names
 
 
@@ -64,6 +65,46 @@ def split_config(argv: list[str]) -> tuple[list[str], str | None]:
     return argv, None
 
 
+_EXPONENT = re.compile(r"^[+-]?\d+(\.\d*)?[eE]\+?\d+$")
+
+
+def integer_settings() -> set[str]:
+    """Names of the ``train`` settings whose type is an integer (counts, seeds)."""
+    names = set()
+    for field in dataclasses.fields(Train):
+        hint = field.type
+        if typing.get_origin(hint) is typing.Annotated:
+            hint = typing.get_args(hint)[0]
+        if int in (typing.get_args(hint) or (hint,)):
+            names.add(field.name)
+    return names
+
+
+def whole_number(value: Any) -> Any:
+    """``1e6`` (text or float) -> ``1000000`` when it is a whole number; anything else as is.
+    Python's ``int`` already reads ``1_000_000``."""
+    if isinstance(value, str) and _EXPONENT.match(value.strip()):
+        number = float(value)
+        return str(int(number)) if number.is_integer() else value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def counts_as_integers(argv: list[str]) -> list[str]:
+    """``--total-steps 1e6`` -> ``--total-steps 1000000`` for the integer settings."""
+    flags = {"--" + name.replace("_", "-") for name in integer_settings()}
+    out: list[str] = []
+    for token in argv:
+        flag, eq, value = token.partition("=")
+        if eq and flag in flags:
+            token = f"{flag}={whole_number(value)}"
+        elif out and out[-1] in flags:
+            token = whole_number(token)
+        out.append(token)
+    return out
+
+
 def parse(argv: list[str]):
     """The command object for ``argv`` (``SystemExit`` after ``--help``)."""
     if sum(a == "--sweep" or a.startswith("--sweep=") for a in argv) > 1:
@@ -103,14 +144,34 @@ def resume_extras(cmd) -> list[str]:
 
 
 def parse_train(argv: list[str]):
-    """``(command, settings)`` for ``train ...`` (``settings`` is None with ``--resume``)."""
-    rest, path = split_config(argv[1:])
+    """``(command, settings, file)`` for ``train ...`` (``settings`` is None with
+    ``--resume``; ``file``: the config file's :class:`FileSettings`, or None)."""
+    rest, path = split_config(counts_as_integers(argv[1:]))
     file = load_config_file(path) if path is not None else {}
+    integers = integer_settings()
+    file = {k: whole_number(v) if k in integers else v for k, v in file.items()}
     cmd = parse(["train", *rest])
     if cmd.resume is not None:
         extras = resume_extras(cmd) + (["--config"] if path is not None else [])
         if extras:
             raise ValueError(f"--resume takes no other settings (the run's config.json is "
                              f"used); got {', '.join(extras)}")
-        return cmd, None
-    return cmd, train_settings(cmd, rest, file)
+        return cmd, None, None
+    from_file = {k for k in file if not given_on_command_line(rest, k)}
+    return cmd, train_settings(cmd, rest, file), FileSettings(path, from_file) if path else None
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSettings:
+    """The config file of a ``train`` command and the settings taken from it."""
+
+    path: str
+    names: set[str]
+
+    def name_in(self, error: ValueError) -> ValueError:
+        """``error`` prefixed with the file when its message is about a setting from it."""
+        message = str(error)
+        first = message.split(" ", 1)[0].rstrip(":")
+        if first in self.names:
+            return ValueError(f"config {self.path!r}: {message}")
+        return error

@@ -88,7 +88,7 @@ def header(run, algo, folder) -> None:
     out.file.flush()
 
 
-def run_train(cmd, settings: dict | None) -> None:
+def run_train(cmd, settings: dict | None, file=None) -> None:
     from rollax import training
     from rollax.plots import plot_runs
     from rollax.run_config import from_settings
@@ -100,7 +100,10 @@ def run_train(cmd, settings: dict | None) -> None:
         with Progress(not cmd.json, name) as bar:
             folder, run, (summary, params) = training.resume_run(cmd.resume, cmd.devices, bar)
     else:
-        run, algo = from_settings(settings)
+        try:
+            run, algo = from_settings(settings)
+        except ValueError as error:  # a bad value from a config file names the file
+            raise error if file is None else file.name_in(error) from None
         folder = training.create_run(run, settings.get("out"))
         if not cmd.json:
             header(run, algo, folder)

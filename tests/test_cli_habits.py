@@ -1,0 +1,46 @@
+"""Habits of the command line: counts written 1e6 or 1_000_000, live output when piped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from rollax.cli import main
+from rollax.cli.parse import counts_as_integers, whole_number
+
+
+def test_whole_numbers_in_exponent_form_become_integers():
+    assert whole_number("1e6") == "1000000" and whole_number("2.5E3") == "2500"
+    assert whole_number("2.5e0") == "2.5e0"  # not whole: left for the parser to refuse
+    assert whole_number(4.0) == 4 and whole_number(4.5) == 4.5 and whole_number("abc") == "abc"
+    assert counts_as_integers(["--total-steps", "1e6", "--lr", "1e-3", "--num-envs=1.6e1"]) == [
+        "--total-steps", "1000000", "--lr", "1e-3", "--num-envs=16"]
+
+
+def test_counts_in_any_spelling_train_the_same(tmp_path, capsys):
+    hashes = []
+    for i, spelling in enumerate(["32", "3.2e1", "3_2"]):
+        assert main(["train", "--updates", "2", "--batch-size", spelling, "--json", "--out",
+                     str(tmp_path / f"r{i}")]) == 0
+        hashes.append(json.loads(capsys.readouterr().out)["params_sha256"])
+    assert len(set(hashes)) == 1
+    assert main(["train", "--batch-size", "2.55e1"]) == 2  # 25.5: not a count
+    assert "batch-size" in capsys.readouterr().err
+
+
+def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rollax.cli", "train", "--updates", "4", "--batch-size", "16",
+         "--chunk-size", "1", "--out", str(tmp_path / "run")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # arrives before the run ends (flushed)
+    assert first.startswith("ppo on corridor: 4 updates x B=16")
+    assert proc.poll() is None or proc.returncode == 0
+    rest, _ = proc.communicate(timeout=600)
+    lines = [first, *rest.splitlines()]
+    assert lines[1].startswith("4 updates x 128 env steps = 512 env steps per lane; run folder:")
+    assert [line.split()[1] for line in lines if line.startswith("update ")] == [
+        "1/4", "2/4", "3/4", "4/4"]
+    assert proc.returncode == 0 and all(len(line) < 200 for line in lines)
