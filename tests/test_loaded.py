@@ -163,7 +163,7 @@ def test_make_by_import_path(env_package):
     env = rollax.make("mypkg.envs:make")
     assert type(env).__name__ == "ShortCorridor" and env.horizon == 6
     assert rollax.make("mypkg.envs:make", horizon=9).horizon == 9
-    with pytest.raises(ValueError, match=r"mypkg\.envs:not_an_env.*returned a int"):
+    with pytest.raises(ValueError, match=r"mypkg\.envs:not_an_env.*returned a value of type int"):
         rollax.make("mypkg.envs:not_an_env")
     with pytest.raises(ValueError, match="has no attribute 'missing'"):
         rollax.make("mypkg.envs:missing")

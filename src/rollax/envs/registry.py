@@ -58,16 +58,16 @@ def make_from_path(name: str, **kwargs) -> Environment:
                              f"{attr!r}")
         target = getattr(target, part)
     if not callable(target):
-        raise ValueError(f"environment {name!r}: {attr!r} is a {type(target).__name__}, not a "
-                         f"callable returning an Environment")
+        raise ValueError(f"environment {name!r}: {attr!r} is a value of type "
+                         f"{type(target).__name__}, not a factory (callable)")
     call = f"{attr}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
     try:
         env = target(**kwargs)
     except TypeError as err:  # most often a factory without the keyword (e.g. horizon)
         raise ValueError(f"environment {name!r}: {call} failed (TypeError: {err})") from err
     if not isinstance(env, Environment):
-        raise ValueError(f"environment {name!r}: {call} returned a {type(env).__name__}, not "
-                         f"a rollax.Environment")
+        raise ValueError(f"environment {name!r}: {call} returned a value of type "
+                         f"{type(env).__name__}, not a rollax.Environment")
     return env
 
 
