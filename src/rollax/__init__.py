@@ -1,5 +1,7 @@
 """rollax: batched on-policy reinforcement learning in JAX with checked contracts."""
 
+from typing import TYPE_CHECKING
+
 from rollax.algos import PPOConfig, TabularConfig, make_train, ppo, tabular, train
 from rollax.collect import (
     AutoResetTrajectory,
@@ -52,6 +54,20 @@ from rollax.policies import (
 )
 from rollax.returns import discounted_returns, gae, reward_to_go
 
+if TYPE_CHECKING:
+    from rollax.loaded import LoadedPolicy, load_run
+
+_LAZY = {"LoadedPolicy": "rollax.loaded", "load_run": "rollax.loaded"}
+"""Names of the outer ring, imported on first use (``import rollax`` stays light)."""
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'rollax' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -67,6 +83,7 @@ __all__ = [
     "Environment",
     "FiniteMDP",
     "GreedyPolicy",
+    "LoadedPolicy",
     "MLPActorCritic",
     "PPOConfig",
     "Policy",
@@ -86,6 +103,7 @@ __all__ = [
     "evaluate_policy",
     "expected_return",
     "gae",
+    "load_run",
     "make",
     "make_train",
     "mdp_from_gymnasium",

@@ -29,7 +29,8 @@ class RunFlags:
     from the task's preset and report a greedy evaluation."""
 
     env: str = "corridor"
-    """Registered environment name."""
+    """Registered environment name, gymnax:<id>, or package.module:factory (an importable
+    factory returning a rollax.Environment, called with horizon= when --horizon is given)."""
     seed: int = 0
     """Root key jax.random.key(seed); with --seeds K, seed k uses key(seed + k)."""
     seeds: int = 1
@@ -157,7 +158,8 @@ class CheckEnv:
     events, absorbing states, keys, finiteness, auto-reset final observations."""
 
     name: tyro.conf.Positional[str]
-    """A registered environment name (e.g. CartPole-v1, gymnax:Catch-bsuite)."""
+    """A registered environment name (e.g. CartPole-v1, gymnax:Catch-bsuite) or
+    package.module:factory."""
     batch_size: int = 16
     """Environments checked in parallel."""
     seed: int = 0

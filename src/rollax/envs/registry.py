@@ -1,9 +1,13 @@
-"""``rollax.make(name, **kwargs)``: one registry of environment constructors."""
+"""``rollax.make(name, **kwargs)``: one registry of environment constructors, gymnax
+environments (``gymnax:<id>``) and factories named by import path (``package.module:factory``).
+"""
 
 from __future__ import annotations
 
 import difflib
 import functools
+import importlib
+import re
 from collections.abc import Callable
 
 from rollax.envs.base import Environment
@@ -27,13 +31,57 @@ def registered() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+"""``package.module:factory`` (the factory may be a dotted attribute path)."""
+
+
+def is_import_path(name) -> bool:
+    """Whether ``make`` reads ``name`` as an import path: a string with a ``:`` and a dot
+    before it (``gymnax:<id>`` has none)."""
+    return isinstance(name, str) and "." in name.partition(":")[0] and ":" in name
+
+
+def make_from_path(name: str, **kwargs) -> Environment:
+    """Import ``package.module`` and call its ``factory(**kwargs)``, which must return an
+    :class:`Environment`; ``ValueError`` naming ``name`` otherwise."""
+    if not _IMPORT_PATH.fullmatch(name):
+        raise ValueError(f"environment {name!r} is not an import path package.module:factory")
+    module_name, _, attr = name.partition(":")
+    try:
+        target = importlib.import_module(module_name)
+    except Exception as err:  # any failure while importing: not found, or its own error
+        raise ValueError(f"environment {name!r}: cannot import module {module_name!r} "
+                         f"({type(err).__name__}: {err})") from err
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"environment {name!r}: module {module_name!r} has no attribute "
+                             f"{attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"environment {name!r}: {attr!r} is a value of type "
+                         f"{type(target).__name__}, not a factory (callable)")
+    call = f"{attr}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+    try:
+        env = target(**kwargs)
+    except TypeError as err:  # most often a factory without the keyword (e.g. horizon)
+        raise ValueError(f"environment {name!r}: {call} failed (TypeError: {err})") from err
+    if not isinstance(env, Environment):
+        raise ValueError(f"environment {name!r}: {call} returned a value of type "
+                         f"{type(env).__name__}, not a rollax.Environment")
+    return env
+
+
 def make(name: str, **kwargs) -> Environment:
-    """Build a registered environment, e.g. ``make("corridor", horizon=8)``, or a gymnax one,
-    e.g. ``make("gymnax:Catch-bsuite")`` (needs ``pip install rollax[gymnax]``)."""
+    """Build a registered environment, e.g. ``make("corridor", horizon=8)``, a gymnax one,
+    e.g. ``make("gymnax:Catch-bsuite")`` (needs ``pip install rollax[gymnax]``), or one from a
+    factory named by import path, e.g. ``make("my_envs.grid:make_env", horizon=20)``, which
+    imports ``my_envs.grid`` and returns ``make_env(horizon=20)`` (an :class:`Environment`)."""
     if isinstance(name, str) and name.startswith(GYMNAX_PREFIX):
         from rollax.envs.gymnax_adapter import make_gymnax
 
         return make_gymnax(name[len(GYMNAX_PREFIX):], **kwargs)
+    if is_import_path(name) and name not in _REGISTRY:
+        return make_from_path(name, **kwargs)
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, _REGISTRY, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -52,8 +100,6 @@ def _corridor(horizon: int = 8) -> Environment:
 
 def _classic_control(module: str, cls: str, default_horizon: int) -> Callable[..., Environment]:
     def constructor(horizon: int | None = default_horizon, **kwargs) -> Environment:
-        import importlib
-
         env_cls = getattr(importlib.import_module(f"rollax.envs.{module}"), cls)
         return env_cls(horizon=default_horizon if horizon is None else horizon, **kwargs)
 

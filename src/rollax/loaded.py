@@ -1,0 +1,80 @@
+"""Using a trained policy: :func:`load_run` reads a run folder's latest checkpoint into a
+:class:`LoadedPolicy`, whose :meth:`LoadedPolicy.act` picks an action for one observation.
+
+Built from the pieces ``rollax train --resume`` and ``rollax eval`` use: the run's
+``config.json`` (:func:`rollax.training.read_run`), the built algorithm (which knows its
+environment, its policy and the parameters that policy takes, observation statistics
+included), and the checkpoint loaded onto the state of every lane. Nothing here knows an
+algorithm by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from rollax.envs.base import Environment
+from rollax.experiment import Runner
+from rollax.policies import Policy
+from rollax.runs import RunFolder
+from rollax.training import read_run
+
+__all__ = ["LoadedPolicy", "load_run"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoadedPolicy:
+    """The policy of every lane of a run's latest checkpoint."""
+
+    env: Environment
+    """The environment the run trained on (built from its config.json)."""
+    policy: Policy
+    """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
+    params: Any
+    """The parameters ``policy`` takes, with a leading lane axis ``(lanes, ...)`` on every
+    leaf (observation statistics included for a run that normalised observations)."""
+    lanes: tuple[dict, ...]
+    """Each lane's label: its seed and swept values (``{"seed": 0}`` for a plain run)."""
+    update: int
+    """The update count of the checkpoint."""
+    path: Path
+    """The run folder."""
+
+    def lane_params(self, lane: int | jax.Array = 0):
+        """The parameters of one lane (as ``policy`` takes them)."""
+        if isinstance(lane, (int, np.integer)) and not 0 <= lane < len(self.lanes):
+            raise ValueError(f"lane must be in [0, {len(self.lanes)}) for the run in "
+                             f"{str(self.path)!r}, got {lane}")
+        return jax.tree_util.tree_map(lambda x: x[lane], self.params)
+
+    def act(self, obs: jax.Array, key: jax.Array | None = None,
+            lane: int | jax.Array = 0) -> jax.Array:
+        """The action for one observation ``obs`` (shape ``env.observation_space.shape``):
+        the policy's mode (``policy.greedy``) without a ``key``, a sample
+        (``policy.sample(params, obs, key)[0]``) with one. Returns one action (shape
+        ``env.action_space.shape``). Pure: works under ``jit``, and ``vmap`` over
+        observations (and keys) gives a batch of actions."""
+        params = self.lane_params(lane)
+        if key is None:
+            return self.policy.greedy(params, obs)
+        return self.policy.sample(params, obs, key)[0]
+
+
+def load_run(path: str | Path) -> LoadedPolicy:
+    """The policies of the run folder ``path`` at its latest checkpoint (a finished run's
+    latest checkpoint is its final state). ``ValueError`` for a folder that is not a run or
+    a checkpoint that does not match its config."""
+    folder = RunFolder(path)
+    folder.check_exists()
+    run = read_run(folder)
+    algo = run.build()
+    lanes = run.lanes()
+    runner = Runner(algo, lanes, 1)
+    update, state = folder.load_checkpoint(runner.initial_state(), run.identity())
+    params = jax.jit(jax.vmap(algo.policy_params))(state)
+    return LoadedPolicy(algo.env, algo.policy, params, tuple(lanes.labels()), update,
+                        Path(path))
