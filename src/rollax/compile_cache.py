@@ -26,9 +26,6 @@ command line's cache."""
 OFF = ("", "0", "off")
 """Values of :data:`ENV_VAR` that turn the cache off (case-insensitive)."""
 
-_counts = {"requests": 0, "hits": 0}
-_listening = [False]
-
 
 def default_folder(environ: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/rollax/jax`` (when set to an absolute path), else
@@ -66,13 +63,6 @@ def _check_folder(folder: Path) -> Path:
     return folder.absolute()
 
 
-def _count(event: str, **_kwargs) -> None:
-    if event == "/jax/compilation_cache/compile_requests_use_cache":
-        _counts["requests"] += 1
-    elif event == "/jax/compilation_cache/cache_hits":
-        _counts["hits"] += 1
-
-
 def enable(folder: str | os.PathLike | None = None) -> Path:
     """Turn JAX's persistent compilation cache on in ``folder`` (default:
     :func:`default_folder`), caching every program however small or quick to compile;
@@ -82,14 +72,13 @@ def enable(folder: str | os.PathLike | None = None) -> Path:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # no size limit
-    if not _listening[0]:
-        jax.monitoring.register_event_listener(_count)
-        _listening[0] = True
     return path
 
 
 def disable() -> None:
-    """Turn JAX's persistent compilation cache off for the programs compiled from now on."""
+    """Turn JAX's persistent compilation cache off. Like :func:`enable`, call it before the
+    process compiles anything: JAX decides at its first compilation whether the process uses
+    the cache at all."""
     jax.config.update("jax_enable_compilation_cache", False)
 
 
@@ -113,8 +102,3 @@ def current() -> str | None:
     folder = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
     return None if folder is None else str(folder)
 
-
-def stats() -> dict[str, int]:
-    """Compilations that consulted the cache (``requests``) and those it answered
-    (``hits``) in this process since :func:`enable` was first called."""
-    return dict(_counts)
