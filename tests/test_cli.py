@@ -185,3 +185,27 @@ def test_check_env_command(capsys):
         "events", "absorbing_state", "determinism", "batch_permutation"}
     code, out, err = run(capsys, "check-env", "CartPol-v1")
     assert code == 2 and out == "" and "did you mean CartPole-v1" in err
+
+
+def test_version(capsys):
+    import jax
+
+    import rollax
+
+    code, out, err = run(capsys, "--version")
+    assert code == 0 and err == ""
+    assert out == f"rollax {rollax.__version__} (jax {jax.__version__})\n"
+    code, out, err = run(capsys, "--version", "train")
+    assert code == 2 and out == "" and err == "rollax: error: --version takes no other arguments\n"
+
+
+def test_envs_command(capsys):
+    from rollax.envs.gymnax_adapter import gymnax_ids
+    from rollax.envs.registry import registered
+
+    expected = [*registered(), *("gymnax:" + name for name in gymnax_ids())]
+    code, out, _ = run(capsys, "envs")
+    assert code == 0 and out.splitlines() == expected
+    assert "corridor" in expected and "CartPole-v1" in expected
+    code, out, _ = run(capsys, "envs", "--json")
+    assert code == 0 and json.loads(out) == {"envs": expected}

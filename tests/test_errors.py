@@ -204,6 +204,17 @@ def snapshot(base: Path) -> dict[str, str]:
     return out
 
 
+def command_line(text: str) -> tuple[dict[str, str], list[str]] | None:
+    """``(environment variables, argv after rollax)`` of a row's command line (``NAME=value``
+    assignments may precede ``rollax``), or None for a Python row."""
+    words = shlex.split(text)
+    env = {}
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    return (env, words[1:]) if words and words[0] == "rollax" else None
+
+
 NAMESPACE = {"jax": jax, "jnp": jnp, "np": np, "rollax": rollax}
 """What the Python expressions of the table see."""
 
@@ -223,7 +234,7 @@ def test_catalogue_table():
     assert len(set(ids)) == len(ids), "ids must be unique"
     assert set(XFAIL) <= set(ids), set(XFAIL) - set(ids)
     for e in ENTRIES:
-        cli = e["input"] == "rollax" or e["input"].startswith("rollax ")
+        cli = command_line(e["input"]) is not None
         assert e["exit"].isdigit() == cli, e["id"]
         if not cli:
             assert isinstance(getattr(builtins, e["exit"], None), type), e["id"]
@@ -249,8 +260,11 @@ def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
     expected = entry["message"].replace("<cwd>", os.getcwd())
     before = snapshot(tmp_path)
     capsys.readouterr()
-    if entry["input"] == "rollax" or entry["input"].startswith("rollax "):
-        code = main(shlex.split(entry["input"])[1:])
+    command = command_line(entry["input"])
+    if command is not None:
+        for name, value in command[0].items():
+            monkeypatch.setenv(name, value)
+        code = main(command[1])
         out, err = capsys.readouterr()
         assert err == expected + "\n"
         assert err.count("\n") == 1 and out == ""

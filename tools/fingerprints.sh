@@ -6,7 +6,7 @@ set -u
 out=${1:?out file}
 tmp=$(mktemp -d)
 : > "$out"
-run() { name=$1; shift; echo "== $name" >> "$out"; rollax train --json --out "$tmp/$name" "$@" 2>>"$out.err" | tail -1 | python -c 'import json,sys; d=json.load(sys.stdin); d.pop("run_dir",None); print(json.dumps(d, sort_keys=True))' >> "$out"; }
+run() { name=$1; shift; echo "== $name" >> "$out"; rollax train --json --out "$tmp/$name" "$@" 2>>"$out.err" | tail -1 | python -c 'import json,sys; d=json.load(sys.stdin); d.pop("run_dir",None); d.pop("compile_cache",None); print(json.dumps(d, sort_keys=True))' >> "$out"; }
 run tab-ppo
 run tab-reinforce --algo reinforce --updates 20
 run tab-frozen --env FrozenLake-v1 --updates 10 --seeds 2

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rollax import compile_cache
 from rollax.algos.base import Algorithm
 from rollax.experiment import (
     Interrupt,
@@ -183,6 +184,7 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = F
                else None}
     summary = summarize_run(run, algo, labels, final, params, folder.read_metrics(), timings)
     summary["devices"] = runner.devices
+    summary["compile_cache"] = compile_cache.current()
     summary["mesh"] = (None if runner.mesh is None else
                        {name: int(size) for name, size in runner.mesh.shape.items()})
     folder.write_summary(summary)

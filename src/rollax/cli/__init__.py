@@ -1,16 +1,19 @@
-"""The ``rollax`` command line: ``train``, ``eval``, ``plot``, ``rollout``, ``exact`` and
-``check-env``.
+"""The ``rollax`` command line: ``train``, ``eval``, ``plot``, ``rollout``, ``exact``,
+``check-env`` and ``envs``; ``rollax --version``.
 
 Every command takes ``--json`` and then prints exactly one JSON object on stdout. Bad input
 prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before
-anything is compiled or written.
+anything is compiled or written. The commands that compile use JAX's persistent compilation
+cache (:mod:`rollax.compile_cache`; ``rollax train --no-compile-cache`` or
+``ROLLAX_COMPILE_CACHE=off`` turn it off).
 """
 
 from __future__ import annotations
 
 import sys
 
-from rollax.cli.commands import RUNNERS
+from rollax import compile_cache
+from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
 from rollax.cli.parse import UsageError, parse, parse_train
 from rollax.cli.train import run_train
@@ -18,12 +21,29 @@ from rollax.cli.train import run_train
 __all__ = ["main"]
 
 
+def version() -> str:
+    """``rollax <version> (jax <version>)``."""
+    import jax
+
+    import rollax
+
+    return f"rollax {rollax.__version__} (jax {jax.__version__})"
+
+
 def _dispatch(argv: list[str]) -> int:
+    if argv and argv[0] == "--version":
+        if len(argv) > 1:
+            raise UsageError("--version takes no other arguments")
+        print(version())
+        return 0
     if argv and argv[0] == "train":
         cmd, settings, file = parse_train(argv)
+        compile_cache.from_environment(cmd.compile_cache)
         run_train(cmd, settings, file)
         return 0
     cmd = parse(argv)
+    if isinstance(cmd, COMPILES):
+        compile_cache.from_environment()
     return RUNNERS[type(cmd)](cmd) or 0
 
 

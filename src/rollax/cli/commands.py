@@ -1,10 +1,10 @@
-"""``rollax eval``, ``plot``, ``rollout``, ``exact`` and ``check-env``."""
+"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``check-env`` and ``envs``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rollax.cli.flags import CheckEnv, Evaluate, Exact, Plot, Rollout
+from rollax.cli.flags import CheckEnv, Envs, Evaluate, Exact, Plot, Rollout
 from rollax.cli.train import emit
 from rollax.validate import check_count, check_seed
 
@@ -136,5 +136,21 @@ def run_check_env(cmd: CheckEnv) -> int:
     return 0 if report.ok else 1
 
 
+def run_envs(cmd: Envs) -> None:
+    from rollax.envs.gymnax_adapter import GYMNAX_PREFIX, gymnax_ids
+    from rollax.envs.registry import registered
+
+    ids = [*registered(), *(GYMNAX_PREFIX + name for name in gymnax_ids())]
+    if cmd.json:
+        emit({"envs": ids})
+        return
+    for name in ids:
+        print(name)
+
+
 RUNNERS = {Evaluate: run_eval, Plot: run_plot, Rollout: run_rollout, Exact: run_exact,
-           CheckEnv: run_check_env}
+           CheckEnv: run_check_env, Envs: run_envs}
+"""What runs each command but ``train``."""
+
+COMPILES = (Evaluate, Rollout, Exact, CheckEnv)
+"""The commands besides ``train`` that compile programs (and use the compile cache)."""

@@ -62,6 +62,10 @@ class RunFlags:
     """Run folder to create (must not exist); default runs/<env>-<algo>-seed<S>-<time>."""
     json: bool = False
     """Print one JSON object instead of tables."""
+    compile_cache: bool = True
+    """Load and store compiled programs in JAX's persistent compilation cache (folder:
+    $ROLLAX_COMPILE_CACHE, else ~/.cache/rollax/jax; ROLLAX_COMPILE_CACHE=off turns it off).
+    Not a run setting: never changes results."""
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -196,10 +200,19 @@ class Exact:
     """Print one JSON object (uniform_return, optimal_return, horizon)."""
 
 
-COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
-            "exact": Exact, "check-env": CheckEnv}
+@dataclasses.dataclass(frozen=True)
+class Envs:
+    """List every registered environment id, one per line (with gymnax installed, also
+    gymnax:<id> for each gymnax environment)."""
 
-CONFIG_EXCLUDED = ("config", "resume", "json")
+    json: bool = False
+    """Print one JSON object (envs: the list)."""
+
+
+COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
+            "exact": Exact, "check-env": CheckEnv, "envs": Envs}
+
+CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache")
 """Train flags a config file may not set."""
 
 

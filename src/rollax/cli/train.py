@@ -132,6 +132,7 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
         if summary["devices"] > 1:
             obj["devices"] = summary["devices"]
         obj["run_dir"] = str(folder.path)
+        obj["compile_cache"] = summary["compile_cache"]
         emit(obj)
         return
     _print_report(folder, run, summary, params, rows, labels, history, single)
@@ -183,7 +184,8 @@ def _print_report(folder, run, summary, params, rows, labels, history, single) -
         out.print(f"{summary['devices']} devices: lanes split {mesh['lanes']} ways, "
                   f"environment batch {mesh['envs']} ways")
     sps = summary["env_steps_per_second"]
-    out.print(f"compile {summary['compile_time_s']:.1f} s, run {summary['run_time_s']:.1f} s"
-              + (f" ({sps:,.0f} env steps/s)" if sps else "")
+    cache = summary.get("compile_cache") or "off"
+    out.print(f"compile {summary['compile_time_s']:.1f} s (cache: {cache}), run "
+              f"{summary['run_time_s']:.1f} s" + (f" ({sps:,.0f} env steps/s)" if sps else "")
               + f", final evaluation {summary['final_eval_time_s']:.1f} s, wall "
               f"{summary['wall_time_s']:.1f} s; run folder: {folder.path}")

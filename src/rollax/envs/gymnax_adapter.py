@@ -73,6 +73,16 @@ def _import_gymnax():
     return gymnax
 
 
+def gymnax_ids() -> tuple[str, ...]:
+    """The ids ``make("gymnax:<id>")`` accepts, in gymnax's order; empty when gymnax is not
+    installed."""
+    try:
+        gymnax = _import_gymnax()
+    except ValueError:
+        return ()
+    return tuple(gymnax.registered_envs)
+
+
 def _strong(x) -> jax.Array:
     """``x`` as an array of its canonical dtype without weak typing (stable scan carries)."""
     x = jnp.asarray(x)
