@@ -56,6 +56,11 @@ class RunFlags:
     """Run folder to create (must not exist); default runs/<env>-<algo>-seed<S>-<time>."""
     json: bool = False
     """Print one JSON object instead of tables."""
+    log: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Also log the metrics to experiment trackers: tensorboard (event files in
+    RUN_DIR/tensorboard/<lane>/), wandb (one W&B run per lane; WANDB_MODE=offline honoured);
+    a comma list or repeated --log. Never changes results; not stored in config.json (give it
+    again with --resume)."""
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -190,7 +195,7 @@ class Exact:
 COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
             "exact": Exact, "check-env": CheckEnv}
 
-CONFIG_EXCLUDED = ("config", "resume", "json")
+CONFIG_EXCLUDED = ("config", "resume", "json", "log")
 """Train flags a config file may not set."""
 
 

@@ -95,9 +95,9 @@ def train_settings(cmd, argv: list[str], file: dict[str, Any]) -> dict[str, Any]
 
 
 def resume_extras(cmd) -> list[str]:
-    """Flags given beside ``--resume`` other than ``--json`` and ``--devices``."""
+    """Flags given beside ``--resume`` other than ``--json``, ``--devices`` and ``--log``."""
     defaults = dataclasses.replace(type(cmd)(), resume=cmd.resume, json=cmd.json,
-                                   devices=cmd.devices)
+                                   devices=cmd.devices, log=cmd.log)
     return [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(cmd)
             if getattr(cmd, f.name) != getattr(defaults, f.name)]
 

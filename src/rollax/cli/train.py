@@ -60,15 +60,23 @@ class ProgressBar:
 
 def run_train(cmd, settings: dict | None) -> None:
     from rollax import training
+    from rollax.loggers import check_loggers, combine, make_loggers, resume_loggers
     from rollax.plots import plot_runs
     from rollax.run_config import from_settings
+    from rollax.runs import RunFolder, check_new_run_dir
 
+    names = check_loggers(cmd.log)  # before anything is compiled or written
     with ProgressBar(not cmd.json) as bar:
         if settings is None:
-            folder, run, (summary, params) = training.resume_run(cmd.resume, cmd.devices, bar)
+            with resume_loggers(names, cmd.resume) as logs:
+                folder, run, (summary, params) = training.resume_run(
+                    cmd.resume, cmd.devices, combine(bar, logs))
         else:
             run, algo = from_settings(settings)
-            folder, (summary, params) = training.new_run(run, algo, settings.get("out"), bar)
+            path = check_new_run_dir(settings.get("out"), training.run_name(run))
+            with make_loggers(names, RunFolder(path), run) as logs:
+                folder, (summary, params) = training.new_run(run, algo, str(path),
+                                                             combine(bar, logs))
     plot_runs([folder.path], folder.figures)
     report(cmd.json, folder, run, summary, params)
 
