@@ -66,6 +66,11 @@ class RunFlags:
     """Load and store compiled programs in JAX's persistent compilation cache (folder:
     $ROLLAX_COMPILE_CACHE, else ~/.cache/rollax/jax; ROLLAX_COMPILE_CACHE=off turns it off).
     Not a run setting: never changes results."""
+    log: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Also log the metrics to experiment trackers: tensorboard (event files in
+    RUN_DIR/tensorboard/<lane>/), wandb (one W&B run per lane; WANDB_MODE=offline honoured);
+    a comma list or repeated --log. Never changes results; not stored in config.json (give it
+    again with --resume)."""
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -212,7 +217,7 @@ class Envs:
 COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
             "exact": Exact, "check-env": CheckEnv, "envs": Envs}
 
-CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache")
+CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""
 
 

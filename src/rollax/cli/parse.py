@@ -136,10 +136,11 @@ def train_settings(cmd, argv: list[str], file: dict[str, Any]) -> dict[str, Any]
 
 
 def resume_extras(cmd) -> list[str]:
-    """Flags given beside ``--resume`` other than ``--json``, ``--devices`` and
-    ``--compile-cache``."""
+    """Flags given beside ``--resume`` other than ``--json``, ``--devices``,
+    ``--compile-cache`` and ``--log``."""
     defaults = dataclasses.replace(type(cmd)(), resume=cmd.resume, json=cmd.json,
-                                   devices=cmd.devices, compile_cache=cmd.compile_cache)
+                                   devices=cmd.devices, compile_cache=cmd.compile_cache,
+                                   log=cmd.log)
     return [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(cmd)
             if getattr(cmd, f.name) != getattr(defaults, f.name)]
 

@@ -90,15 +90,19 @@ def header(run, algo, folder) -> None:
 
 def run_train(cmd, settings: dict | None, file=None) -> None:
     from rollax import training
+    from rollax.loggers import check_loggers, combine, make_loggers, resume_loggers
     from rollax.plots import plot_runs
     from rollax.run_config import from_settings
 
+
+    names = check_loggers(cmd.log)  # before anything is compiled or written
     if settings is None:
         folder = training.RunFolder(cmd.resume)
         folder.check_exists("resume: ")
         name = training.read_run(folder).spec.progress
-        with Progress(not cmd.json, name) as bar:
-            folder, run, (summary, params) = training.resume_run(cmd.resume, cmd.devices, bar)
+        with Progress(not cmd.json, name) as bar, resume_loggers(names, cmd.resume) as logs:
+            folder, run, (summary, params) = training.resume_run(cmd.resume, cmd.devices,
+                                                                 combine(bar, logs))
     else:
         try:
             run, algo = from_settings(settings)
@@ -107,8 +111,9 @@ def run_train(cmd, settings: dict | None, file=None) -> None:
         folder = training.create_run(run, settings.get("out"))
         if not cmd.json:
             header(run, algo, folder)
-        with Progress(not cmd.json, run.spec.progress) as bar:
-            summary, params = training.execute(run, algo, folder, on_chunk=bar)
+        with Progress(not cmd.json, run.spec.progress) as bar, \
+                make_loggers(names, folder, run) as logs:
+            summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
     plot_runs([folder.path], folder.figures)
     report(cmd.json, folder, run, summary, params)
 

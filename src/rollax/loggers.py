@@ -1,0 +1,204 @@
+"""Experiment trackers for ``rollax train --log``: TensorBoard event files and Weights & Biases.
+
+:func:`make_loggers` returns one :class:`Logger`, a training listener (see
+:class:`rollax.training.ChunkDone`) that hands every metric row to each chosen tracker, and
+``close()`` (or ``with``) at the end, also after an error or Ctrl-C. The trackers are optional
+packages (``pip install "rollax[tensorboard]"``, ``"rollax[wandb]"``): a missing one is a
+one-line ``ValueError`` from :func:`check_loggers`, before anything is compiled or written.
+
+Each lane (one seed of one sweep combination) is its own series: a TensorBoard writer in
+``<run folder>/tensorboard/<lane>/`` and a W&B run per lane (grouped by the run folder, with
+the lane's seed and swept values in its config), so both tools compare, group and average
+lanes with their own controls. The step is environment steps per lane, ``update *
+env_steps_per_update``. Nothing is opened before the first chunk; then the whole of
+``metrics.jsonl`` so far is logged (update 0, and on ``--resume`` everything before the
+checkpoint, replacing the events of the interrupted session), and each later chunk's rows.
+Non-finite values (``null`` in ``metrics.jsonl``) are left out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rollax.run_config import RunConfig
+from rollax.runs import RunFolder
+from rollax.training import ChunkDone, read_run
+
+PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb"}
+"""Each logger and the package it needs (the extra of the same name installs it)."""
+
+TAGS = {
+    "episode_return": "charts/episodic_return",
+    "episode_length": "charts/episodic_length",
+    "learning_rate": "charts/learning_rate",
+    "env_steps_per_second": "charts/SPS",
+    "policy_loss": "losses/policy_loss",
+    "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl",
+    "old_approx_kl": "losses/old_approx_kl",
+    "clip_fraction": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
+}
+"""Metric names as CleanRL and Stable-Baselines3 write them; any other metric is
+``rollax/<metric>``."""
+
+
+def tag(metric: str) -> str:
+    """The TensorBoard and W&B name of a metric of ``metrics.jsonl``."""
+    return TAGS.get(metric, f"rollax/{metric}")
+
+
+def parse_names(values: Iterable[str]) -> list[str]:
+    """``--log`` values (each a name or a comma list) as distinct names, in order."""
+    return list(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
+
+
+def check_loggers(values: Iterable[str]) -> list[str]:
+    """The logger names of ``--log``, each known and with its package importable; else a
+    one-line ``ValueError``. Imports nothing and writes nothing."""
+    names = parse_names(values)
+    for name in names:
+        if name not in PACKAGES:
+            raise ValueError(f"unknown logger {name!r} in --log; choose from "
+                             f"{', '.join(PACKAGES)}")
+        if importlib.util.find_spec(PACKAGES[name]) is None:
+            raise ValueError(f"log {name} needs {PACKAGES[name]}: "
+                             f"pip install \"rollax[{name}]\"")
+    return names
+
+
+def lane_name(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """A lane's folder and run name: ``seed0``, ``seed0-lr0.001``."""
+    return "-".join(f"{k}{format(row[k], 'g') if isinstance(row[k], float) else row[k]}"
+                    for k in keys)
+
+
+def scalars(row: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float]:
+    """The finite metrics of a row by tag (labels and ``update`` left out)."""
+    skip = {*keys, "update"}
+    return {tag(k): float(v) for k, v in row.items()
+            if k not in skip and isinstance(v, int | float) and math.isfinite(v)}
+
+
+class TensorBoardSink:
+    """One tensorboardX ``SummaryWriter`` per lane under ``<run folder>/tensorboard/``."""
+
+    def __init__(self, folder: RunFolder, run: RunConfig):
+        self.root = folder.path / "tensorboard"
+        self.writers: dict[str, Any] = {}
+
+    def write(self, lane: str, label: Mapping[str, Any], step: int,
+              values: Mapping[str, float]) -> None:
+        if lane not in self.writers:
+            # an optional extra: absent from the venv pyright checks with (check_loggers)
+            from tensorboardX import SummaryWriter  # pyright: ignore[reportMissingImports]
+
+            # purge_step=0: events of an interrupted session are replaced by metrics.jsonl's
+            self.writers[lane] = SummaryWriter(str(self.root / lane), purge_step=0)
+        for name, value in values.items():
+            self.writers[lane].add_scalar(name, value, step)
+
+    def close(self, failed: bool) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+
+class WandbSink:
+    """One W&B run per lane: config ``run.to_json()`` plus the lane label, ``dir`` the run
+    folder, grouped by the folder's name. ``WANDB_MODE``, ``WANDB_PROJECT`` (default
+    ``rollax``) and the other ``WANDB_*`` settings apply."""
+
+    def __init__(self, folder: RunFolder, run: RunConfig):
+        self.folder, self.config = folder, run.to_json()
+        self.runs: dict[str, Any] = {}
+
+    def write(self, lane: str, label: Mapping[str, Any], step: int,
+              values: Mapping[str, float]) -> None:
+        if lane not in self.runs:
+            # an optional extra: absent from the venv pyright checks with (check_loggers)
+            import wandb  # pyright: ignore[reportMissingImports]
+
+            self.runs[lane] = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "rollax"), dir=str(self.folder.path),
+                group=self.folder.path.name, name=f"{self.folder.path.name}/{lane}",
+                config={**self.config, "lane": dict(label)}, reinit="create_new")
+        self.runs[lane].log(dict(values), step=step)
+
+    def close(self, failed: bool) -> None:
+        for run in self.runs.values():
+            run.finish(exit_code=1 if failed else 0)
+
+
+SINKS: dict[str, Callable[[RunFolder, RunConfig], Any]] = {
+    "tensorboard": TensorBoardSink, "wandb": WandbSink}
+
+
+class Logger:
+    """The training listener of ``--log``: every metric row to each tracker; ``close()``."""
+
+    def __init__(self, names: Sequence[str], folder: RunFolder, run: RunConfig):
+        self.folder = folder
+        self.keys = ("seed", *run.sweep)
+        self.sinks = [SINKS[name](folder, run) for name in names]
+        self.per_update: int | None = None
+
+    def __call__(self, event: ChunkDone) -> None:
+        if not self.sinks:
+            return
+        rows = event.rows
+        if self.per_update is None:  # first chunk: everything in metrics.jsonl so far
+            self.per_update = event.env_steps // max(event.done, 1)
+            rows = self.folder.read_metrics()
+        for row in rows:
+            self.log_row(row)
+
+    def log_row(self, row: Mapping[str, Any]) -> None:
+        assert self.per_update is not None
+        lane, step = lane_name(row, self.keys), int(row["update"]) * self.per_update
+        label, values = {k: row[k] for k in self.keys}, scalars(row, self.keys)
+        for sink in self.sinks:
+            sink.write(lane, label, step, values)
+
+    def close(self, failed: bool = False) -> None:
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            sink.close(failed)
+
+    def __enter__(self) -> Logger:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        self.close(failed=kind is not None)
+
+
+def make_loggers(names: Sequence[str], folder: RunFolder, run: RunConfig) -> Logger:
+    """One listener logging ``run``'s metric rows to each of ``names`` (``--log`` values,
+    checked by :func:`check_loggers`); trackers open at the first chunk, in ``folder``."""
+    return Logger(check_loggers(names), folder, run)
+
+
+def resume_loggers(names: Sequence[str], path: str | Path) -> Logger:
+    """:func:`make_loggers` for ``rollax train --resume PATH`` (reads its config.json when
+    any logger is asked for)."""
+    folder = RunFolder(path)
+    checked = check_loggers(names)
+    if not checked:
+        return Logger([], folder, RunConfig(None))
+    folder.check_exists("resume: ")
+    return Logger(checked, folder, read_run(folder))
+
+
+def combine(*listeners: Callable[[ChunkDone], None]) -> Callable[[ChunkDone], None]:
+    """One listener calling each of ``listeners`` in turn."""
+
+    def listener(event: ChunkDone) -> None:
+        for each in listeners:
+            each(event)
+
+    return listener

@@ -1,0 +1,87 @@
+"""``--log tensorboard`` and ``--log wandb`` with the trackers installed (``pip install
+".[test,tensorboard,wandb]"``; ``.ci/run`` runs this folder in its own venv)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rollax.cli import main
+from rollax.loggers import tag
+
+pytest.importorskip("tensorboardX")
+event_accumulator = pytest.importorskip(
+    "tensorboard.backend.event_processing.event_accumulator")
+
+
+def train(capsys, out_dir, *argv):
+    code = main(["train", "--json", "--updates", "3", "--batch-size", "32", "--seeds", "2",
+                 "--out", str(out_dir), *argv])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    per_update = json.loads((out_dir / "summary.json").read_text())["env_steps_per_lane"] // 3
+    return rows, per_update
+
+
+def read_events(folder):
+    acc = event_accumulator.EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def check_events(run_dir, rows, per_update, keys):
+    lanes = {}
+    for row in rows:
+        lane = "-".join(f"{k}{format(row[k], 'g') if isinstance(row[k], float) else row[k]}"
+                        for k in keys)
+        lanes.setdefault(lane, []).append(row)
+    assert sorted(p.name for p in (run_dir / "tensorboard").iterdir()) == sorted(lanes)
+    for lane, lane_rows in lanes.items():
+        scalars = read_events(run_dir / "tensorboard" / lane)
+        metrics = {k for r in lane_rows for k in r if k not in (*keys, "update")}
+        assert set(scalars) == {tag(m) for m in metrics}
+        for metric in metrics:
+            expected = {r["update"] * per_update: r[metric] for r in lane_rows
+                        if r.get(metric) is not None}
+            got = scalars[tag(metric)]
+            # steps: env steps per lane, each once (a resumed run's are replaced)
+            assert [step for step, _ in got] == sorted(expected), metric
+            np.testing.assert_allclose([value for _, value in got],
+                                       [expected[step] for step, _ in got], rtol=1e-6,
+                                       err_msg=metric)
+
+
+def test_tensorboard_events_equal_metrics(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    rows, per_update = train(capsys, run_dir, "--log", "tensorboard", "--sweep", "lr=0.5,0.1")
+    assert {tag("episode_return"), tag("clip_fraction")} <= set(
+        read_events(run_dir / "tensorboard" / "seed0-lr0.5"))
+    check_events(run_dir, rows, per_update, ("seed", "lr"))
+
+
+def test_tensorboard_after_resume_equals_metrics(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    rows, per_update = train(capsys, run_dir, "--log", "tensorboard", "--chunk-size", "1")
+    (run_dir / "summary.json").unlink()  # as if stopped after update 3: resume relogs
+    (run_dir / "checkpoints" / "latest").write_text(
+        sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.is_dir())[0])
+    code = main(["train", "--resume", str(run_dir), "--json", "--log", "tensorboard"])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    again = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(again) == len(rows)
+    check_events(run_dir, again, per_update, ("seed",))
+
+
+def test_wandb_offline_run_in_run_folder(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
+    run_dir = tmp_path / "run"
+    train(capsys, run_dir, "--log", "wandb")
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2  # one W&B run per lane
+    for run in runs:
+        assert list(run.glob("run-*.wandb"))

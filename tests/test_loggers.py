@@ -1,0 +1,106 @@
+"""``rollax train --log``: names checked before anything is compiled or written, tracker tags,
+and the listener's rows and steps (with a recording tracker: runs without the extras)."""
+
+import importlib.util
+import json
+from typing import ClassVar
+
+import pytest
+
+from rollax import loggers
+from rollax.cli import main
+from rollax.cli.parse import parse_train
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def no_compiling(monkeypatch):
+    def refuse(settings):
+        raise AssertionError("from_settings reached")
+
+    monkeypatch.setattr("rollax.run_config.from_settings", refuse)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is not None,
+                    reason="tensorboardX is installed")
+def test_absent_extra_is_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    no_compiling(monkeypatch)
+    out_dir = tmp_path / "run"
+    code, out, err = run(capsys, "train", "--log", "tensorboard", "--out", str(out_dir))
+    assert code == 2 and out == ""
+    assert err == ('rollax train: error: log tensorboard needs tensorboardX: '
+                   'pip install "rollax[tensorboard]"\n')
+    assert not out_dir.exists()
+
+
+@pytest.mark.parametrize("log", [["--log", "tensorbord"], ["--log", "tensorboard,mlflow"],
+                                 ["--log", "wandb", "--log", "csv"]])
+def test_unknown_logger_refused(capsys, tmp_path, monkeypatch, log):
+    no_compiling(monkeypatch)
+    monkeypatch.setattr(loggers.importlib.util, "find_spec", lambda name: object())
+    code, _, err = run(capsys, "train", *log, "--out", str(tmp_path / "run"))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "unknown logger" in err and "choose from tensorboard, wandb" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_names_tags_and_lanes():
+    assert loggers.parse_names(["tensorboard,wandb", "wandb", " tensorboard "]) == [
+        "tensorboard", "wandb"]
+    assert loggers.tag("episode_return") == "charts/episodic_return"
+    assert loggers.tag("clip_fraction") == "losses/clipfrac"
+    assert loggers.tag("env_steps_per_second") == "charts/SPS"
+    assert loggers.tag("exact_return") == "rollax/exact_return"
+    assert loggers.lane_name({"seed": 0, "lr": 0.001}, ("seed", "lr")) == "seed0-lr0.001"
+    assert loggers.lane_name({"seed": 3}, ("seed",)) == "seed3"
+    assert loggers.scalars({"seed": 0, "update": 2, "loss": 1.5, "entropy": None,
+                            "episode_return": float("nan")}, ("seed",)) == {"rollax/loss": 1.5}
+
+
+def test_log_is_run_level_and_allowed_with_resume(tmp_path):
+    cmd, settings = parse_train(["train", "--log", "tensorboard,wandb", "--updates", "2"])
+    assert cmd.log == ("tensorboard,wandb",) and "log" not in settings
+    cmd, settings = parse_train(["train", "--resume", str(tmp_path), "--log", "wandb"])
+    assert settings is None and cmd.log == ("wandb",)
+    config = tmp_path / "c.toml"
+    config.write_text('log = "wandb"\n')
+    with pytest.raises(ValueError, match="unknown key 'log'"):
+        parse_train(["train", "--config", str(config)])
+
+
+class Recorder:
+    """A tracker that keeps what it is given."""
+
+    seen: ClassVar[list] = []
+
+    def __init__(self, folder, run):
+        self.path = folder.path
+
+    def write(self, lane, label, step, values):
+        assert self.path.is_dir()  # opened once the run folder exists
+        Recorder.seen.append((lane, step, dict(values)))
+
+    def close(self, failed):
+        Recorder.seen.append(("closed", failed))
+
+
+def test_listener_logs_every_row_at_env_steps(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(loggers.PACKAGES, "rec", "json")
+    monkeypatch.setitem(loggers.SINKS, "rec", Recorder)
+    monkeypatch.setattr(Recorder, "seen", [])
+    out_dir = tmp_path / "run"
+    code, _, err = run(capsys, "train", "--json", "--log", "rec", "--updates", "3",
+                       "--batch-size", "16", "--seeds", "2", "--chunk-size", "2",
+                       "--out", str(out_dir))
+    assert code == 0, err
+    assert Recorder.seen[-1] == ("closed", False)
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    per_update = json.loads((out_dir / "summary.json").read_text())["env_steps_per_lane"] // 3
+    expected = [(f"seed{r['seed']}", r["update"] * per_update,
+                 loggers.scalars(r, ("seed",))) for r in rows]
+    assert Recorder.seen[:-1] == expected
+    assert "log" not in json.loads((out_dir / "config.json").read_text())
