@@ -44,7 +44,7 @@ SESSION_DOCS = [ROOT / "docs" / "cli.md", ROOT / "docs" / "devices.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 TMP = re.compile(r"/tmp/([\w.-]+)")
 SLOW = ("--env CartPole-v1 --total-steps 4096 --seeds 2", "--devices 8 --out")
-"""Sessions that train for a while (marked slow; they still run in CI)."""
+"""Sessions that train for a while, or read a folder made so (marked slow; still run in CI)."""
 
 VOLATILE = [
     (re.compile(r"\b(compile|run|final evaluation|wall) \d+(\.\d+)? s\b"), r"\1 <T> s"),
@@ -103,7 +103,10 @@ PRODUCERS = _producers()
 def _params():
     for doc in SESSION_DOCS:
         for line, steps in _sessions(doc):
-            slow = any(s in command for command, _ in steps for s in SLOW)
+            made = {m for command, _ in steps for m in re.findall(r"--out /tmp/([\w.-]+)", command)}
+            read = {m for command, _ in steps for m in TMP.findall(command)} - made
+            commands = [c for c, _ in steps] + [PRODUCERS[m] for m in read if m in PRODUCERS]
+            slow = any(s in command for command in commands for s in SLOW)
             yield pytest.param(steps, id=f"{doc.name}:{line}",
                                marks=[pytest.mark.slow] if slow else [])
 
