@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from rollax.envs import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
@@ -59,6 +61,8 @@ def _run_apart(code: str, cwd: Path) -> str:
 @pytest.mark.parametrize(("code", "expected"), list(_examples()))
 def test_example(code, expected, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
+    # an example that registers an environment must not leak it into later tests
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     if "XLA_FLAGS" in code:
         output = _run_apart(code, tmp_path)
         if expected is not None:

@@ -50,6 +50,7 @@ VOLATILE = [
     (re.compile(r"\b(compile|run|final evaluation|wall) \d+(\.\d+)? s\b"), r"\1 <T> s"),
     (re.compile(r"\b\d[\d,]* (env )?steps/s\b"), r"<N> \1steps/s"),
     (re.compile(r"-\d{8}-\d{6}\b"), "-<TIMESTAMP>"),
+    (re.compile(r" \(cache: [^)]*\)"), " (cache: <FOLDER>)"),
 ]
 TIME_KEYS = re.compile(r"run_dir|time|second|wall|compile|timestamp|date")
 
