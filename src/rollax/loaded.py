@@ -18,10 +18,8 @@ import jax
 import numpy as np
 
 from rollax.envs.base import Environment
-from rollax.experiment import Runner
 from rollax.policies import Policy
-from rollax.runs import RunFolder
-from rollax.training import read_run
+from rollax.training import load_latest
 
 __all__ = ["LoadedPolicy", "load_run"]
 
@@ -68,13 +66,7 @@ def load_run(path: str | Path) -> LoadedPolicy:
     """The policies of the run folder ``path`` at its latest checkpoint (a finished run's
     latest checkpoint is its final state). ``ValueError`` for a folder that is not a run or
     a checkpoint that does not match its config."""
-    folder = RunFolder(path)
-    folder.check_exists()
-    run = read_run(folder)
-    algo = run.build()
-    lanes = run.lanes()
-    runner = Runner(algo, lanes, 1)
-    update, state = folder.load_checkpoint(runner.initial_state(), run.identity())
+    _, algo, lanes, update, state = load_latest(path)
     params = jax.jit(jax.vmap(algo.policy_params))(state)
     return LoadedPolicy(algo.env, algo.policy, params, tuple(lanes.labels()), update,
                         Path(path))

@@ -257,6 +257,19 @@ def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener 
     return folder, run, execute(run, algo, folder, resume=started, on_chunk=on_chunk)
 
 
+def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
+    """``(run, algo, lanes, update, state)`` of a run folder's latest checkpoint (all lanes);
+    ``ValueError`` for a folder that is not a run or a checkpoint that does not match."""
+    folder = RunFolder(path)
+    folder.check_exists()
+    run = read_run(folder)
+    algo = run.build()
+    lanes = run.lanes()
+    runner = Runner(algo, lanes, 1)
+    update, state = folder.load_checkpoint(runner.initial_state(), run.identity())
+    return run, algo, lanes, update, state
+
+
 def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> dict:
     """``rollax eval``: the mean return over ``episodes`` fresh absorbing episodes per lane of
     a run folder's latest checkpoint (greedy or sampled actions), keys
@@ -269,13 +282,7 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
 
     check_count("episodes", episodes)
     check_seed(seed)
-    folder = RunFolder(path)
-    folder.check_exists()
-    run = read_run(folder)
-    algo = run.build()
-    lanes = run.lanes()
-    runner = Runner(algo, lanes, 1)
-    update, state = folder.load_checkpoint(runner.initial_state(), run.identity())
+    run, algo, lanes, update, state = load_latest(path)
 
     def one(lane_state, key):
         params = algo.policy_params(lane_state)
