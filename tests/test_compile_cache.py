@@ -75,7 +75,7 @@ def test_no_compile_cache_flag_and_config(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("flag", ["--compile-cache", "--no-compile-cache"])
 def test_resume_accepts_the_flag(flag):
-    cmd, settings = parse_train(["train", "--resume", "somewhere", flag])
+    cmd, settings, _ = parse_train(["train", "--resume", "somewhere", flag])
     assert settings is None and cmd.compile_cache == (flag == "--compile-cache")
 
 
