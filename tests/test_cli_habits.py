@@ -30,15 +30,19 @@ def test_counts_in_any_spelling_train_the_same(tmp_path, capsys):
 
 
 def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rollax.cli", "train", "--updates", "4", "--batch-size", "16",
-         "--chunk-size", "1", "--out", str(tmp_path / "run")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()  # arrives before the run ends (flushed)
-    assert first.startswith("ppo on corridor: 4 updates x B=16")
-    assert proc.poll() is None or proc.returncode == 0
-    rest, _ = proc.communicate(timeout=600)
+    with open(tmp_path / "stderr.txt", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rollax.cli", "train", "--updates", "4", "--batch-size", "16",
+             "--chunk-size", "1", "--out", str(tmp_path / "run")],
+            stdout=subprocess.PIPE, stderr=err, text=True)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # arrives before the run ends (flushed)
+        assert first.startswith("ppo on corridor: 4 updates x B=16")
+        assert proc.poll() is None or proc.returncode == 0
+        # Read the rest through the same buffered reader: communicate() reads the raw pipe and
+        # would lose whatever readline() had already buffered past the first line.
+        rest = proc.stdout.read()
+        proc.wait(timeout=600)
     lines = [first, *rest.splitlines()]
     assert lines[1].startswith("4 updates x 128 env steps = 512 env steps per lane; run folder:")
     assert [line.split()[1] for line in lines if line.startswith("update ")] == [
