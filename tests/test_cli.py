@@ -200,7 +200,7 @@ def test_version(capsys):
 
 
 def test_envs_command(capsys):
-    from rollax.envs.gymnax_adapter import gymnax_ids
+    from rollax.envs.gymnax_adapter import ids as gymnax_ids
     from rollax.envs.registry import registered
 
     expected = [*registered(), *("gymnax:" + name for name in gymnax_ids())]

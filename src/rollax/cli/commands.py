@@ -137,10 +137,10 @@ def run_check_env(cmd: CheckEnv) -> int:
 
 
 def run_envs(cmd: Envs) -> None:
-    from rollax.envs.gymnax_adapter import GYMNAX_PREFIX, gymnax_ids
     from rollax.envs.registry import registered
+    from rollax.envs.suites import suite_ids
 
-    ids = [*registered(), *(GYMNAX_PREFIX + name for name in gymnax_ids())]
+    ids = [*registered(), *suite_ids()]
     if cmd.json:
         emit({"envs": ids})
         return

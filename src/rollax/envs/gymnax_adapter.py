@@ -39,13 +39,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Box, Discrete, Environment, start_counters
+from rollax.envs.suites import import_suite
 from rollax.validate import check_horizon
 
 GYMNAX_PREFIX = "gymnax:"
 """``rollax.make("gymnax:<id>", horizon=None, **options)`` hands ``<id>`` to
 :func:`make_gymnax` (gymnax is imported lazily); other names cannot start with it."""
 
-_INSTALL_HINT = "pip install rollax[gymnax]"
 
 
 class GymnaxState(NamedTuple):
@@ -63,17 +63,10 @@ class GymnaxState(NamedTuple):
 
 
 def _import_gymnax():
-    try:
-        import gymnax
-    except ImportError as error:  # not installed, or installed without a dependency
-        raise ValueError(
-            f"gymnax environments need the optional dependency: `{_INSTALL_HINT}` "
-            f"(importing gymnax failed: {error})"
-        ) from error
-    return gymnax
+    return import_suite("gymnax", "gymnax")
 
 
-def gymnax_ids() -> tuple[str, ...]:
+def ids() -> tuple[str, ...]:
     """The ids ``make("gymnax:<id>")`` accepts, in gymnax's order; empty when gymnax is not
     installed."""
     try:
@@ -252,3 +245,7 @@ def _convert_spaces(gymnax, env, params, name):
 def make_gymnax(env_id: str, horizon: int | None = None, **env_kwargs) -> GymnaxEnv:
     """``GymnaxEnv(env_id, horizon, env_kwargs)``; what ``make("gymnax:<env_id>")`` calls."""
     return GymnaxEnv(env_id, horizon, tuple(sorted(env_kwargs.items())))
+
+
+make = make_gymnax
+"""The suite table's entry point (:mod:`rollax.envs.suites`)."""

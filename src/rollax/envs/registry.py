@@ -1,5 +1,6 @@
-"""``rollax.make(name, **kwargs)``: one registry of environment constructors, gymnax
-environments (``gymnax:<id>``) and factories named by import path (``package.module:factory``).
+"""``rollax.make(name, **kwargs)``: one registry of environment constructors, the suites'
+environments (``<suite>:<id>``, :mod:`rollax.envs.suites`) and factories named by import path
+(``package.module:factory``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from collections.abc import Callable
 
 from rollax.envs.base import Environment
-from rollax.envs.gymnax_adapter import GYMNAX_PREFIX
+from rollax.envs.suites import SUITES, adapter, split_suite
 from rollax.envs.tabular import TOY_TEXT
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
@@ -21,8 +22,10 @@ def register(name: str, constructor: Callable[..., Environment]) -> None:
     """Register ``constructor(**kwargs) -> Environment`` under ``name``."""
     if name in _REGISTRY:
         raise ValueError(f"environment {name!r} is already registered")
-    if isinstance(name, str) and name.startswith(GYMNAX_PREFIX):
-        raise ValueError(f"names starting with {GYMNAX_PREFIX!r} are reserved for gymnax")
+    found = split_suite(name)
+    if found is not None:
+        raise ValueError(f"names starting with {found[0].prefix + ':'!r} are reserved for "
+                         f"{found[0].prefix}")
     _REGISTRY[name] = constructor
 
 
@@ -37,7 +40,7 @@ _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z
 
 def is_import_path(name) -> bool:
     """Whether ``make`` reads ``name`` as an import path: a string with a ``:`` and a dot
-    before it (``gymnax:<id>`` has none)."""
+    before it (``<suite>:<id>`` has none)."""
     return isinstance(name, str) and "." in name.partition(":")[0] and ":" in name
 
 
@@ -72,14 +75,14 @@ def make_from_path(name: str, **kwargs) -> Environment:
 
 
 def make(name: str, **kwargs) -> Environment:
-    """Build a registered environment, e.g. ``make("corridor", horizon=8)``, a gymnax one,
+    """Build a registered environment, e.g. ``make("corridor", horizon=8)``, a suite's one,
     e.g. ``make("gymnax:Catch-bsuite")`` (needs ``pip install rollax[gymnax]``), or one from a
     factory named by import path, e.g. ``make("my_envs.grid:make_env", horizon=20)``, which
     imports ``my_envs.grid`` and returns ``make_env(horizon=20)`` (an :class:`Environment`)."""
-    if isinstance(name, str) and name.startswith(GYMNAX_PREFIX):
-        from rollax.envs.gymnax_adapter import make_gymnax
-
-        return make_gymnax(name[len(GYMNAX_PREFIX):], **kwargs)
+    found = split_suite(name)
+    if found is not None:
+        suite, env_id = found
+        return adapter(suite).make(env_id, **kwargs)
     if is_import_path(name) and name not in _REGISTRY:
         return make_from_path(name, **kwargs)
     if name not in _REGISTRY:
@@ -87,7 +90,7 @@ def make(name: str, **kwargs) -> Environment:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ValueError(
             f"unknown environment {name!r}{hint} (registered: {', '.join(registered())}; "
-            f"gymnax environments: {GYMNAX_PREFIX}<id>)"
+            f"suites as <suite>:<id>: {', '.join(SUITES)})"
         )
     return _REGISTRY[name](**kwargs)
 

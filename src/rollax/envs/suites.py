@@ -1,0 +1,69 @@
+"""Environment suites behind ``rollax.make("<suite>:<id>")``: one row per suite.
+
+Each suite is an optional extra named after it (``pip install rollax[<suite>]``). Its adapter
+module is imported only when one of its environments is built, so a missing suite costs nothing
+until it is asked for, and then gives a one-line ``ValueError`` with the install command
+(:func:`import_suite`). An adapter module provides
+
+- ``make(env_id, horizon=None, **options) -> Environment``: what ``make("<suite>:<env_id>")``
+  returns;
+- ``ids() -> tuple[str, ...]``: the ids it accepts (``rollax envs`` lists them), empty when the
+  suite is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import NamedTuple
+
+
+class Suite(NamedTuple):
+    """One suite's row: its prefix (``"gymnax"``), the rollax module holding its adapter and
+    the extra that installs it."""
+
+    prefix: str
+    adapter: str
+    extra: str
+
+
+SUITES: dict[str, Suite] = {
+    suite.prefix: suite
+    for suite in (
+        Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
+    )
+}
+"""Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""
+
+
+def split_suite(name) -> tuple[Suite, str] | None:
+    """``(suite, id)`` when ``name`` is ``"<prefix>:<id>"`` for a known suite, else ``None``."""
+    if not isinstance(name, str):
+        return None
+    prefix, colon, env_id = name.partition(":")
+    if not colon or prefix not in SUITES:
+        return None
+    return SUITES[prefix], env_id
+
+
+def adapter(suite: Suite) -> ModuleType:
+    """The suite's adapter module (rollax's own; importing it does not import the suite)."""
+    return importlib.import_module(suite.adapter)
+
+
+def import_suite(module: str, extra: str) -> ModuleType:
+    """Import a suite's package ``module``; a ``ValueError`` with the install command when it is
+    missing or fails to import (one line: the CLI prints it as the error)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:  # not installed, or installed without one of its dependencies
+        raise ValueError(
+            f"{extra} environments need the optional dependency: `pip install rollax[{extra}]` "
+            f"(importing {module} failed: {error})"
+        ) from error
+
+
+def suite_ids() -> list[str]:
+    """``<prefix>:<id>`` for every environment of every installed suite, suite by suite."""
+    return [f"{suite.prefix}:{env_id}" for suite in SUITES.values()
+            for env_id in adapter(suite).ids()]
