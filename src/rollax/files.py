@@ -27,9 +27,27 @@ def default_mode(folder: bool = False) -> int:
     return (0o777 if folder else 0o666) & ~_umask()
 
 
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Name ``path`` in an ``OSError`` raised inside the block without a file name (a full disk
+    fails a ``write`` to a staged temporary file, whose name means nothing to the user)."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` by a file holding ``text`` (written and synced to a hidden temporary
-    file beside it first), with the umask's permissions."""
+    file beside it first), with the umask's permissions. An ``OSError`` (a full disk) names
+    ``path`` and leaves the old file as it was."""
+    with writing(path):
+        _atomic_write_text(path, text)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, default_mode())

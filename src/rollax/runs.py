@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rollax import checkpoint
-from rollax.files import atomic_write_text, read_json, write_json
+from rollax.files import atomic_write_text, read_json, write_json, writing
 
 CONFIG, METRICS, SUMMARY, ROLLOUT = "config.json", "metrics.jsonl", "summary.json", "rollout.json"
 
@@ -125,9 +125,9 @@ class RunFolder:
     # metrics.jsonl
     def write_metrics(self, rows: Iterable[dict], append: bool = True) -> None:
         """Write metric rows (one JSON line each), after the existing ones or replacing them."""
-        with (self.path / METRICS).open("a" if append else "w") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+        with writing(self.path / METRICS), (self.path / METRICS).open("a" if append else "w") as f:
+            f.write(text)
 
     def read_metrics(self) -> list[dict]:
         path = self.path / METRICS
@@ -142,8 +142,14 @@ class RunFolder:
         """Keep the metric lines up to ``update`` (a killed run may have logged past its last
         checkpoint); rewritten atomically."""
         path = self.path / METRICS
-        lines = path.read_text().splitlines() if path.exists() else []
-        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= update]
+        lines = [line for line in (path.read_text() if path.exists() else "").splitlines()
+                 if line.strip()]
+        if lines:  # a run that failed while appending (a full disk) may have left half a line
+            try:
+                json.loads(lines[-1])
+            except ValueError:
+                lines.pop()
+        kept = [line for line in lines if json.loads(line)["update"] <= update]
         atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def metric_table(self, labels: list[dict], name: str) -> np.ndarray:
@@ -155,7 +161,8 @@ class RunFolder:
         return (self.checkpoints / checkpoint.LATEST).exists()
 
     def save_checkpoint(self, update: int, state: Any, identity: dict) -> None:
-        checkpoint.save(self.checkpoints, update, state, identity)
+        with writing(self.checkpoints):
+            checkpoint.save(self.checkpoints, update, state, identity)
 
     def load_checkpoint(self, template: Any, identity: dict) -> tuple[int, Any]:
         """``(update, state)`` of the latest checkpoint, refused unless it matches."""

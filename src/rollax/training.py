@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -128,10 +129,39 @@ def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: bool, labe
     return runner.place(state), update
 
 
+class Unfinished(OSError):
+    """A run that stopped because a file could not be written (a full disk, a lost mount):
+    the ``OSError`` with the file named and, as ``hint``, how to finish the run. What was
+    written stays valid: metrics are cut back to the last checkpoint on resume, checkpoints
+    and the summary are replaced in one step or not at all."""
+
+    hint: str = ""
+
+
+def unfinished(err: OSError, folder: RunFolder) -> Unfinished:
+    """``err`` as :class:`Unfinished`, its hint naming the command that finishes the run."""
+    error = Unfinished(err.errno, err.strerror or str(err), err.filename)
+    step = "its last checkpoint" if folder.has_checkpoint else "the start"
+    error.hint = (f"the run is kept; finish it from {step} with "
+                  f"`rollax train --resume {folder.path}`")
+    return error
+
+
 def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = False,
             on_chunk: Listener | None = None) -> tuple[dict, Any]:
     """Run (or continue) ``run`` in ``folder``; returns ``(summary, final params)`` (params
-    with a leading lane axis)."""
+    with a leading lane axis). A file that cannot be written stops the run with
+    :class:`Unfinished` (resumable)."""
+    try:
+        return _execute(run, algo, folder, resume, on_chunk)
+    except Unfinished:
+        raise
+    except OSError as err:
+        raise unfinished(err, folder) from err
+
+
+def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool,
+             on_chunk: Listener | None) -> tuple[dict, Any]:
     lanes = run.lanes()
     labels = lanes.labels()
     runner = Runner(algo, lanes, run.chunk_size, devices=run.devices)
@@ -221,7 +251,11 @@ def create_run(run: RunConfig, out: str | None) -> RunFolder:
     config.json, and nothing else yet."""
     folder = RunFolder(check_new_run_dir(out, run_name(run)))
     folder.path.mkdir(parents=True)
-    folder.write_config({**run.to_json(), **versions()})
+    try:
+        folder.write_config({**run.to_json(), **versions()})
+    except OSError:  # nothing of the run exists yet: leave no half-made folder behind
+        shutil.rmtree(folder.path, ignore_errors=True)
+        raise
     return folder
 
 

@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix}: error: {err.args[0] if err.args else err}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"{prefix}: error: {err.strerror or err} ({err.filename or 'no file'})",
-              file=sys.stderr)
+        where = f"{err.filename}: " if err.filename else ""
+        hint = f"; {err.hint}" if getattr(err, "hint", "") else ""
+        print(f"{prefix}: error: {where}{err.strerror or err}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)

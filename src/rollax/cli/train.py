@@ -114,7 +114,12 @@ def run_train(cmd, settings: dict | None, file=None) -> None:
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
-    plot_runs([folder.path], folder.figures)
+    try:
+        plot_runs([folder.path], folder.figures)
+    except OSError as err:  # the run itself is complete: only its figures are missing
+        err.hint = (f"the run finished (summary.json); draw its figures with "  # type: ignore[attr-defined]
+                    f"`rollax plot {folder.path}`")
+        raise
     report(cmd.json, folder, run, summary, params)
 
 

@@ -14,17 +14,24 @@ until it is asked for, and then gives a one-line ``ValueError`` with the install
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 from typing import NamedTuple
 
 
 class Suite(NamedTuple):
-    """One suite's row: its prefix (``"gymnax"``), the rollax module holding its adapter and
-    the extra that installs it."""
+    """One suite's row: its prefix (``"gymnax"``), the rollax module holding its adapter, the
+    extra that installs it and the suite's own package (``None``: the prefix)."""
 
     prefix: str
     adapter: str
     extra: str
+    package: str | None = None
+
+    @property
+    def installed(self) -> bool:
+        """Whether the suite's package can be found (without importing it)."""
+        return importlib.util.find_spec(self.package or self.prefix) is not None
 
 
 SUITES: dict[str, Suite] = {
