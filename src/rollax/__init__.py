@@ -55,10 +55,13 @@ from rollax.policies import (
 from rollax.returns import discounted_returns, gae, reward_to_go
 
 if TYPE_CHECKING:
+    from rollax.envs.gymnasium_export import to_gymnasium
     from rollax.loaded import LoadedPolicy, load_run
 
-_LAZY = {"LoadedPolicy": "rollax.loaded", "load_run": "rollax.loaded"}
-"""Names of the outer ring, imported on first use (``import rollax`` stays light)."""
+_LAZY = {"LoadedPolicy": "rollax.loaded", "load_run": "rollax.loaded",
+         "to_gymnasium": "rollax.envs.gymnasium_export"}
+"""Names imported on first use (``import rollax`` stays light): the outer ring, and the
+Gymnasium export (which imports Gymnasium)."""
 
 
 def __getattr__(name: str):
@@ -123,6 +126,7 @@ __all__ = [
     "reward_to_go",
     "rollout",
     "tabular",
+    "to_gymnasium",
     "train",
     "uniform_policy",
 ]

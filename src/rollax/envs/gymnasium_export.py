@@ -1,0 +1,292 @@
+"""Rollax environments for Gymnasium users: :func:`to_gymnasium` wraps a functional rollax
+environment as a ``gymnasium.Env`` (one environment) or a ``gymnasium.vector.VectorEnv`` (``N``
+environments stepped by one jitted, ``vmap``-ed call), NumPy in and NumPy out.
+
+Keys are owned by the wrapper, one chain per wrapper, and every key is used once:
+
+- ``reset(seed=s)`` restarts the chain at ``jax.random.key(s)``; ``reset()`` without a seed
+  continues it (the first one starts at the ``seed`` given to :func:`to_gymnasium`).
+- one environment: a reset does ``key, reset_key = split(key)`` and starts from
+  ``env.reset(reset_key)``; a step does ``key, transition_key = split(key)`` and calls
+  ``env.step(state, action, transition_key)`` (a deterministic environment gets no key, but
+  the split still happens, so the chain does not depend on ``env.stochastic``).
+- ``N`` environments: a reset does ``key, reset_key = split(key)`` and starts environment ``b``
+  from ``env.reset(split(reset_key, N)[b])`` (:func:`rollax.reset_batch`); a step does
+  ``key, step_key = split(key)``, ``reset_key, transition_key = split(step_key)``, steps
+  environment ``b`` with ``split(transition_key, N)[b]`` and restarts a finished one from
+  ``env.reset(split(reset_key, N)[b])`` (:func:`rollax.collect.autoreset`).
+
+The vector environment auto-resets in Gymnasium's **same-step** mode
+(``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP``), the convention of
+:func:`rollax.collect_autoreset`: the step that ends an episode returns the first observation
+of the next episode, and the episode's last observation in ``info["final_obs"]`` (masked by
+``info["_final_obs"]``), exactly as ``SyncVectorEnv(..., autoreset_mode=SAME_STEP)`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import jax
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rollax.collect import autoreset, per_env, reset_batch
+from rollax.envs.base import Box, Discrete, Environment, step_with_key
+from rollax.envs.registry import make
+from rollax.validate import check_count, check_seed
+
+# ---------------------------------------------------------------------------------------------
+# Spaces, actions, seeds
+
+
+def gym_space(space: Discrete | Box) -> gym.spaces.Discrete | gym.spaces.Box:
+    """The Gymnasium space of a rollax one: ``Discrete(n)`` becomes ``gymnasium.spaces.Discrete(n)``
+    of dtype int64 (Gymnasium's own, and the type its checker expects of observations; rollax's
+    int32 values fit), ``Box(low, high, shape)`` a ``gymnasium.spaces.Box`` of the same shape,
+    dtype (float32) and elementwise bounds."""
+    if isinstance(space, Discrete):
+        if tuple(space.shape) != ():
+            raise ValueError(f"only scalar Discrete spaces convert to Gymnasium, got {space}")
+        return gym.spaces.Discrete(int(space.n), dtype=np.int64)
+    if isinstance(space, Box):
+        dtype = np.dtype(space.dtype)
+        shape = tuple(int(n) for n in space.shape)
+        low = np.broadcast_to(np.asarray(space.low, dtype), shape).copy()
+        high = np.broadcast_to(np.asarray(space.high, dtype), shape).copy()
+        return gym.spaces.Box(low, high, shape, dtype=dtype.type)
+    raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax Discrete or Box only")
+
+
+def device_action(space: Discrete | Box, action: Any, batch: tuple[int, ...] = ()) -> np.ndarray:
+    """``action`` checked against the rollax ``space`` and cast to its dtype (int32 or float32),
+    shape ``batch + space.shape``; ``ValueError`` naming the action otherwise. A discrete action
+    must be an integer in ``0 .. n-1``; a ``Box`` action may lie outside its bounds (the
+    environment's own rules apply, e.g. Pendulum clips the torque)."""
+    array = np.asarray(action)
+    shape = batch + tuple(space.shape)
+    if array.shape != shape:
+        raise ValueError(f"action must have shape {shape} (action_space {space}), got an array "
+                         f"of shape {array.shape}")
+    if isinstance(space, Discrete):
+        if not np.issubdtype(array.dtype, np.integer):
+            raise ValueError(f"action must be an integer in [0, {space.n}), got dtype "
+                             f"{array.dtype}")
+        if np.any((array < 0) | (array >= space.n)):
+            raise ValueError(f"action must be an integer in [0, {space.n}), got {action!r}")
+        return array.astype(np.int32)
+    if not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"action must be a real array of shape {shape}, got dtype {array.dtype}")
+    return array.astype(np.dtype(space.dtype))
+
+
+def seed_key(seed: int | None) -> jax.Array:
+    """``jax.random.key(seed)``; ``seed=None`` draws one from the operating system's entropy."""
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy) % 2**63  # pyright: ignore[reportArgumentType]
+    check_seed(seed)
+    return jax.random.key(seed)
+
+
+def check_options(options: dict | None) -> None:
+    """Rollax environments take no reset options: ``None`` or ``{}`` only."""
+    if options:
+        raise ValueError(f"options: rollax environments take no reset options, got "
+                         f"{sorted(options)}")
+
+
+def host_observation(space: gym.spaces.Space, obs: np.ndarray):
+    """One environment's observation as Gymnasium's checker expects it: ``np.int64`` for a
+    ``Discrete`` space, a fresh writeable array of the space's dtype for a ``Box``."""
+    if isinstance(space, gym.spaces.Discrete):
+        return np.int64(obs)
+    return np.array(obs, dtype=space.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled calls (cached per environment, which is hashable and static)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _reset_one(env: Environment, key: jax.Array):
+    key, reset_key = jax.random.split(key)
+    state = env.reset(reset_key)
+    return key, state, env.observation(state)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _step_one(env: Environment, key: jax.Array, state, action: jax.Array):
+    key, transition_key = jax.random.split(key)
+    state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
+    return key, state, (env.observation(state), reward, terminated, truncated)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _reset_many(env: Environment, num_envs: int, key: jax.Array):
+    key, reset_key = jax.random.split(key)
+    states = reset_batch(env, reset_key, num_envs)
+    return key, states, jax.vmap(env.observation)(states)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
+    num_envs = actions.shape[0]
+    key, step_key = jax.random.split(key)
+    reset_key, transition_key = jax.random.split(step_key)
+    keys = per_env(transition_key, num_envs) if env.stochastic else None
+    step = functools.partial(step_with_key, env)
+    stepped, reward, terminated, truncated = jax.vmap(step)(states, actions, keys)
+    final_obs = jax.vmap(env.observation)(stepped)
+    states = autoreset(env, terminated | truncated, stepped, reset_key)
+    obs = jax.vmap(env.observation)(states)
+    return key, states, (obs, final_obs, reward, terminated, truncated)
+
+
+# ---------------------------------------------------------------------------------------------
+# The wrappers
+
+
+class GymnasiumEnv(gym.Env):
+    """One rollax environment as a ``gymnasium.Env`` (build it with :func:`to_gymnasium`).
+
+    ``reset(seed=None, options=None) -> (obs, {})`` and ``step(action) -> (obs, reward,
+    terminated, truncated, {})``: ``obs`` of ``observation_space`` (``np.int64`` or a float32
+    array of the space's shape), ``reward`` a Python float (rollax's float32 value), the events
+    Python bools. Stepping a finished episode returns its last observation, reward 0 and no
+    event (rollax's absorbing rule) until the next ``reset``. ``rollax_env`` is the wrapped
+    :class:`Environment`."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's class attribute)
+
+    def __init__(self, env: Environment, seed: int | None = 0):
+        self.rollax_env = env
+        self.observation_space = gym_space(env.observation_space)
+        self.action_space = gym_space(env.action_space)
+        self.render_mode = None
+        self._key = seed_key(seed)
+        self._state = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        check_options(options)
+        if seed is not None:
+            self._key = seed_key(seed)
+        self._key, self._state, obs = _reset_one(self.rollax_env, self._key)
+        return host_observation(self.observation_space, jax.device_get(obs)), {}
+
+    def step(self, action):
+        if self._state is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        action = device_action(self.rollax_env.action_space, action)
+        self._key, self._state, out = _step_one(self.rollax_env, self._key, self._state, action)
+        obs, reward, terminated, truncated = jax.device_get(out)
+        return (host_observation(self.observation_space, obs), float(reward), bool(terminated),
+                bool(truncated), {})
+
+
+class GymnasiumVectorEnv(VectorEnv):
+    """``num_envs`` copies of a rollax environment as a ``gymnasium.vector.VectorEnv`` (build it
+    with :func:`to_gymnasium`), stepped by one jitted ``vmap`` over the batch.
+
+    Shapes, with ``N = num_envs``: observations ``(N, *obs_shape)`` (float32 for a ``Box``,
+    int64 ``(N,)`` for a ``Discrete`` observation), actions ``(N, *action_shape)``, rewards
+    float64 ``(N,)``, terminations and truncations bool ``(N,)``. ``single_observation_space``
+    and ``single_action_space`` are one environment's; ``observation_space`` and
+    ``action_space`` the batched ones (``gymnasium.vector.utils.batch_space``).
+
+    Auto-reset: **same-step** (``metadata["autoreset_mode"]``). Where environment ``b`` ends an
+    episode (terminated or truncated) the returned ``obs[b]`` already starts the next one, and
+    ``info`` holds ``final_obs`` (object array of ``N``: the episode's last observation at
+    ``b``, ``None`` elsewhere), ``final_info`` (``{}``: rollax steps report no info) and their
+    masks ``_final_obs``/``_final_info`` (bool ``(N,)``); a step where nothing ended returns
+    ``info == {}``. ``reset(seed=s)`` takes one integer seed (the key chain of the module
+    docstring), not a list."""
+
+    def __init__(self, env: Environment, num_envs: int, seed: int | None = 0):
+        self.rollax_env = env
+        self.num_envs = num_envs
+        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+        self.render_mode = None
+        self.single_observation_space = gym_space(env.observation_space)
+        self.single_action_space = gym_space(env.action_space)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._key = seed_key(seed)
+        self._states = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None and not isinstance(seed, int | np.integer):
+            raise ValueError(f"seed must be one integer for all {self.num_envs} environments "
+                             f"(a rollax key chain), got {seed!r}")
+        super().reset(seed=seed)
+        check_options(options)
+        if seed is not None:
+            self._key = seed_key(seed)
+        self._key, self._states, obs = _reset_many(self.rollax_env, self.num_envs, self._key)
+        return np.array(obs, dtype=self.single_observation_space.dtype), {}
+
+    def step(self, actions):
+        if self._states is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        actions = device_action(self.rollax_env.action_space, actions, (self.num_envs,))
+        self._key, self._states, out = _step_many(self.rollax_env, self._key, self._states,
+                                                  actions)
+        obs, final_obs, reward, terminated, truncated = jax.device_get(out)
+        done = np.asarray(terminated | truncated)
+        info: dict[str, Any] = {}
+        if done.any():
+            final = np.full(self.num_envs, None, dtype=object)
+            for b in np.flatnonzero(done):
+                final[b] = host_observation(self.single_observation_space, final_obs[b])
+            info = {"final_obs": final, "_final_obs": done.copy(), "final_info": {},
+                    "_final_info": done.copy()}
+        return (np.array(obs, dtype=self.single_observation_space.dtype),
+                np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), info)
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry point
+
+
+def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed: int | None = 0,
+                 **make_kwargs) -> GymnasiumEnv | GymnasiumVectorEnv:
+    """A rollax environment for Gymnasium users.
+
+    ``env_or_id`` is an :class:`Environment` or a name for :func:`rollax.make` (``make_kwargs``,
+    e.g. ``horizon=100``, go to ``make``). ``num_envs=None`` gives a ``gymnasium.Env`` for one
+    environment (:class:`GymnasiumEnv`); ``num_envs=N`` a ``gymnasium.vector.VectorEnv`` of
+    ``N`` environments in one jitted batched step, with same-step auto-reset
+    (:class:`GymnasiumVectorEnv`). ``seed`` (an integer in ``[0, 2**63)``, or ``None`` for
+    fresh entropy) starts the key chain that the first ``reset()`` without a seed uses;
+    ``reset(seed=s)`` restarts it, so the same seed gives the same episodes. Compiled once
+    per environment (one reset, one step program).
+
+    Example::
+
+        env = rollax.to_gymnasium("CartPole-v1")
+        obs, info = env.reset(seed=0)                 # obs: float32 (4,)
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+
+        envs = rollax.to_gymnasium("CartPole-v1", num_envs=8, seed=0)
+        obs, info = envs.reset()                      # obs: float32 (8, 4)
+        obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
+    """
+    if isinstance(env_or_id, Environment):
+        if make_kwargs:
+            raise ValueError(f"make_kwargs {sorted(make_kwargs)} apply to an environment name "
+                             f"only; got an Environment ({type(env_or_id).__name__})")
+        env = env_or_id
+    elif isinstance(env_or_id, str):
+        env = make(env_or_id, **make_kwargs)
+    else:
+        raise ValueError(f"env_or_id must be a rollax Environment or a name for rollax.make, "
+                         f"got {type(env_or_id).__name__}")
+    if seed is not None:
+        check_seed(seed)
+    if num_envs is None:
+        return GymnasiumEnv(env, seed)
+    check_count("num_envs", num_envs)
+    return GymnasiumVectorEnv(env, int(num_envs), seed)

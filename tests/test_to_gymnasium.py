@@ -1,0 +1,264 @@
+"""``rollax.to_gymnasium``: Gymnasium's checker, bit-for-bit agreement with rollax's own step
+under the documented key chain, same-step auto-reset of the vector environment, bad input."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import batch_space
+
+import rollax
+from rollax.envs import gymnasium_export
+from rollax.envs.base import step_with_key
+
+IDS = ["CartPole-v1", "FrozenLake-v1", "Pendulum-v1"]
+
+
+def _warnings_of(check, env) -> set[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check(env)
+    return {str(w.message) for w in caught}
+
+
+def _actions(space: gym.Space, count: int, seed: int = 0) -> list:
+    space.seed(seed)
+    return [space.sample() for _ in range(count)]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_check_env_passes_with_no_warning_gymnasiums_own_env_lacks(env_id):
+    ours = _warnings_of(lambda e: check_env(e, skip_render_check=True),
+                        rollax.to_gymnasium(env_id))
+    theirs = _warnings_of(lambda e: check_env(e, skip_render_check=True),
+                          gym.make(env_id).unwrapped)
+    assert ours <= theirs  # e.g. CartPole's infinite bounds, Pendulum's torque range
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_spaces_match_gymnasiums_own(env_id):
+    ours, theirs = rollax.to_gymnasium(env_id), gym.make(env_id).unwrapped
+    assert ours.observation_space == theirs.observation_space
+    assert ours.action_space == theirs.action_space
+    assert ours.observation_space.dtype == theirs.observation_space.dtype
+    assert ours.action_space.dtype == theirs.action_space.dtype
+    obs, info = ours.reset(seed=0)
+    assert info == {}
+    if env_id == "FrozenLake-v1":
+        assert type(obs) is np.int64
+    else:
+        assert obs.dtype == np.float32 and obs.shape == ours.observation_space.shape
+
+
+def _compiled(env):
+    """rollax's own reset, step and observation, each jitted alone (eager float32 arithmetic
+    may round differently from any compiled program, by an ulp)."""
+    return (jax.jit(env.reset), jax.jit(functools.partial(step_with_key, env)),
+            jax.jit(env.observation))
+
+
+def _by_hand_one(env, seed, episodes):
+    """rollax's own step under the documented chain: ``key, k = split(key)`` per reset and per
+    step. ``episodes``: one list of actions per reset; returns one row list each."""
+    reset, step, observation = _compiled(env)
+    key = jax.random.key(seed)
+    out = []
+    for actions in episodes:
+        key, reset_key = jax.random.split(key)
+        state = reset(reset_key)
+        rows = [(np.asarray(observation(state)), 0.0, False, False)]
+        for action in actions:
+            key, transition_key = jax.random.split(key)
+            action = np.asarray(action, np.dtype(env.action_space.dtype))
+            state, reward, term, trunc = step(state, action, transition_key)
+            rows.append((np.asarray(observation(state)), float(reward), bool(term),
+                         bool(trunc)))
+        out.append(rows)
+    return out
+
+
+def _run_one(genv, seed, episodes):
+    out = []
+    for i, actions in enumerate(episodes):
+        obs, _ = genv.reset(seed=seed) if i == 0 else genv.reset()
+        rows = [(np.asarray(obs), 0.0, False, False)]
+        rows += [(np.asarray(o), r, te, tr) for o, r, te, tr, _ in map(genv.step, actions)]
+        out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_single_env_reproduces_rollax_step_bit_for_bit(env_id):
+    genv = rollax.to_gymnasium(env_id, horizon=20)
+    episodes = [_actions(genv.action_space, 25, s) for s in (1, 2)]  # past the horizon: absorbs
+    expected = _by_hand_one(rollax.make(env_id, horizon=20), 5, episodes)
+    got = _run_one(genv, 5, episodes)
+    for exp_rows, got_rows in zip(expected, got):
+        for (eo, er, ete, etr), (go, gr, gte, gtr) in zip(exp_rows, got_rows):
+            np.testing.assert_array_equal(go, eo.astype(go.dtype))
+            assert (gr, gte, gtr) == (er, ete, etr)
+    assert any(row[2] or row[3] for rows in got for row in rows)  # an episode ended
+    replay = _run_one(genv, 5, episodes)  # reset(seed=5) restarts the chain
+    assert all(np.array_equal(a[0], b[0]) and a[1:] == b[1:]
+               for x, y in zip(replay, got) for a, b in zip(x, y))
+
+
+def test_single_step_compiled_once_whatever_the_action_type():
+    genv = rollax.to_gymnasium("CartPole-v1", horizon=123)
+    genv.reset(seed=0)
+    genv.step(0)
+    size = gymnasium_export._step_one._cache_size()
+    for action in (1, np.int64(0), np.int32(1), np.array(0), np.uint8(1)):
+        genv.step(action)
+    assert gymnasium_export._step_one._cache_size() == size
+
+
+def _by_hand_many(env, num_envs, seed, actions):
+    """The vector chain by hand, one environment at a time: ``(obs, final_obs or None, reward,
+    terminated, truncated)`` per step, each ``(N, ...)``."""
+    reset, step, observation = _compiled(env)
+    key = jax.random.key(seed)
+    key, reset_key = jax.random.split(key)
+    states = [reset(k) for k in jax.random.split(reset_key, num_envs)]
+    rows = []
+    for batch in actions:
+        key, step_key = jax.random.split(key)
+        reset_key, transition_key = jax.random.split(step_key)
+        resets, transitions = (jax.random.split(k, num_envs) for k in (reset_key, transition_key))
+        row = []
+        for b in range(num_envs):
+            action = np.asarray(batch[b], np.dtype(env.action_space.dtype))
+            state, reward, term, trunc = step(states[b], action, transitions[b])
+            final = np.asarray(observation(state)) if term or trunc else None
+            states[b] = reset(resets[b]) if term or trunc else state
+            row.append((np.asarray(observation(states[b])), final, float(reward),
+                        bool(term), bool(trunc)))
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize(("env_id", "horizon"), [("CartPole-v1", 12), ("FrozenLake-v1", 4)])
+def test_vector_env_is_rollax_step_with_same_step_autoreset(env_id, horizon):
+    num_envs, steps = 3, 13
+    venv = rollax.to_gymnasium(env_id, num_envs=num_envs, seed=0, horizon=horizon)
+    actions = _actions(venv.action_space, steps, 4)
+    expected = _by_hand_many(rollax.make(env_id, horizon=horizon), num_envs, 9, actions)
+    venv.reset(seed=9)
+    ended = truncated = 0
+    for batch, row in zip(actions, expected):
+        obs, reward, term, trunc, info = venv.step(batch)
+        done = term | trunc
+        assert reward.dtype == np.float64 and term.dtype == trunc.dtype == np.bool_
+        assert not np.any(term & trunc)
+        assert info.keys() == ({"final_obs", "_final_obs", "final_info", "_final_info"}
+                               if done.any() else set())
+        for b, (e_obs, e_final, e_reward, e_term, e_trunc) in enumerate(row):
+            np.testing.assert_array_equal(obs[b], e_obs)  # a reset observation after an end
+            assert (reward[b], term[b], trunc[b]) == (e_reward, e_term, e_trunc)
+            if done[b]:
+                assert info["_final_obs"][b] and info["_final_info"][b]
+                np.testing.assert_array_equal(info["final_obs"][b], e_final)
+            elif done.any():
+                assert info["final_obs"][b] is None and not info["_final_obs"][b]
+        ended, truncated = ended + int(done.sum()), truncated + int(trunc.sum())
+    assert ended >= num_envs  # every environment ended at least once (horizon or goal/hole)
+    if env_id == "CartPole-v1":  # random pushes keep the pole up for 12 steps: time limit
+        assert truncated
+
+
+def test_vector_env_keeps_terminated_and_truncated_apart():
+    venv = rollax.to_gymnasium("CartPole-v1", num_envs=4, horizon=12)
+    venv.reset(seed=0)
+    push = np.ones(4, np.int64)  # always right: the pole falls within about 10 steps
+    events = [venv.step(push)[2:] for _ in range(12)]
+    term = np.array([e[0] for e in events])
+    first = term.argmax(axis=0)
+    assert term.any(axis=0).all() and not np.array([e[1] for e in events])[:first.min()].any()
+    final = events[first[0]][2]["final_obs"][0]
+    assert abs(final[2]) > 12 * 2 * np.pi / 360 or abs(final[0]) > 2.4  # a terminal state
+
+
+def test_vector_env_declares_gymnasiums_attributes_and_matches_sync_vector_env_layout():
+    venv = rollax.to_gymnasium("FrozenLake-v1", num_envs=4, horizon=2)
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    assert venv.num_envs == 4
+    single = rollax.to_gymnasium("FrozenLake-v1")
+    assert venv.single_observation_space == single.observation_space
+    assert venv.single_action_space == single.action_space
+    assert venv.observation_space == batch_space(single.observation_space, 4)
+    assert venv.action_space == batch_space(single.action_space, 4)
+    sync = SyncVectorEnv([lambda: rollax.to_gymnasium("FrozenLake-v1", horizon=2)] * 4,
+                         autoreset_mode=AutoresetMode.SAME_STEP)
+    (ours, _), (theirs, _) = venv.reset(seed=0), sync.reset(seed=0)
+    assert (ours.dtype, ours.shape) == (theirs.dtype, theirs.shape)
+    action = np.zeros(4, np.int64)  # left: never the goal within 2 steps; truncated at step 2
+    for _ in range(2):
+        ours, theirs = venv.step(action), sync.step(action)
+    for a, b in zip(ours[:4], theirs[:4]):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape)
+    assert ours[4].keys() == theirs[4].keys()
+    for key in ("_final_obs", "_final_info"):
+        np.testing.assert_array_equal(ours[4][key], theirs[4][key])
+    assert ours[4]["final_info"] == theirs[4]["final_info"] == {}
+    assert {type(x) for x in ours[4]["final_obs"]} == {type(x) for x in theirs[4]["final_obs"]}
+
+
+def test_vector_env_same_seed_same_trajectory():
+    def run(venv, seed):
+        obs, _ = venv.reset(seed=seed)
+        rows = [obs]
+        for batch in _actions(venv.action_space, 30, 1):
+            obs, reward, term, trunc, _ = venv.step(batch)
+            rows += [obs, reward, term, trunc]
+        return rows
+
+    a = rollax.to_gymnasium("FrozenLake-v1", num_envs=3, horizon=4)
+    first, again = run(a, 3), run(a, 3)
+    other = run(rollax.to_gymnasium("FrozenLake-v1", num_envs=3, seed=99, horizon=4), 3)
+    for x, y, z in zip(first, again, other):
+        np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(x, z)
+    assert not all(np.array_equal(x, y) for x, y in zip(first, run(a, 4)))
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: rollax.to_gymnasium("CartPole-v1", num_envs=0), "num_envs"),
+    (lambda: rollax.to_gymnasium("CartPole-v1", num_envs=2.0), "num_envs"),
+    (lambda: rollax.to_gymnasium("CartPole-v1", seed=-1), "seed"),
+    (lambda: rollax.to_gymnasium(rollax.make("CartPole-v1"), horizon=5), "make_kwargs"),
+    (lambda: rollax.to_gymnasium(3), "env_or_id"),
+    (lambda: rollax.to_gymnasium("CartPole-v9"), "CartPole-v9"),
+])
+def test_bad_settings_raise_value_errors_naming_them(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_bad_actions_and_resets_raise_value_errors():
+    genv = rollax.to_gymnasium("CartPole-v1")
+    with pytest.raises(gym.error.ResetNeeded):
+        genv.step(0)
+    genv.reset(seed=0)
+    for action, match in [(np.array([0, 1]), r"shape \(\)"), (2, r"\[0, 2\)"),
+                          (0.5, "integer")]:
+        with pytest.raises(ValueError, match=match):
+            genv.step(action)
+    with pytest.raises(ValueError, match="options"):
+        genv.reset(options={"low": 0})
+    pendulum = rollax.to_gymnasium("Pendulum-v1")
+    pendulum.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(1,\)"):
+        pendulum.step(np.zeros(2, np.float32))
+    venv = rollax.to_gymnasium("CartPole-v1", num_envs=4)
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        venv.step(np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="seed must be one integer"):
+        venv.reset(seed=[0, 1, 2, 3])
