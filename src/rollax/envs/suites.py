@@ -38,6 +38,7 @@ SUITES: dict[str, Suite] = {
     suite.prefix: suite
     for suite in (
         Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
+        Suite("jumanji", "rollax.envs.jumanji_adapter", "jumanji"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""

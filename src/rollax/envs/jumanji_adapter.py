@@ -1,0 +1,325 @@
+"""Jumanji environments behind rollax's functional interface: ``make("jumanji:<id>")``.
+
+``JumanjiEnv`` wraps one single-agent Jumanji environment with one discrete action as a rollax
+:class:`~rollax.envs.base.Environment`. Jumanji is imported lazily, only when such an
+environment is built; install it with ``pip install rollax[jumanji]``.
+
+What Jumanji does (read in jumanji 1.1.2's sources):
+
+- ``reset(key) -> (state, timestep)`` and ``step(state, action) -> (state, timestep)``; the
+  ``TimeStep`` is dm_env-like: ``step_type`` (FIRST/MID/LAST), ``reward``, ``discount``,
+  ``observation`` (a ``NamedTuple``) and ``extras``. ``step`` takes no key: the random key lives
+  in the state and is split there, so a step is a deterministic function of ``(state, action)``.
+  ``step`` never resets (auto-reset is a separate wrapper, which rollax does not use).
+- Every episode end, the task's own **and the time limit**, is ``termination(...)``:
+  ``step_type = LAST`` with ``discount = 0``. Where there is a time limit, the environment counts
+  steps itself (``state.step_count``: 0 after ``reset``, +1 per step) and ends the episode when
+  the new count reaches ``time_limit`` (a constructor option): ``Snake`` 4000 (also ends on an
+  invalid move or a full board), ``Maze`` ``num_rows * num_cols`` = 100, ``PacMan`` 1000,
+  ``SlidingTilePuzzle`` 500, ``Sokoban`` 120. ``Game2048`` counts steps but has no limit (it
+  ends when no move is legal; an illegal move is a no-op). ``TSP``, ``CVRP``, ``Knapsack`` and
+  ``GraphColoring`` have no limit either: each valid step fills one slot, so they end within
+  ``num_cities``, ``2 * num_nodes``, ``num_items`` and ``num_nodes`` steps (an invalid action
+  ends them at once).
+
+So a Jumanji ``LAST`` alone cannot tell a terminal state from the time limit (both discount 0).
+The adapter separates them with the step counter, without guessing: it builds the inner
+environment with ``time_limit = 2**31 - 1`` (never reached), so its ``LAST`` is only ever the
+task's own end and becomes ``terminated``; the limit moves to rollax's ``horizon`` (counted by
+``elapsed``, which equals Jumanji's ``step_count``), whose default is the environment's own
+``time_limit`` (or the ``time_limit=`` option), so ``truncated`` fires on exactly the step where
+Jumanji's limit would. A task that ends on that very step is ``terminated`` (rollax's rule),
+which a split on ``LAST & step_count >= time_limit`` would get wrong. Environments without a
+limit get the natural bound above as horizon (never reached by a terminating episode) and
+``Game2048`` a horizon of :data:`GAME2048_HORIZON` (its episodes are otherwise unbounded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rollax.envs.base import Box, Discrete, Environment, start_counters
+from rollax.envs.suites import import_suite
+from rollax.validate import check_horizon
+
+JUMANJI_PREFIX = "jumanji:"
+UNLIMITED = 2**31 - 1
+"""The ``time_limit`` the inner environment is built with: never reached (rollax truncates)."""
+GAME2048_HORIZON = 4000
+"""Default horizon of ``Game2048-v1``, which has no time limit of its own."""
+HIDDEN_FIELDS = ("step_count",)
+"""Observation fields left out of the policy's vector (the step counter: time is rollax's
+horizon; raw counts up to thousands would also swamp the other features)."""
+
+# id -> how the default horizon is found: an attribute of the Jumanji environment holding the
+# time limit ("time_limit"), a natural bound (attribute, factor), or a fixed number.
+SUPPORTED: dict[str, Any] = {
+    "Snake-v1": "time_limit",
+    "Maze-v0": "time_limit",
+    "PacMan-v1": "time_limit",
+    "SlidingTilePuzzle-v0": "time_limit",
+    "Sokoban-v0": "time_limit",
+    "Game2048-v1": GAME2048_HORIZON,
+    "TSP-v1": ("num_cities", 1),
+    "CVRP-v1": ("num_nodes", 2),
+    "Knapsack-v1": ("num_items", 1),
+    "GraphColoring-v1": ("num_nodes", 1),
+}
+"""The ids the adapter accepts: single-agent, one discrete action, scalar reward."""
+LOW_FIXES = {("TSP-v1", "position"): -1.0}
+"""Lower bounds below Jumanji's spec: TSP's ``position`` is -1 before the first city, outside
+its ``DiscreteArray(num_cities)`` spec."""
+
+
+class JumanjiState(NamedTuple):
+    """One wrapped environment's state."""
+
+    inner: Any
+    """Jumanji's own state (its random key included)."""
+    obs: Any
+    """The last raw observation (Jumanji's ``NamedTuple``, unflattened): the reset one, or the
+    one after the last live step (the final one once done)."""
+    elapsed: jax.Array
+    """int32 ``()``: live steps taken so far (equal to Jumanji's ``step_count``)."""
+    done: jax.Array
+    """bool ``()``: the episode has terminated or been truncated."""
+
+
+def _import_jumanji():
+    return import_suite("jumanji", "jumanji")
+
+
+def ids() -> tuple[str, ...]:
+    """The ids ``make("jumanji:<id>")`` accepts; empty when Jumanji is not installed."""
+    try:
+        jumanji = _import_jumanji()
+    except ValueError:
+        return ()
+    return tuple(i for i in SUPPORTED if i in jumanji.registered_environments())
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jumanji")
+    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
+        return "?"
+
+
+def _check_name(jumanji, name) -> None:
+    registered = sorted(jumanji.registered_environments())
+    supported = ", ".join(JUMANJI_PREFIX + i for i in SUPPORTED)
+    if isinstance(name, str) and name in SUPPORTED and name in registered:
+        return
+    if isinstance(name, str) and name in registered:
+        raise ValueError(
+            f"{JUMANJI_PREFIX}{name} is not supported: the adapter takes single-agent Jumanji "
+            f"environments with one discrete action and a scalar reward (multi-agent, "
+            f"multi-discrete and continuous actions are not); supported: {supported}"
+        )
+    close = difflib.get_close_matches(str(name), registered, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(JUMANJI_PREFIX + c for c in close)}?" if close else ""
+    raise ValueError(
+        f"unknown jumanji environment {name!r}{hint} (jumanji {_version()}; supported: "
+        f"{supported})"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class JumanjiEnv(Environment):
+    """A Jumanji environment with rollax's contracts (built by ``make("jumanji:<id>")``).
+
+    - ``stochastic = False``: Jumanji's ``step`` is deterministic given the state, whose key
+      ``reset(key)`` seeds (``key``'s raw data, ``jax.random.key_data``, goes to Jumanji's
+      ``reset``, so the state holds a plain uint32 key, as with Jumanji's own ``PRNGKey``
+      examples, and rollax's collectors can select between states); the randomness of later steps
+      (Snake's fruit, 2048's new tile) comes from that key, split inside the state.
+    - ``terminated`` is Jumanji's ``LAST`` from an inner environment without a time limit (the
+      task's end); ``truncated`` is rollax's ``horizon``, by default Jumanji's ``time_limit``
+      (module docstring). Jumanji's auto-reset is never used.
+    - Observations: the fields of Jumanji's observation ``NamedTuple`` in its field order
+      (nested ones depth first), except ``step_count``, each flattened in C order, cast to
+      float32 (booleans 0/1) and concatenated: ``observation_fields`` lists them with their
+      shapes. Snake-v1: ``grid`` (12, 12, 5) then ``action_mask`` (4,), 724 floats; Game2048-v1:
+      ``board`` (4, 4) (tile exponents, 0 = empty) then ``action_mask`` (4,), 20 floats.
+      ``state.obs`` keeps the raw observation. Bounds are Jumanji's specs (bounded arrays and
+      discrete values; unbounded ones are infinite).
+    - ``action_mask(state)``: the legal actions in ``state`` (bool ``(n,)``, Jumanji's
+      ``action_mask`` field; all true where Jumanji has none). rollax's policies do not read it;
+      an illegal action does what Jumanji does (Snake: terminated; Game2048: no-op).
+    - Equality and hash depend only on ``(name, horizon, env_kwargs)`` (hashable constructor
+      options, e.g. ``num_rows`` for Snake); a ``time_limit=`` option sets the horizon instead.
+    """
+
+    stochastic = False
+
+    name: str
+    """Jumanji id, e.g. ``"Snake-v1"`` (without the ``jumanji:`` prefix)."""
+    horizon: int | None = None
+    """Live steps after which an episode is truncated; ``None``: the environment's own limit."""
+    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    """Sorted ``(name, value)`` pairs passed to Jumanji's environment constructor."""
+
+    jumanji_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    """The wrapped Jumanji environment (built with ``time_limit = UNLIMITED`` where it has one)."""
+    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        jumanji = _import_jumanji()
+        _check_name(jumanji, self.name)
+        kwargs = dict(self.env_kwargs)
+        try:
+            hash(tuple(sorted(kwargs.items())))
+        except TypeError as error:
+            raise ValueError(f"jumanji environment options must be hashable, got {kwargs!r}"
+                             ) from error
+        rule = SUPPORTED[self.name]
+        limit = kwargs.pop("time_limit", None)
+        if limit is not None and rule != "time_limit":
+            raise ValueError(f"{JUMANJI_PREFIX}{self.name} has no time_limit option")
+        if limit is not None and self.horizon is not None and int(limit) != self.horizon:
+            raise ValueError(f"time_limit={limit} and horizon={self.horizon} disagree: the "
+                             f"time limit is rollax's horizon; give one of them")
+        inner = _build(jumanji, self.name, kwargs, rule == "time_limit")
+        horizon = self.horizon if self.horizon is not None else limit
+        if horizon is None:
+            horizon = _default_horizon(jumanji, self.name, kwargs, rule)
+        check_horizon(horizon)
+        _check_actions(inner, self.name)
+        object.__setattr__(self, "env_kwargs", tuple(sorted(kwargs.items())))
+        object.__setattr__(self, "horizon", int(horizon))
+        object.__setattr__(self, "jumanji_env", inner)
+        object.__setattr__(self, "_spaces", _convert_spaces(inner, self.name))
+
+    # -- the functional interface ---------------------------------------------------------------
+
+    def reset(self, key: jax.Array) -> JumanjiState:
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.key_data(key)  # a raw uint32 key: states stay plain arrays
+        inner, timestep = self.jumanji_env.reset(key)
+        return JumanjiState(inner, timestep.observation, *start_counters())
+
+    def transition(self, state: JumanjiState, action: jax.Array, key: jax.Array | None):
+        inner, timestep = self.jumanji_env.step(state.inner, action)
+        reward = jnp.reshape(jnp.asarray(timestep.reward, jnp.float32), ())
+        terminated = jnp.reshape(timestep.last(), ())
+        return state._replace(inner=inner, obs=timestep.observation), reward, terminated
+
+    def observation(self, state: JumanjiState) -> jax.Array:
+        parts = [jnp.reshape(_get(state.obs, path), (-1,)).astype(jnp.float32)
+                 for path, _ in self.observation_fields]
+        return jnp.concatenate(parts)
+
+    def action_mask(self, state: JumanjiState) -> jax.Array:
+        """bool ``(n,)``: which actions are legal in ``state`` (Jumanji's ``action_mask``
+        observation field, all true for an environment without one); works under ``vmap``."""
+        mask = getattr(state.obs, "action_mask", None)
+        if mask is None:
+            return jnp.ones((self.action_space.n,), bool)  # type: ignore[union-attr]
+        return jnp.asarray(mask, bool)
+
+    @property
+    def observation_space(self) -> Box:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> Discrete:
+        return self._spaces[1]
+
+    @property
+    def observation_fields(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """``(field path, raw shape)`` of each part of the observation vector, in order (a
+        nested field is ``"outer.inner"``)."""
+        return self._spaces[2]
+
+
+def _build(jumanji, name: str, kwargs: dict, limited: bool):
+    options = dict(kwargs, time_limit=UNLIMITED) if limited else kwargs
+    try:
+        return jumanji.make(name, **options)
+    except TypeError as error:
+        raise ValueError(
+            f"jumanji environment {name!r} does not accept {kwargs!r}: {error}") from error
+    except Exception as error:  # e.g. Sokoban's level download failing offline
+        raise ValueError(f"jumanji could not build {name!r}: {error}") from error
+
+
+def _default_horizon(jumanji, name: str, kwargs: dict, rule) -> int:
+    if rule == "time_limit":  # the limit the environment has with these options
+        return int(_build(jumanji, name, kwargs, limited=False).time_limit)
+    if isinstance(rule, tuple):
+        attribute, factor = rule
+        return int(getattr(_build(jumanji, name, kwargs, limited=False), attribute)) * factor
+    return int(rule)
+
+
+def _check_actions(env, name: str) -> None:
+    from jumanji import specs
+
+    spec = env.action_spec
+    if not isinstance(spec, specs.DiscreteArray) or isinstance(spec, specs.MultiDiscreteArray):
+        raise ValueError(f"{JUMANJI_PREFIX}{name} has a {type(spec).__name__} action; the "
+                         f"adapter supports one DiscreteArray")
+
+
+def _get(obs, path: str):
+    for part in path.split("."):
+        obs = getattr(obs, part)
+    return obs
+
+
+def _leaf_bounds(spec, shape) -> tuple[np.ndarray, np.ndarray]:
+    from jumanji import specs
+
+    low, high = -np.inf, np.inf
+    if isinstance(spec, specs.BoundedArray):  # DiscreteArray too: 0 .. num_values - 1
+        low, high = np.asarray(spec.minimum), np.asarray(spec.maximum)
+    elif np.dtype(spec.dtype) == np.bool_:
+        low, high = 0, 1
+    size = int(np.prod(shape))
+    return (np.broadcast_to(np.asarray(low, np.float32), shape).reshape(size),
+            np.broadcast_to(np.asarray(high, np.float32), shape).reshape(size))
+
+
+def _fields(spec, value, prefix: str = ""):
+    """``(path, leaf spec, shape)`` of every shown observation field, in field order."""
+    from jumanji import specs
+
+    for field in value._fields:
+        if field in HIDDEN_FIELDS:
+            continue
+        path, sub, leaf = prefix + field, spec[field], getattr(value, field)
+        if isinstance(sub, specs.Array):
+            yield path, sub, tuple(int(d) for d in np.shape(leaf))
+        else:
+            yield from _fields(sub, leaf, path + ".")
+
+
+def _convert_spaces(env, name: str):
+    spec = env.observation_spec
+    fields = list(_fields(spec, spec.generate_value()))
+    bounds = [_leaf_bounds(sub, shape) for _, sub, shape in fields]
+    for i, (path, _, _) in enumerate(fields):
+        if (name, path) in LOW_FIXES:
+            bounds[i] = (np.minimum(bounds[i][0], LOW_FIXES[name, path]), bounds[i][1])
+    low = np.concatenate([b[0] for b in bounds])
+    high = np.concatenate([b[1] for b in bounds])
+    observation = Box(low, high, (int(low.size),))
+    action = Discrete(int(env.action_spec.num_values))
+    return observation, action, tuple((path, shape) for path, _, shape in fields)
+
+
+def make_jumanji(env_id: str, horizon: int | None = None, **env_kwargs) -> JumanjiEnv:
+    """``JumanjiEnv(env_id, horizon, env_kwargs)``; what ``make("jumanji:<env_id>")`` calls."""
+    return JumanjiEnv(env_id, horizon, tuple(sorted(env_kwargs.items())))
+
+
+make = make_jumanji
+"""The suite table's entry point (:mod:`rollax.envs.suites`)."""
