@@ -39,6 +39,7 @@ SUITES: dict[str, Suite] = {
     for suite in (
         Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
         Suite("jumanji", "rollax.envs.jumanji_adapter", "jumanji"),
+        Suite("pgx", "rollax.envs.pgx_adapter", "pgx"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""

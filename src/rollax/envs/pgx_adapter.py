@@ -1,0 +1,265 @@
+"""Pgx's single-player games behind rollax's functional interface: ``make("pgx:<id>")``.
+
+``PgxEnv`` wraps one Pgx environment (``pgx.make(<id>)``, or its class built with the options
+given) as a rollax :class:`~rollax.envs.base.Environment`. Pgx is imported lazily, only when
+such an environment is built; install it with ``pip install rollax[pgx]``. Only games with
+``num_players == 1`` are accepted: the five MinAtar games (``minatar-asterix``,
+``minatar-breakout``, ``minatar-freeway``, ``minatar-seaquest``, ``minatar-space_invaders``)
+and ``2048``. Multi-player games (go, chess, ...) are refused with a ``ValueError``: rollax
+trains one agent, and their rewards are per player.
+
+What Pgx does (read in the source of pgx 2.6.0, ``pgx/core.py``, ``pgx/minatar/*.py``,
+``pgx/play2048.py``; pgx 2.6 ships MinAtar itself as ``pgx.minatar``, which ``pgx.make`` uses):
+
+- ``init(key) -> State`` and ``step(state, action, key) -> State``; the state carries
+  ``observation`` (MinAtar: ``(10, 10, C)`` bool planes; 2048: ``(4, 4, 31)`` bool),
+  ``rewards`` (float32 ``(num_players,)``), ``terminated``, ``truncated`` and
+  ``legal_action_mask``. Every single-player game needs the step key (MinAtar: sticky actions,
+  probability 0.1 by default, and spawns; 2048: the new tile), hence ``stochastic = True``.
+- ``step`` on a terminated (or truncated) state returns it with zero rewards and nothing else
+  changed: Pgx's terminal states absorb, and ``step`` never auto-resets
+  (``pgx.experimental.auto_reset`` is a separate wrapper, not used here).
+- An illegal action (``legal_action_mask[action]`` false) ends the game at once with reward
+  -1 (``terminated``). In MinAtar every action is always legal; in 2048 a move that slides
+  nothing is illegal, so a uniform random policy ends 2048 games early (mask them with
+  :meth:`PgxEnv.action_mask`). At a terminal state Pgx sets the whole mask to true.
+- ``truncated`` is never set by any Pgx 2.6 game, and Pgx has no time-limit option: MinAtar
+  asterix, breakout, seaquest and space_invaders can run for ever. Freeway is the exception:
+  it ends after a fixed 2501 steps (its ``_terminate_timer`` starts at 2500 and the game ends
+  once it drops below 0, as in the original MinAtar), and Pgx reports that as ``terminated``.
+  The timer is not in the observation: it is a time limit, not the task's end.
+
+How the adapter maps it: Pgx's ``step`` is the adapter's ``transition`` (with the same key),
+and the inherited ``step`` of :class:`~rollax.envs.base.Environment` adds the horizon and
+absorbing states. ``terminated`` is Pgx's ``terminated`` (the task's own end: losing the last
+life, a game over, an illegal action), except in Freeway, where it is always false and the end
+after 2501 steps is a **truncation**: Freeway's horizon defaults to 2501 and may not exceed it.
+Elsewhere the horizon defaults to :data:`DEFAULT_HORIZON` (10,000), a rollax truncation.
+Observations are flattened (C order) to rank-1 float32 (``raw_observation_shape`` keeps Pgx's
+shape), the reward is ``rewards[0]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rollax.envs.base import Box, Discrete, Environment, start_counters
+from rollax.envs.suites import import_suite
+from rollax.validate import check_horizon
+
+PGX_PREFIX = "pgx:"
+"""``rollax.make("pgx:<id>", horizon=None, **options)`` hands ``<id>`` to :func:`make_pgx`."""
+
+SINGLE_PLAYER = (
+    "2048",
+    "minatar-asterix",
+    "minatar-breakout",
+    "minatar-freeway",
+    "minatar-seaquest",
+    "minatar-space_invaders",
+)
+"""The ids of ``pgx.available_envs()`` with one player (pgx 2.6); :func:`ids` lists those the
+installed Pgx has. Any id is checked by its own ``num_players`` when built."""
+
+DEFAULT_HORIZON = 10_000
+"""Horizon of games without a time limit of their own (all but Freeway)."""
+
+OWN_TIME_LIMIT = {"minatar-freeway": 2501}
+"""Games whose fixed episode length Pgx reports as ``terminated``: the adapter reports it as a
+truncation, and it is their default (and largest) horizon."""
+
+
+class PgxState(NamedTuple):
+    """One wrapped game's state."""
+
+    inner: Any
+    """Pgx's own ``State`` (a pytree; ``inner.observation`` has the original shape)."""
+    elapsed: jax.Array
+    """int32 ``()``: live steps taken so far."""
+    done: jax.Array
+    """bool ``()``: the episode has terminated or been truncated."""
+
+
+def _import_pgx():
+    return import_suite("pgx", "pgx")
+
+
+def ids() -> tuple[str, ...]:
+    """The ids ``make("pgx:<id>")`` accepts; empty when Pgx is not installed."""
+    try:
+        pgx = _import_pgx()
+    except ValueError:
+        return ()
+    available = set(pgx.available_envs())
+    return tuple(name for name in SINGLE_PLAYER if name in available)
+
+
+def _strong(x) -> jax.Array:
+    """``x`` as an array of its canonical dtype without weak typing (stable scan carries)."""
+    x = jnp.asarray(x)
+    return jnp.asarray(x, dtype=x.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class PgxEnv(Environment):
+    """A single-player Pgx game with rollax's contracts (built by ``make("pgx:<id>")``).
+
+    - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` unchanged to Pgx's
+      ``step``; ``reset(key)`` passes it to ``init``.
+    - ``terminated`` is Pgx's, except Freeway's fixed 2501-step end, a truncation (module
+      docstring). Pgx's own auto-reset is never used.
+    - Observations: Pgx's bool planes as float32, **flattened** (C order) to a vector, e.g.
+      Breakout's ``(10, 10, 4)`` becomes ``(400,)``; bounds ``[0, 1]``. ``raw_observation_shape``
+      gives Pgx's shape to reshape back (e.g. for a CNN).
+    - Actions: ``Discrete(num_actions)`` (MinAtar's minimal action set by default);
+      :meth:`action_mask` gives Pgx's ``legal_action_mask``.
+    - Options are keyword arguments of the game's class, e.g. ``sticky_action_prob=0.0`` or
+      ``use_minimal_action_set=False`` for MinAtar (they must be hashable).
+    - Equality and hash depend only on ``(name, horizon, env_kwargs)``, so two adapters of the
+      same game are interchangeable static arguments and compiled functions are reused.
+    """
+
+    stochastic = True
+
+    name: str
+    """Pgx environment id, e.g. ``"minatar-breakout"`` (without the ``pgx:`` prefix)."""
+    horizon: int | None = None
+    """Live steps after which an episode is truncated; ``None`` (resolved at construction): the
+    game's own time limit (Freeway: 2501), else :data:`DEFAULT_HORIZON`."""
+    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    """Sorted ``(name, value)`` pairs passed to the game's class."""
+
+    pgx_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    """The wrapped Pgx environment object."""
+    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        pgx = _import_pgx()
+        env_kwargs = tuple(sorted(dict(self.env_kwargs).items()))
+        try:
+            hash(env_kwargs)
+        except TypeError as error:
+            raise ValueError(
+                f"pgx environment options must be hashable, got {dict(env_kwargs)!r}"
+            ) from error
+        env = _build(pgx, self.name, dict(env_kwargs))
+        horizon = _resolve_horizon(self.name, self.horizon)
+        object.__setattr__(self, "env_kwargs", env_kwargs)
+        object.__setattr__(self, "horizon", horizon)
+        object.__setattr__(self, "pgx_env", env)
+        object.__setattr__(self, "_spaces", _spaces(env))
+
+    # -- the functional interface ---------------------------------------------------------------
+
+    def reset(self, key: jax.Array) -> PgxState:
+        inner = self.pgx_env.init(key)
+        return PgxState(jax.tree.map(_strong, inner), *start_counters())
+
+    def transition(self, state: PgxState, action: jax.Array, key: jax.Array | None):
+        inner = self.pgx_env.step(state.inner, action, key)
+        reward = jnp.reshape(inner.rewards, (-1,))[0].astype(jnp.float32)
+        if self.name in OWN_TIME_LIMIT:  # its fixed end is a time limit: rollax truncates
+            terminated = jnp.zeros((), bool)
+        else:
+            terminated = jnp.reshape(jnp.asarray(inner.terminated, bool), ())
+        return state._replace(inner=inner), reward, terminated
+
+    def observation(self, state: PgxState) -> jax.Array:
+        return jnp.reshape(state.inner.observation, (-1,)).astype(jnp.float32)
+
+    def action_mask(self, state: PgxState) -> jax.Array:
+        """Pgx's ``legal_action_mask`` (bool ``(num_actions,)``) of ``state``: the actions that
+        do not end the game with the illegal-action penalty. All true in MinAtar, and at any
+        terminal state."""
+        return state.inner.legal_action_mask
+
+    @property
+    def observation_space(self) -> Box:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> Discrete:
+        return self._spaces[1]
+
+    @property
+    def raw_observation_shape(self) -> tuple[int, ...]:
+        """Pgx's observation shape (``state.inner.observation``), before flattening."""
+        return self._spaces[2]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pgx")
+    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
+        return "?"
+
+
+def _build(pgx, name, env_kwargs: dict):
+    """The Pgx environment ``name`` built with ``env_kwargs``; ``ValueError`` for an unknown
+    id, a multi-player game or options the game's class does not take."""
+    valid = list(pgx.available_envs())
+    if not isinstance(name, str) or name not in valid:
+        singles = [n for n in SINGLE_PLAYER if n in valid]
+        close = difflib.get_close_matches(str(name), singles, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(PGX_PREFIX + c for c in close)}?" if close else ""
+        raise ValueError(
+            f"unknown pgx environment {name!r}{hint} (pgx {_version()} single-player games: "
+            f"{', '.join(singles)})"
+        )
+    env = pgx.make(name)
+    if env.num_players != 1:
+        raise ValueError(
+            f"pgx:{name} is a {env.num_players}-player game; rollax's pgx adapter supports "
+            f"single-agent games only (num_players == 1): {', '.join(SINGLE_PLAYER)}"
+        )
+    if env_kwargs:
+        try:
+            env = type(env)(**env_kwargs)
+        except TypeError as error:
+            raise ValueError(
+                f"pgx environment {name!r} does not accept {env_kwargs!r}: {error}"
+            ) from error
+    return env
+
+
+def _resolve_horizon(name: str, horizon) -> int:
+    limit = OWN_TIME_LIMIT.get(name)
+    if horizon is None:
+        return limit if limit is not None else DEFAULT_HORIZON
+    check_horizon(horizon)
+    if limit is not None and horizon > limit:
+        raise ValueError(
+            f"pgx:{name} ends every episode after {limit} steps (its own timer, a truncation "
+            f"here); horizon must be at most {limit}, got {horizon}"
+        )
+    return int(horizon)
+
+
+def _spaces(env) -> tuple[Box, Discrete, tuple[int, ...]]:
+    """Observation and action spaces from the abstract shape of ``init`` (nothing computed)."""
+    shapes = jax.eval_shape(env.init, jax.random.key(0))
+    raw_shape = tuple(int(d) for d in shapes.observation.shape)
+    size = int(np.prod(raw_shape))
+    if shapes.observation.dtype == jnp.bool_:
+        low, high = np.zeros(size, np.float32), np.ones(size, np.float32)
+    else:  # no single-player game of pgx 2.6 has one; kept general
+        low, high = np.full(size, -np.inf, np.float32), np.full(size, np.inf, np.float32)
+    action = Discrete(int(shapes.legal_action_mask.shape[0]))
+    return Box(low, high, (size,)), action, raw_shape
+
+
+def make_pgx(env_id: str, horizon: int | None = None, **env_kwargs) -> PgxEnv:
+    """``PgxEnv(env_id, horizon, env_kwargs)``; what ``make("pgx:<env_id>")`` calls."""
+    return PgxEnv(env_id, horizon, tuple(sorted(env_kwargs.items())))
+
+
+make = make_pgx
+"""The suite table's entry point (:mod:`rollax.envs.suites`)."""

@@ -1,0 +1,180 @@
+"""The Pgx adapter (``pgx:<id>``): step-for-step agreement with Pgx's own ``step``, the ending
+split (Freeway's fixed end a truncation), Pgx's absorbing terminal states, the contract checker,
+a tiny training run and the error messages.
+
+Needs ``pip install rollax[pgx]``; the main test suite skips this folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+import rollax.cli
+from rollax.envs.pgx_adapter import PgxEnv
+
+
+def test_missing_pgx_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pgx", None)  # `import pgx` now raises ImportError
+    with pytest.raises(ValueError, match=r"pip install rollax\[pgx\]"):
+        rollax.make("pgx:minatar-breakout")
+
+
+pgx = pytest.importorskip("pgx")
+
+BATCH, STEPS = 32, 300
+LOCKSTEP = {  # game: (horizon, batch, steps); horizons short enough to see truncations
+    "minatar-breakout": (10, BATCH, STEPS),
+    "minatar-asterix": (60, BATCH, STEPS),
+    "minatar-seaquest": (25, BATCH, STEPS),
+    "minatar-space_invaders": (60, BATCH, STEPS),
+    "2048": (150, BATCH, STEPS),
+    "minatar-freeway": (None, 8, 2510),  # its own 2501-step end, past which Pgx absorbs
+}
+
+
+@functools.cache
+def _lockstep(name: str, horizon: int | None, batch: int, steps: int):
+    """Pgx's own ``step`` (a separately made ``pgx.make(name)``, no auto-reset) and the adapter
+    run side by side from the same reset keys, with the same random legal actions and step
+    keys; returns numpy arrays (T, B, ...) of both."""
+    env, ref_env = rollax.make(f"pgx:{name}", horizon=horizon), pgx.make(name)
+
+    @jax.jit
+    def run(key):
+        reset_key, run_key = jax.random.split(key)
+        keys = jax.random.split(reset_key, batch)
+        ref, ours = jax.vmap(ref_env.init)(keys), jax.vmap(env.reset)(keys)
+
+        def body(carry, key):
+            ref, ours = carry
+            action_key, step_key = jax.random.split(key)
+            logits = jnp.log(ref.legal_action_mask.astype(jnp.float32))
+            actions = jax.random.categorical(action_key, logits).astype(jnp.int32)
+            step_keys = jax.random.split(step_key, batch)
+            ref = jax.vmap(ref_env.step)(ref, actions, step_keys)
+            ours, reward, terminated, truncated = jax.vmap(env.step)(ours, actions, step_keys)
+            return (ref, ours), {
+                "ref_obs": ref.observation.reshape(batch, -1).astype(jnp.float32),
+                "ref_reward": ref.rewards[:, 0], "ref_terminated": ref.terminated,
+                "ref_truncated": ref.truncated, "obs": jax.vmap(env.observation)(ours),
+                "reward": reward, "terminated": terminated, "truncated": truncated}
+
+        start = (ref.observation.reshape(batch, -1).astype(jnp.float32),
+                 jax.vmap(env.observation)(ours))
+        _, out = jax.lax.scan(body, (ref, ours), jax.random.split(run_key, steps))
+        return start, out
+
+    start, out = run(jax.random.key(7))
+    return env, jax.tree.map(np.asarray, start), jax.tree.map(np.asarray, out)
+
+
+def _expected(out, horizon: int, pgx_end_terminates: bool):
+    """What rollax must give, derived from Pgx's trajectory: Pgx's up to each env's end (its
+    first terminal step, or the horizon), then the final observation, reward 0, no events."""
+    steps = out["ref_terminated"].shape[0]
+    ever = out["ref_terminated"].any(axis=0)
+    ref_end = np.where(ever, out["ref_terminated"].argmax(axis=0), steps)
+    end = np.minimum(ref_end, horizon - 1)
+    terminated_end = (ref_end == end) & pgx_end_terminates
+    t = np.arange(steps)[:, None]
+    at_end = t == end[None, :]
+    clipped = np.minimum(t, end[None, :])
+    return ref_end, {
+        "obs": np.take_along_axis(out["ref_obs"], clipped[:, :, None], axis=0),
+        "reward": np.where(t <= end[None, :], out["ref_reward"], 0.0).astype(np.float32),
+        "terminated": at_end & terminated_end[None, :],
+        "truncated": at_end & ~terminated_end[None, :]}
+
+
+@pytest.mark.parametrize("name", list(LOCKSTEP))
+def test_steps_match_pgx(name):
+    horizon, batch, steps = LOCKSTEP[name]
+    env, (ref_start, start), out = _lockstep(name, horizon, batch, steps)
+    np.testing.assert_array_equal(start, ref_start)
+    freeway = name == "minatar-freeway"
+    ref_end, expected = _expected(out, env.horizon, pgx_end_terminates=not freeway)
+    for field, value in expected.items():
+        np.testing.assert_array_equal(out[field], value, err_msg=field)
+    assert not out["ref_truncated"].any()  # no Pgx game sets it
+    # Pgx's terminal states absorb: after its end, the same observation and reward 0
+    for i in np.flatnonzero(ref_end < steps):
+        np.testing.assert_array_equal(out["ref_obs"][ref_end[i]:, i],
+                                      np.broadcast_to(out["ref_obs"][ref_end[i], i],
+                                                      out["ref_obs"][ref_end[i]:, i].shape))
+        assert not out["ref_reward"][ref_end[i] + 1:, i].any()
+    n_term, n_trunc = int(out["terminated"].sum()), int(out["truncated"].sum())
+    print(f"\npgx:{name} lockstep {batch} x {steps} steps (horizon {env.horizon}): "
+          f"{n_term} terminated, {n_trunc} truncated, {int((out['reward'] != 0).sum())} "
+          f"nonzero rewards")
+    assert n_term + n_trunc == batch
+    if freeway:  # Pgx ends Freeway after exactly 2501 steps, rollax calls it a truncation
+        assert (ref_end == 2500).all() and n_term == 0
+    else:
+        assert n_term > 0 and n_trunc > 0
+
+
+def test_pgx_terminal_state_absorbs():
+    env = pgx.make("minatar-breakout")
+    state, key = env.init(jax.random.key(0)), jax.random.key(1)
+    step = jax.jit(env.step)
+    while not bool(state.terminated):
+        key, sub = jax.random.split(key)
+        state = step(state, jnp.int32(0), sub)
+    after = step(state, jnp.int32(1), jax.random.key(2))
+    assert not np.asarray(after.rewards).any()
+    for a, b in zip(jax.tree.leaves(state.replace(rewards=after.rewards)),
+                    jax.tree.leaves(after)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_spaces_mask_and_options():
+    env = rollax.make("pgx:minatar-seaquest")
+    assert env.observation_space.shape == (1000,) and env.raw_observation_shape == (10, 10, 10)
+    assert env.action_space.n == 6 and env.horizon == 10_000 and env.stochastic
+    full = rollax.make("pgx:minatar-breakout", use_minimal_action_set=False)
+    assert full.action_space.n == 6 and full.pgx_env.use_minimal_action_set is False
+    same = (rollax.make("pgx:minatar-breakout", sticky_action_prob=0.0),
+            rollax.make("pgx:minatar-breakout", sticky_action_prob=0.0))
+    assert same[0] == same[1] and hash(same[0]) == hash(same[1])
+    assert same[0].pgx_env.sticky_action_prob == 0.0
+    game = rollax.make("pgx:2048")
+    state = game.reset(jax.random.key(3))
+    np.testing.assert_array_equal(game.action_mask(state), state.inner.legal_action_mask)
+    assert game.action_mask(state).dtype == jnp.bool_ and game.action_mask(state).shape == (4,)
+    assert rollax.make("pgx:minatar-freeway", horizon=100).horizon == 100
+    assert set(rollax.envs.pgx_adapter.ids()) == {
+        "2048", "minatar-asterix", "minatar-breakout", "minatar-freeway", "minatar-seaquest",
+        "minatar-space_invaders"}
+
+
+def test_refuses_multi_player_and_bad_options():
+    for game in ("go_9x9", "chess", "tic_tac_toe"):
+        with pytest.raises(ValueError, match="single-agent games only"):
+            rollax.make(f"pgx:{game}")
+    with pytest.raises(ValueError, match="did you mean pgx:minatar-breakout"):
+        rollax.make("pgx:minatar-breakou")
+    with pytest.raises(ValueError, match="does not accept"):
+        rollax.make("pgx:minatar-breakout", nonsense=1)
+    with pytest.raises(ValueError, match="at most 2501"):
+        rollax.make("pgx:minatar-freeway", horizon=2502)
+    with pytest.raises(ValueError, match="positive integer"):
+        rollax.make("pgx:minatar-breakout", horizon=0)
+    assert isinstance(rollax.make("pgx:minatar-breakout"), PgxEnv)
+
+
+def test_check_env_ok():
+    report = rollax.check_env(rollax.make("pgx:minatar-breakout"))
+    assert report.ok, report
+
+
+def test_cli_train_runs(tmp_path):
+    code = rollax.cli.main(["train", "--env", "pgx:minatar-breakout", "--total-steps", "1024",
+                            "--num-envs", "8", "--num-steps", "64", "--out", str(tmp_path / "run")])
+    assert code == 0
