@@ -40,6 +40,7 @@ SUITES: dict[str, Suite] = {
         Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
         Suite("jumanji", "rollax.envs.jumanji_adapter", "jumanji"),
         Suite("pgx", "rollax.envs.pgx_adapter", "pgx"),
+        Suite("xminigrid", "rollax.envs.xminigrid_adapter", "xminigrid"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""
