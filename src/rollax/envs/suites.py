@@ -31,6 +31,8 @@ SUITES: dict[str, Suite] = {
     suite.prefix: suite
     for suite in (
         Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
+        Suite("brax", "rollax.envs.brax_adapter", "brax"),
+        Suite("playground", "rollax.envs.playground_adapter", "playground"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""
