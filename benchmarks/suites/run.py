@@ -37,9 +37,10 @@ import rollax
 from rollax.envs.base import Discrete
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class UniformPolicy:
-    """Uniform random actions over a rollax action space (log-probability not needed: 0)."""
+    """Uniform random actions over a rollax action space (log-probability not needed: 0).
+    Hashed by identity: a ``Box`` space's array bounds are not hashable."""
 
     space: object
 
