@@ -286,7 +286,7 @@ def test_bad_names_and_options():
         rollax.make("gymnax:Catch-bsuite", nonsense=1)
     with pytest.raises(ValueError, match="positive integer"):
         rollax.make("gymnax:Catch-bsuite", horizon=0)
-    with pytest.raises(ValueError, match="gymnax:<id>"):
+    with pytest.raises(ValueError, match="suites as <suite>:<id>: gymnax"):
         rollax.make("Catch-bsuite")
     with pytest.raises(ValueError, match="reserved"):
         rollax.register("gymnax:Mine", lambda: None)

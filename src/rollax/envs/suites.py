@@ -38,11 +38,11 @@ SUITES: dict[str, Suite] = {
     suite.prefix: suite
     for suite in (
         Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
+        Suite("brax", "rollax.envs.brax_adapter", "brax"),
+        Suite("playground", "rollax.envs.playground_adapter", "playground", "mujoco_playground"),
         Suite("jumanji", "rollax.envs.jumanji_adapter", "jumanji"),
         Suite("pgx", "rollax.envs.pgx_adapter", "pgx"),
         Suite("xminigrid", "rollax.envs.xminigrid_adapter", "xminigrid"),
-        Suite("brax", "rollax.envs.brax_adapter", "brax"),
-        Suite("playground", "rollax.envs.playground_adapter", "playground", "mujoco_playground"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""
