@@ -142,5 +142,6 @@ def test_check_env(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_train_tiny(name, tmp_path):
     args = ["train", "--env", name, "--horizon", "50", "--total-steps", "256",
-            "--num-envs", "8", "--num-steps", "16", "--minibatches", "2", "--out", str(tmp_path / "run")]
+            "--num-envs", "8", "--num-steps", "16", "--minibatches", "2",
+            "--out", str(tmp_path / "run")]
     assert rollax.cli.main(args) == 0
