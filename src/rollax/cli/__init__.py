@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as err:
         where = f"{err.filename}: " if err.filename else ""
-        hint = f"; {err.hint}" if getattr(err, "hint", "") else ""
+        hint = getattr(err, "hint", "")
+        hint = f"; {hint}" if hint else ""
         print(f"{prefix}: error: {where}{err.strerror or err}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

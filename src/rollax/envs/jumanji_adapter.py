@@ -261,7 +261,7 @@ def _default_horizon(jumanji, name: str, kwargs: dict, rule) -> int:
 
 
 def _check_actions(env, name: str) -> None:
-    from jumanji import specs
+    specs = import_suite("jumanji.specs", "jumanji")
 
     spec = env.action_spec
     if not isinstance(spec, specs.DiscreteArray) or isinstance(spec, specs.MultiDiscreteArray):
@@ -276,7 +276,7 @@ def _get(obs, path: str):
 
 
 def _leaf_bounds(spec, shape) -> tuple[np.ndarray, np.ndarray]:
-    from jumanji import specs
+    specs = import_suite("jumanji.specs", "jumanji")
 
     low, high = -np.inf, np.inf
     if isinstance(spec, specs.BoundedArray):  # DiscreteArray too: 0 .. num_values - 1
@@ -290,7 +290,7 @@ def _leaf_bounds(spec, shape) -> tuple[np.ndarray, np.ndarray]:
 
 def _fields(spec, value, prefix: str = ""):
     """``(path, leaf spec, shape)`` of every shown observation field, in field order."""
-    from jumanji import specs
+    specs = import_suite("jumanji.specs", "jumanji")
 
     for field in value._fields:
         if field in HIDDEN_FIELDS:

@@ -216,12 +216,13 @@ def _check_name(xminigrid, name) -> None:
 
 
 def _spaces(env, params) -> tuple[Box, Discrete, tuple[int, ...]]:
-    from xminigrid.core.constants import NUM_COLORS, NUM_TILES
+    constants = import_suite("xminigrid.core.constants", "xminigrid")
 
     raw_shape = tuple(int(d) for d in env.observation_shape(params))
     if len(raw_shape) != 3 or raw_shape[-1] != 2:  # pragma: no cover - xminigrid 0.9's layout
         raise ValueError(f"unexpected xminigrid observation shape {raw_shape}")
-    high = np.broadcast_to(np.asarray([NUM_TILES - 1, NUM_COLORS - 1], np.float32), raw_shape)
+    top = [constants.NUM_TILES - 1, constants.NUM_COLORS - 1]  # largest tile and colour ids
+    high = np.broadcast_to(np.asarray(top, np.float32), raw_shape)
     size = int(np.prod(raw_shape))
     observation = Box(np.zeros(size, np.float32), high.reshape(size).copy(), (size,))
     return observation, Discrete(int(env.num_actions(params))), raw_shape
