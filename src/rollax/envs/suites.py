@@ -31,6 +31,7 @@ SUITES: dict[str, Suite] = {
     suite.prefix: suite
     for suite in (
         Suite("gymnax", "rollax.envs.gymnax_adapter", "gymnax"),
+        Suite("craftax", "rollax.envs.craftax_adapter", "craftax"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""
