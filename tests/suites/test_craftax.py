@@ -7,6 +7,8 @@ slowly on CPU (tens of seconds a function), so every compiled function is built 
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,7 @@ import pytest
 
 import rollax
 import rollax.cli
-from rollax.envs.craftax_adapter import CraftaxEnv, CraftaxState
+from rollax.envs.craftax_adapter import CraftaxEnv, CraftaxState, make_craftax
 
 pytest.importorskip("craftax")
 
@@ -27,24 +29,28 @@ LAST_STEP = 7  # only the time limit is reached on its first step
 EARLY = 8  # dies on its first step, one step before the time limit
 
 
-def _craft(inner, index):
+def _craft(inner: Any, index: jax.Array):
     """Start states of the first episode: a few near death, some near the time limit (the
     same for Craftax and the adapter). Starving with ``player_recover = -15`` loses one
     health on the next step whatever the action (one action can restore food or drink, not
     both, and recovery needs both)."""
-    hungry = jnp.isin(index, jnp.array(HUNGRY))
-    doomed = (index == COINCIDE) | (index == EARLY)
+    hungry = jnp.asarray(jnp.isin(index, jnp.array(HUNGRY)))
+    doomed = jnp.asarray((index == COINCIDE) | (index == EARLY))
     starve = hungry | doomed
-    health = jnp.where(hungry, 1 + index % 3, jnp.where(doomed, 1, inner.player_health))
-    recover = jnp.where(doomed, -15.0, jnp.where(hungry, 0.0, inner.player_recover))
-    timestep = jnp.select([(index == COINCIDE) | (index == LAST_STEP), index == EARLY],
-                          [LIMIT - 1, LIMIT - 2], 0)
+    health: Any = jnp.where(doomed, 1, inner.player_health)
+    health = jnp.where(hungry, 1 + jnp.remainder(index, 3), health)
+    recover: Any = jnp.where(hungry, 0.0, inner.player_recover)
+    recover = jnp.where(doomed, -15.0, recover)
+    timestep: Any = jnp.where(index == EARLY, LIMIT - 2, 0)
+    timestep = jnp.where((index == COINCIDE) | (index == LAST_STEP), LIMIT - 1, timestep)
+    food: Any = jnp.where(starve, 0, inner.player_food)
+    drink: Any = jnp.where(starve, 0, inner.player_drink)
     return inner.replace(
-        player_food=jnp.where(starve, 0, inner.player_food).astype(inner.player_food.dtype),
-        player_drink=jnp.where(starve, 0, inner.player_drink).astype(inner.player_drink.dtype),
-        player_health=health.astype(inner.player_health.dtype),
-        player_recover=recover.astype(inner.player_recover.dtype),
-        timestep=timestep.astype(inner.timestep.dtype),
+        player_food=food.astype(jnp.asarray(inner.player_food).dtype),
+        player_drink=drink.astype(jnp.asarray(inner.player_drink).dtype),
+        player_health=health.astype(jnp.asarray(inner.player_health).dtype),
+        player_recover=recover.astype(jnp.asarray(inner.player_recover).dtype),
+        timestep=timestep.astype(jnp.asarray(inner.timestep).dtype),
     )
 
 
@@ -63,11 +69,11 @@ def lockstep():
     from craftax.craftax_classic.constants import BlockType
 
     LAVA = BlockType.LAVA.value
-    env = rollax.make(f"craftax:{CLASSIC}", max_timesteps=LIMIT)
+    env = make_craftax(CLASSIC, max_timesteps=LIMIT)
     craftax_env, params = env.craftax_env, env.craftax_params
 
     def start(key, index):
-        obs, inner = craftax_env.reset_env(key, params)
+        _, inner = craftax_env.reset_env(key, params)
         inner = _craft(_strong(inner), index)
         ours = env.reset(key)
         crafted = _craft(ours.inner, index)
@@ -140,17 +146,18 @@ def test_steps_match_craftax(lockstep):
 
 
 def test_default_horizon_and_options():
-    env = rollax.make(f"craftax:{CLASSIC}")
+    env = make_craftax(CLASSIC)
+    assert env == rollax.make(f"craftax:{CLASSIC}")
     assert env.horizon == 10000 == env.craftax_params.max_timesteps
     assert env.observation_space.shape == (1345,) and env.raw_observation_shape == (1345,)
     assert env.action_space == rollax.Discrete(17)
     assert env == CraftaxEnv(CLASSIC, 10000)
     assert env != rollax.make(f"craftax:{CLASSIC}", max_timesteps=LIMIT)
     assert hash(env) == hash(rollax.make(f"craftax:{CLASSIC}"))
-    full = rollax.make("craftax:Craftax-Symbolic-v1")
+    full = make_craftax("Craftax-Symbolic-v1")
     assert full.horizon == 100000 and full.action_space == rollax.Discrete(43)
     assert full.observation_space.shape == (8268,)
-    pixels = rollax.make("craftax:Craftax-Classic-Pixels-v1", horizon=50)
+    pixels = make_craftax("Craftax-Classic-Pixels-v1", horizon=50)
     assert pixels.raw_observation_shape == (63, 63, 3) and pixels.horizon == 50
     assert pixels.observation_space.shape == (63 * 63 * 3,)
     with pytest.raises(ValueError, match="did you mean craftax:Craftax-Classic-Symbolic-v1"):
@@ -175,5 +182,5 @@ def test_check_env():
 def test_cli_train(tmp_path):
     code = rollax.cli.main(["train", "--env", f"craftax:{CLASSIC}", "--horizon", "64",
                             "--total-steps", "512", "--num-envs", "8", "--num-steps", "32",
-                            "--out", str(tmp_path)])
+                            "--out", str(tmp_path / "run")])
     assert code == 0
