@@ -43,6 +43,7 @@ SUITES: dict[str, Suite] = {
         Suite("jumanji", "rollax.envs.jumanji_adapter", "jumanji"),
         Suite("pgx", "rollax.envs.pgx_adapter", "pgx"),
         Suite("xminigrid", "rollax.envs.xminigrid_adapter", "xminigrid"),
+        Suite("craftax", "rollax.envs.craftax_adapter", "craftax"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""
