@@ -28,6 +28,8 @@ def _train(tmp_path: Path, cache: str, out: str, *extra: str) -> tuple[dict, dic
                            str(tmp_path / out)], env=env, capture_output=True, text=True,
                           check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # jaxlib's log lines about each program loaded from the cache are dropped (cli/quiet.py)
+    assert "cpu_aot_loader" not in proc.stderr and "Assume version" not in proc.stderr
     summary = json.loads((tmp_path / out / "summary.json").read_text())
     return json.loads(proc.stdout), summary
 
@@ -105,3 +107,34 @@ def test_a_file_is_not_a_cache_folder(tmp_path):
         compile_cache.enable(tmp_path / "afile")
     with pytest.raises(ValueError, match="cannot be created"):
         compile_cache.enable(tmp_path / "afile" / "sub")
+
+
+@pytest.mark.parametrize("piecewise", [False, True])
+def test_the_chatter_filter_drops_only_the_cache_log_lines(piecewise):
+    import threading
+    import time
+
+    from rollax.cli.quiet import _pump
+
+    chatter = (b"W1201 11:20:43.935492   18100 pjrt_executable.cc:642] Assume version "
+               b"compatibility. PjRt-IFRT does not track XLA executable versions.\n"
+               b"E1201 11:20:43.936858   18106 cpu_aot_loader.cc:220] Loading XLA:CPU AOT "
+               b"result. Target machine feature +prefer-no-gather is not  supported\n")
+    other = b"E1201 11:20:44.000000   18106 other.cc:1] a real error\n"
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    pump = threading.Thread(target=_pump, args=(read_in, write_out))
+    if piecewise:  # the reader sees each piece apart
+        pump.start()
+    for piece in (b"\rupdate 1/4", chatter[:50], chatter[50:], b"\rupdate 2/4", other,
+                  b"rollax train: error: x\n", b"no newline at the end"):
+        os.write(write_in, piece)
+        time.sleep(0.01 if piecewise else 0)
+    os.close(write_in)
+    if not piecewise:  # the reader sees everything at once
+        pump.start()
+    pump.join(timeout=10)
+    os.close(write_out)
+    with os.fdopen(read_out, "rb") as f:
+        assert f.read() == (b"\rupdate 1/4\rupdate 2/4" + other + b"rollax train: error: x\n"
+                            b"no newline at the end")

@@ -16,6 +16,7 @@ from rollax import compile_cache
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
 from rollax.cli.parse import UsageError, parse, parse_train
+from rollax.cli.quiet import drop_cache_chatter
 from rollax.cli.train import run_train
 
 __all__ = ["main"]
@@ -30,6 +31,12 @@ def version() -> str:
     return f"rollax {rollax.__version__} (jax {jax.__version__})"
 
 
+def _cache(on: bool) -> None:
+    """The compile cache for this command (and, when it is on, its log chatter dropped)."""
+    if compile_cache.from_environment(on) is not None:
+        drop_cache_chatter()
+
+
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "--version":
         if len(argv) > 1:
@@ -38,12 +45,12 @@ def _dispatch(argv: list[str]) -> int:
         return 0
     if argv and argv[0] == "train":
         cmd, settings, file = parse_train(argv)
-        compile_cache.from_environment(cmd.compile_cache)
+        _cache(cmd.compile_cache)
         run_train(cmd, settings, file)
         return 0
     cmd = parse(argv)
     if isinstance(cmd, COMPILES):
-        compile_cache.from_environment()
+        _cache(True)
     return RUNNERS[type(cmd)](cmd) or 0
 
 
