@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space
 
 import rollax
-from rollax.envs import gymnasium_export
+from rollax import gymnasium_export
 from rollax.envs.base import step_with_key
 
 IDS = ["CartPole-v1", "FrozenLake-v1", "Pendulum-v1"]
