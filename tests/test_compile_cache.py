@@ -40,20 +40,18 @@ def _entries(folder: Path) -> list[str]:
 
 def test_second_process_reuses_the_cache(tmp_path):
     folder = tmp_path / "cache"
-    cold, cold_summary = _train(tmp_path, str(folder), "a")
+    cold, _ = _train(tmp_path, str(folder), "a")
     entries = _entries(folder)
     assert entries, "the first run wrote no cache entry"
     warm, warm_summary = _train(tmp_path, str(folder), "b")
-    assert warm_summary["compile_time_s"] < cold_summary["compile_time_s"] / 3, (
-        cold_summary["compile_time_s"], warm_summary["compile_time_s"])
-    assert _entries(folder) == entries  # everything came from the cache
+    # everything came from the cache (no wall-clock assertion: times belong to benchmarks)
+    assert _entries(folder) == entries
     assert cold["compile_cache"] == warm["compile_cache"] == str(folder)
     assert warm_summary["compile_cache"] == str(folder)
     assert cold["params_sha256"] == warm["params_sha256"]
     # a traced hyperparameter is an input of the compiled programs, not a constant in them
-    other, other_summary = _train(tmp_path, str(folder), "c", "--lr", "0.25")
+    other, _ = _train(tmp_path, str(folder), "c", "--lr", "0.25")
     assert _entries(folder) == entries, "changing --lr compiled a new program"
-    assert other_summary["compile_time_s"] < cold_summary["compile_time_s"] / 3
     assert other["params_sha256"] != cold["params_sha256"]
     # without the cache: the same result, and nothing reported
     off, off_summary = _train(tmp_path, "off", "d")
