@@ -44,6 +44,7 @@ from rollax.losses import (
     ratio_stats,
     reinforce_loss,
 )
+from rollax.networks import CNNActorCritic
 from rollax.policies import (
     BernoulliPolicy,
     GreedyPolicy,
@@ -77,6 +78,7 @@ __all__ = [
     "AutoResetTrajectory",
     "BernoulliPolicy",
     "Box",
+    "CNNActorCritic",
     "Categorical",
     "CheckReport",
     "Corridor",

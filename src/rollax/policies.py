@@ -124,7 +124,7 @@ class ActorCriticParams(NamedTuple):
     """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
 
 
-def _linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear:
+def orthogonal_linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear:
     """A linear layer with orthogonal weights scaled by ``gain`` and zero bias."""
     layer = eqx.nn.Linear(n_in, n_out, key=key)
     weight = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in), jnp.float32)
@@ -135,10 +135,12 @@ def _linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear
 def _mlp(key, sizes, out_gain):
     keys = jax.random.split(key, len(sizes) - 1)
     gains = [math.sqrt(2.0)] * (len(sizes) - 2) + [out_gain]
-    return tuple(_linear(k, a, b, g) for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
+    return tuple(orthogonal_linear(k, a, b, g)
+                 for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
 
 
-_ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+"""Hidden activations of the actor-critics, by name."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,8 +170,8 @@ class MLPActorCritic:
     def __post_init__(self):
         if (self.num_actions is None) == (self.action_size is None):
             raise ValueError("give exactly one of num_actions (discrete) or action_size")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {', '.join(_ACTIVATIONS)}, "
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
                              f"got {self.activation!r}")
 
     @property
@@ -187,7 +189,7 @@ class MLPActorCritic:
         return ActorCriticParams(actor, critic, log_std)
 
     def _forward(self, layers, x):
-        act = _ACTIVATIONS[self.activation]
+        act = ACTIVATIONS[self.activation]
         for layer in layers[:-1]:
             x = act(layer(x))
         return layers[-1](x)
@@ -251,7 +253,8 @@ def obs_normalize(state: ObsNormState, observation: jax.Array, clip: float = 10.
 class NormalizedPolicy:
     """A policy that normalises observations first: its params are ``(inner_params, stats)``."""
 
-    inner: MLPActorCritic
+    inner: Policy
+    """The actor-critic (:class:`MLPActorCritic` or ``rollax.networks.CNNActorCritic``)."""
 
     def sample(self, params, observation, key):
         inner_params, stats = params

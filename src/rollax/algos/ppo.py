@@ -24,10 +24,12 @@ from rollax.algos.ppo_update import (
     PPOState,
     Setup,
     make_network,
+    network_choice,
 )
 from rollax.envs.base import Box, Environment
 from rollax.envs.registry import make
 from rollax.evaluation import evaluate_policy
+from rollax.networks import image_shape
 from rollax.policies import ActorCriticParams, ObsNormState
 from rollax.validate import check_count, check_real, check_seed, is_int
 
@@ -97,6 +99,10 @@ class PPOConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
+    network: Literal["auto", "mlp", "cnn"] = "auto"
+    """Actor-critic: mlp, cnn (3x3 convolutions over the (H, W, C) image the environment's
+    observation flattens, then the hidden layers), or auto (cnn for image observations, else
+    mlp; config.json stores the choice)."""
     eval_episodes: int = 32
     """Greedy evaluation episodes after training."""
 
@@ -176,14 +182,28 @@ def validate(config: PPOConfig, env: Environment | None = None) -> Environment:
             f"env {config.env!r} has no vector (Box) observations: PPO needs one "
             f"(finite tasks train with the tabular trainer, rollax.algos.tabular)"
         )
+    _check_network(config, env)
     return env
 
 
+def _check_network(config: PPOConfig, env: Environment) -> None:
+    if config.network not in ("auto", "mlp", "cnn"):
+        raise ValueError(f"network must be one of auto, mlp, cnn, got {config.network!r}")
+    if config.network == "cnn" and image_shape(env) is None:
+        shape = getattr(env, "raw_observation_shape", None)
+        found = "none" if shape is None else repr(tuple(shape))
+        raise ValueError(
+            f"network cnn needs image observations, but env {config.env!r} has no "
+            f"raw_observation_shape of rank 3 (H, W, C) (got {found}); use network mlp or auto")
+
+
 def resolve(config: PPOConfig, env: Environment | None = None) -> PPOConfig:
-    """``config`` validated, with ``horizon`` set to the task's own limit when unset."""
+    """``config`` validated, with ``horizon`` set to the task's own limit when unset and
+    ``network`` to the one ``auto`` picks (``mlp`` or ``cnn``)."""
     env = validate(config, env)
-    return config if config.horizon is not None else dataclasses.replace(config,
-                                                                         horizon=env.horizon)
+    horizon = env.horizon if config.horizon is None else config.horizon
+    return dataclasses.replace(config, horizon=horizon,
+                               network=network_choice(config.network, env))
 
 
 def _evaluate(setup: Setup, state: PPOState, hp: PPOHyperparams) -> dict:
@@ -219,7 +239,7 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
 # --- what the layers above ask (rollax.algos.registry) ---------------------------------------
 
 SETTINGS = ("horizon", "epochs", "lr", "clip_eps", "total_steps", "num_envs", "num_steps",
-            "minibatches")
+            "minibatches", "network")
 
 
 def _configure(settings: Mapping, env: Environment) -> PPOConfig:

@@ -29,6 +29,7 @@ from rollax import guards
 from rollax.collect import collect_autoreset, reset_batch
 from rollax.envs.base import Discrete, Environment
 from rollax.losses import actor_critic_loss
+from rollax.networks import CNNActorCritic, image_shape
 from rollax.policies import (
     ActorCriticParams,
     MLPActorCritic,
@@ -104,11 +105,28 @@ class Batch(NamedTuple):
     value: jax.Array
 
 
-def make_network(env: Environment, config) -> MLPActorCritic:
-    """The actor-critic for ``env``'s spaces with ``config``'s layer sizes and activation."""
+def network_choice(network: str, env: Environment) -> str:
+    """``"cnn"`` or ``"mlp"``: ``network`` itself, or for ``"auto"`` the CNN when ``env``'s
+    observation is an image (:func:`rollax.networks.image_shape`) and the MLP otherwise."""
+    if network == "auto":
+        return "cnn" if image_shape(env) is not None else "mlp"
+    return network
+
+
+def make_network(env: Environment, config) -> MLPActorCritic | CNNActorCritic:
+    """The actor-critic for ``env``'s spaces with ``config``'s network (``network``: the MLP, or
+    the CNN over the image shape), layer sizes and activation."""
     space = env.action_space
     kwargs = dict(num_actions=space.n) if isinstance(space, Discrete) else dict(
         action_size=int(np.prod(space.shape)))
+    if network_choice(config.network, env) == "cnn":
+        shape = image_shape(env)
+        if shape is None:
+            raise ValueError(f"network 'cnn' needs image observations; env {config.env!r} has "
+                             f"no raw_observation_shape (H, W, C)")
+        return CNNActorCritic(image_shape=shape, num_actions=kwargs.get("num_actions"),
+                              action_size=kwargs.get("action_size"), hidden=tuple(config.hidden),
+                              activation=config.activation, init_log_std=config.init_log_std)
     return MLPActorCritic(
         observation_size=int(env.observation_space.shape[0]), hidden=tuple(config.hidden),
         activation=config.activation, init_log_std=config.init_log_std, **kwargs,
@@ -121,7 +139,7 @@ class Setup:
 
     config: Any
     env: Environment
-    net: MLPActorCritic
+    net: MLPActorCritic | CNNActorCritic
     num_updates: int
     checked: bool = False
 

@@ -1,0 +1,165 @@
+"""The convolutional actor-critic, for image-like observations such as MinAtar's 10x10xC planes.
+
+Environments hand policies rank-1 observations (adapters flatten images in C order and keep
+the original shape as ``raw_observation_shape``); :class:`CNNActorCritic` takes that vector and
+reshapes it to ``image_shape = (H, W, C)`` inside, so collectors, PPO and observation
+normalisation see the same shapes as with :class:`rollax.policies.MLPActorCritic`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from rollax.distributions import Categorical, DiagGaussian
+from rollax.policies import ACTIVATIONS, ActorCriticParams, orthogonal_linear
+
+__all__ = ["CNNActorCritic", "image_shape", "orthogonal_conv"]
+
+
+def image_shape(env) -> tuple[int, int, int] | None:
+    """``env``'s observation as an image ``(H, W, C)``: its ``raw_observation_shape`` when that
+    has rank 3 and flattens to the observation vector, else ``None``."""
+    shape = getattr(env, "raw_observation_shape", None)
+    space_shape = getattr(env.observation_space, "shape", None)
+    if shape is None or len(shape) != 3 or space_shape is None or len(space_shape) != 1:
+        return None
+    if math.prod(shape) != space_shape[0]:
+        return None
+    h, w, c = (int(n) for n in shape)
+    return h, w, c
+
+
+def orthogonal_conv(key: jax.Array, n_in: int, n_out: int, kernel: int,
+                    gain: float) -> eqx.nn.Conv2d:
+    """A stride-1, unpadded convolution whose kernel, seen as an ``(n_out, n_in * kernel**2)``
+    matrix, is orthogonal scaled by ``gain``; zero bias."""
+    conv = eqx.nn.Conv2d(n_in, n_out, kernel, key=key)
+    matrix = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in * kernel * kernel),
+                                                  jnp.float32)
+    weight = matrix.reshape(n_out, n_in, kernel, kernel)
+    return eqx.tree_at(lambda c: (c.weight, c.bias), conv,
+                       (weight, jnp.zeros((n_out, 1, 1), jnp.float32)))
+
+
+@dataclasses.dataclass(frozen=True)
+class CNNActorCritic:
+    """Separate convolutional actor and critic over an image observation ``(H, W, C)``.
+
+    Each of the two networks is a torso of ``len(channels)`` convolutions (``kernel_size``
+    square, stride 1, no padding, ReLU), flattened, then an MLP head with ``hidden`` layers
+    (``activation``) and one output layer: categorical logits (``num_actions``) or a Gaussian
+    mean (``action_size``, with a free log standard deviation) for the actor, a scalar for the
+    critic. Initialisation is the MLP's: orthogonal with gain sqrt(2) for every hidden layer
+    (convolutions included, their kernels taken as ``(out, in * k * k)`` matrices), 0.01 for
+    the actor's output and 1.0 for the critic's, zero biases.
+
+    Shapes: one observation ``(H * W * C,)`` (C order, as the adapters flatten it); ``vmap``
+    adds batch axes. Parameters are an :class:`rollax.policies.ActorCriticParams` whose
+    ``actor`` and ``critic`` tuples hold the convolutions then the linear layers.
+
+    Example::
+
+        net = CNNActorCritic(image_shape=(10, 10, 4), num_actions=3)
+        params = net.init(jax.random.key(0))
+        action, log_prob = net.sample(params, jnp.zeros(400), jax.random.key(1))
+    """
+
+    image_shape: tuple[int, int, int]
+    num_actions: int | None = None
+    action_size: int | None = None
+    channels: tuple[int, ...] = (16,)
+    kernel_size: int = 3
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    init_log_std: float = 0.0
+
+    def __post_init__(self):
+        if (self.num_actions is None) == (self.action_size is None):
+            raise ValueError("give exactly one of num_actions (discrete) or action_size")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                             f"got {self.activation!r}")
+        if len(self.image_shape) != 3 or min(self.image_shape) < 1:
+            raise ValueError(f"image_shape must be (H, W, C), got {self.image_shape!r}")
+        if not self.channels or min(self.channels) < 1 or self.kernel_size < 1:
+            raise ValueError(f"channels and kernel_size must be positive, got "
+                             f"{self.channels!r} and {self.kernel_size!r}")
+        if min(self.feature_map[1:]) < 1:
+            raise ValueError(f"{len(self.channels)} convolution(s) of size {self.kernel_size} "
+                             f"leave nothing of an image {self.image_shape!r}")
+
+    @property
+    def discrete(self) -> bool:
+        return self.num_actions is not None
+
+    @property
+    def observation_size(self) -> int:
+        """Length of the flattened observation, ``H * W * C``."""
+        return math.prod(self.image_shape)
+
+    @property
+    def feature_map(self) -> tuple[int, int, int]:
+        """Shape ``(channels, H', W')`` of the last convolution's output."""
+        shrink = len(self.channels) * (self.kernel_size - 1)
+        h, w, _ = self.image_shape
+        return self.channels[-1], h - shrink, w - shrink
+
+    def _network(self, key: jax.Array, n_out: int, out_gain: float) -> tuple:
+        n_conv = len(self.channels)
+        keys = jax.random.split(key, n_conv + len(self.hidden) + 1)
+        ins = (self.image_shape[2], *self.channels[:-1])
+        convs = [orthogonal_conv(k, a, b, self.kernel_size, math.sqrt(2.0))
+                 for k, a, b in zip(keys[:n_conv], ins, self.channels)]
+        sizes = (math.prod(self.feature_map), *self.hidden, n_out)
+        gains = [math.sqrt(2.0)] * len(self.hidden) + [out_gain]
+        dense = [orthogonal_linear(k, a, b, g)
+                 for k, a, b, g in zip(keys[n_conv:], sizes[:-1], sizes[1:], gains)]
+        return (*convs, *dense)
+
+    def init(self, key: jax.Array) -> ActorCriticParams:
+        actor_key, critic_key = jax.random.split(key)
+        out = self.num_actions if self.discrete else self.action_size
+        assert out is not None
+        log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
+        return ActorCriticParams(self._network(actor_key, out, 0.01),
+                                 self._network(critic_key, 1, 1.0), log_std)
+
+    def torso(self, layers: tuple, observation: jax.Array) -> jax.Array:
+        """The flattened features ``(channels * H' * W',)`` of the convolutions in ``layers``."""
+        x = jnp.transpose(observation.reshape(self.image_shape), (2, 0, 1))  # (C, H, W)
+        for conv in layers[:len(self.channels)]:
+            x = jax.nn.relu(conv(x))
+        return x.reshape(-1)
+
+    def _forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
+        act = ACTIVATIONS[self.activation]
+        x = self.torso(layers, observation)
+        dense = layers[len(self.channels):]
+        for layer in dense[:-1]:
+            x = act(layer(x))
+        return dense[-1](x)
+
+    def distribution(self, params: ActorCriticParams, observation: jax.Array):
+        out = self._forward(params.actor, observation)
+        if self.discrete:
+            return Categorical(out)
+        return DiagGaussian(out, params.log_std)
+
+    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
+        return self._forward(params.critic, observation)[0]
+
+    def sample(self, params, observation, key):
+        dist = self.distribution(params, observation)
+        action = dist.sample(key)
+        return action, dist.log_prob(action)
+
+    def log_prob(self, params, observation, action) -> jax.Array:
+        return self.distribution(params, observation).log_prob(action)
+
+    def greedy(self, params, observation) -> jax.Array:
+        return self.distribution(params, observation).mode()
