@@ -163,3 +163,11 @@ def test_tiny_ppo_run_on_minatar_compiles_once_and_vmaps():
             assert metrics[name].shape == (2, 2) and np.isfinite(metrics[name]).all(), name
         assert np.isfinite(np.asarray(result.eval_return)).all()
     assert not np.array_equal(first.params.actor[0].weight, second.params.actor[0].weight)
+
+
+def test_a_config_json_from_before_network_reads_back_as_the_mlp_it_trained():
+    stored = ppo.SPEC.config_to_dict(ppo.preset("gymnax:Breakout-MinAtar"))
+    del stored["network"]  # as written before the setting existed
+    assert ppo.SPEC.config_from_dict(stored).network == "mlp"
+    stored["network"] = "cnn"
+    assert ppo.SPEC.config_from_dict(stored).network == "cnn"

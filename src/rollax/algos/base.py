@@ -127,6 +127,9 @@ class AlgorithmSpec:
     (``labels``: each lane's seed and swept values, to name the lanes)."""
     lane_facts: Callable[[Any], dict]
     """``history row (updates + 1,) of progress -> dict``: extra entries of a lane summary."""
+    stored_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Values of config fields added after a config.json may have been written: what a run
+    folder without them was trained with (so it resumes and evaluates as it was)."""
 
     def config_to_dict(self, config) -> dict:
         """A JSON-able dict of ``config`` (what config.json stores)."""
@@ -136,7 +139,7 @@ class AlgorithmSpec:
         """The config stored by :meth:`config_to_dict` (lists back to tuples)."""
         hints = typing.get_type_hints(self.config_type)
         fields = {}
-        for name, value in data.items():
+        for name, value in {**self.stored_defaults, **data}.items():
             if isinstance(value, list) and _is_tuple_type(hints.get(name)):
                 value = tuple(value)
             fields[name] = value

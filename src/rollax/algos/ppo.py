@@ -281,5 +281,6 @@ SPEC = AlgorithmSpec(
              Column("clip frac", "clip_fraction", ".3f"), Column("entropy", "entropy", ".3f"),
              Column("expl. var", "explained_variance", ".2f")),
     describe=_describe, report=_report, lines=_lines, lane_facts=_lane_facts,
+    stored_defaults={"network": "mlp"},  # runs written before --network trained an MLP
 )
 """PPO's facts: trains any task the tabular trainer does not (vector observations)."""
