@@ -7,6 +7,7 @@ import functools
 import pathlib
 import re
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +25,7 @@ from rollax.contracts import (
     check_env,
 )
 from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY
-from rollax.envs.base import Box, Discrete
+from rollax.envs.base import Box, Discrete, start_counters
 from rollax.envs.corridor import GOAL, Corridor
 
 B = 16  # batch of the planted-bug and collector checks (check_env's default)
@@ -387,3 +388,47 @@ def test_docstring_lists_the_registered_checks():
 
     listed = re.findall(r"^``([a-z_]+)``$", contracts.__doc__, re.MULTILINE)
     assert tuple(listed) == ENV_CHECKS + COLLECTOR_CHECKS
+
+
+class KeyState(NamedTuple):
+    pos: jax.Array
+    rng: jax.Array
+    """A typed key kept in the state, as Craftax, Jumanji and others keep theirs."""
+    elapsed: jax.Array
+    done: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyWalk(rollax.Environment):
+    """Walks right on action 1 and ends at position 3; its reward is drawn from the key in its
+    state (deterministic given the state: no transition key)."""
+
+    horizon: int = 6
+
+    def reset(self, key):
+        return KeyState(jnp.int32(0), key, *start_counters())
+
+    def transition(self, state, action, key):
+        rng, draw = jax.random.split(state.rng)
+        pos = state.pos + action
+        return state._replace(pos=pos, rng=rng), jax.random.uniform(draw), pos >= 3
+
+    def observation(self, state):
+        return jnp.reshape(state.pos, (1,)).astype(jnp.float32)
+
+    @property
+    def observation_space(self):
+        return Box(np.float32(0), np.float32(12), (1,))
+
+    @property
+    def action_space(self):
+        return Discrete(2)
+
+
+def test_a_typed_key_inside_the_state_passes_every_check():
+    # the checker records states as host arrays (keys as their key data); the auto-reset check
+    # used to mix those with typed keys and fail for any such environment
+    report = rollax.check_env(KeyWalk())
+    assert report.ok, report
+    final = next(r for r in report.results if r.name == "autoreset_final_observation")
+    assert final.status == "passed" and "episode ends" in final.message

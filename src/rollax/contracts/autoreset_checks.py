@@ -20,6 +20,7 @@ from rollax.contracts.trees import (
     cell_mismatch_close,
     first_cell,
     host,
+    is_key,
     scalar_cells,
     trees_mismatch,
 )
@@ -105,12 +106,27 @@ class Rows(NamedTuple):
     """Whether the state each row started from was done."""
 
 
+def like(template: Any, data: Any) -> Any:
+    """``data`` (host arrays) with each leaf that is a typed key in ``template`` (same tree)
+    wrapped back into a key of the same implementation."""
+    def wrap(t: Any, x: Any) -> Any:
+        if not is_key(t) or is_key(x):
+            return x
+        return jax.random.wrap_key_data(x, impl=jax.random.key_impl(t))
+
+    return jax.tree.map(wrap, template, data)
+
+
 def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, start_states: Any,
                 key: jax.Array, keys: Any, run: Callable) -> Rows:
     """Run ``autoreset_fn`` on a :class:`Recording` of ``env`` from ``start_states`` (B,) and
     re-step every row absorbingly from the same state, action and transition key (``run``:
     the tracer with the states overridden)."""
     key_shape = tuple(jax.random.key_data(key).shape)
+    # recorded states are host arrays (a typed key in a state as its key data): stepping and
+    # resetting need the state's own types back
+    template = env.reset(key)
+    start_states = like(template, start_states)
     B = jax.tree.leaves(start_states)[0].shape[0]
     T = keys[1].shape[0]
     state = RecordedState(start_states, np.zeros((B,) + key_shape, np.uint32))
@@ -118,10 +134,10 @@ def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, star
     (obs, before), (next_obs, after) = host((traj.observation, traj.next_observation))
     restep_keys = (keys[0], keys[1], after.key if env.stochastic else None)
     restepped = run(restep_keys, np.arange(B, dtype=np.int32), True,
-                    (before.inner, np.asarray(traj.action)))
+                    (like(template, before.inner), np.asarray(traj.action)))
     ending = np.asarray(traj.terminated, bool) | np.asarray(traj.truncated, bool)
     return Rows(obs, next_obs, before.inner, after.inner, ending, restepped.observation[1:],
-                jax.tree.map(lambda x: x[1:], restepped.states),
+                jax.tree.map(lambda x: x[1:], host(restepped.states)),
                 any_last(scalar_cells(restepped.done[1:], 2)),
                 any_last(scalar_cells(restepped.step_done, 2)))
 
