@@ -15,8 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.distributions import Categorical, DiagGaussian
-from rollax.policies import ACTIVATIONS, ActorCriticParams, orthogonal_linear
+from rollax.policies import ACTIVATIONS, ActorCriticHeads, ActorCriticParams, orthogonal_linear
 
 __all__ = ["CNNActorCritic", "image_shape", "orthogonal_conv"]
 
@@ -47,7 +46,7 @@ def orthogonal_conv(key: jax.Array, n_in: int, n_out: int, kernel: int,
 
 
 @dataclasses.dataclass(frozen=True)
-class CNNActorCritic:
+class CNNActorCritic(ActorCriticHeads):
     """Separate convolutional actor and critic over an image observation ``(H, W, C)``.
 
     Each of the two networks is a torso of ``len(channels)`` convolutions (``kernel_size``
@@ -136,30 +135,10 @@ class CNNActorCritic:
             x = jax.nn.relu(conv(x))
         return x.reshape(-1)
 
-    def _forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
+    def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         x = self.torso(layers, observation)
         dense = layers[len(self.channels):]
         for layer in dense[:-1]:
             x = act(layer(x))
         return dense[-1](x)
-
-    def distribution(self, params: ActorCriticParams, observation: jax.Array):
-        out = self._forward(params.actor, observation)
-        if self.discrete:
-            return Categorical(out)
-        return DiagGaussian(out, params.log_std)
-
-    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
-        return self._forward(params.critic, observation)[0]
-
-    def sample(self, params, observation, key):
-        dist = self.distribution(params, observation)
-        action = dist.sample(key)
-        return action, dist.log_prob(action)
-
-    def log_prob(self, params, observation, action) -> jax.Array:
-        return self.distribution(params, observation).log_prob(action)
-
-    def greedy(self, params, observation) -> jax.Array:
-        return self.distribution(params, observation).mode()

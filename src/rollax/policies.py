@@ -143,8 +143,42 @@ ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 """Hidden activations of the actor-critics, by name."""
 
 
+class ActorCriticHeads:
+    """The policy and value methods of an actor-critic, from its ``forward(layers,
+    observation)`` (the output of the actor's or the critic's layers) and ``discrete``: the
+    actor's output is categorical logits (discrete) or the mean of a diagonal Gaussian with
+    ``params.log_std``; the value is the critic's single output."""
+
+    @property
+    def discrete(self) -> bool:
+        raise NotImplementedError
+
+    def forward(self, layers, observation: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def distribution(self, params: ActorCriticParams, observation: jax.Array):
+        out = self.forward(params.actor, observation)
+        if self.discrete:
+            return Categorical(out)
+        return DiagGaussian(out, params.log_std)
+
+    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
+        return self.forward(params.critic, observation)[0]
+
+    def sample(self, params, observation, key):
+        dist = self.distribution(params, observation)
+        action = dist.sample(key)
+        return action, dist.log_prob(action)
+
+    def log_prob(self, params, observation, action) -> jax.Array:
+        return self.distribution(params, observation).log_prob(action)
+
+    def greedy(self, params, observation) -> jax.Array:
+        return self.distribution(params, observation).mode()
+
+
 @dataclasses.dataclass(frozen=True)
-class MLPActorCritic:
+class MLPActorCritic(ActorCriticHeads):
     """Separate MLP actor and critic (orthogonal initialisation, as in CleanRL/PureJaxRL).
 
     Hidden layers use gain sqrt(2), the actor's output gain 0.01 and the critic's 1.0. With
@@ -188,31 +222,11 @@ class MLPActorCritic:
                            jnp.float32)
         return ActorCriticParams(actor, critic, log_std)
 
-    def _forward(self, layers, x):
+    def forward(self, layers, x):
         act = ACTIVATIONS[self.activation]
         for layer in layers[:-1]:
             x = act(layer(x))
         return layers[-1](x)
-
-    def distribution(self, params: ActorCriticParams, observation: jax.Array):
-        out = self._forward(params.actor, observation)
-        if self.discrete:
-            return Categorical(out)
-        return DiagGaussian(out, params.log_std)
-
-    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
-        return self._forward(params.critic, observation)[0]
-
-    def sample(self, params, observation, key):
-        dist = self.distribution(params, observation)
-        action = dist.sample(key)
-        return action, dist.log_prob(action)
-
-    def log_prob(self, params, observation, action) -> jax.Array:
-        return self.distribution(params, observation).log_prob(action)
-
-    def greedy(self, params, observation) -> jax.Array:
-        return self.distribution(params, observation).mode()
 
 
 class ObsNormState(NamedTuple):
