@@ -19,12 +19,13 @@ from rollax.collect import Trajectory
 from rollax.contracts import (
     COLLECTOR_CHECKS,
     ENV_CHECKS,
+    RECURRENT_CHECKS,
     EnvContractError,
     RandomPolicy,
     check_collector,
     check_env,
 )
-from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY
+from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY, RECURRENT_REGISTRY
 from rollax.envs.base import Box, Discrete, start_counters
 from rollax.envs.corridor import GOAL, Corridor
 
@@ -375,6 +376,7 @@ def docs_block(marker):
 @pytest.mark.parametrize("marker, registry, names", [
     ("env-checks", ENV_REGISTRY, ENV_CHECKS),
     ("collector-checks", COLLECTOR_REGISTRY, COLLECTOR_CHECKS),
+    ("recurrent-checks", RECURRENT_REGISTRY, RECURRENT_CHECKS),
 ])
 def test_docs_list_the_registered_checks(marker, registry, names):
     block = docs_block(marker)
@@ -387,7 +389,7 @@ def test_docstring_lists_the_registered_checks():
     from rollax import contracts
 
     listed = re.findall(r"^``([a-z_]+)``$", contracts.__doc__, re.MULTILINE)
-    assert tuple(listed) == ENV_CHECKS + COLLECTOR_CHECKS
+    assert tuple(listed) == ENV_CHECKS + COLLECTOR_CHECKS + RECURRENT_CHECKS
 
 
 class KeyState(NamedTuple):

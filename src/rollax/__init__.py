@@ -8,11 +8,18 @@ from rollax.collect import (
     Trajectory,
     collect,
     collect_autoreset,
+    collect_autoreset_recurrent,
     collection_keys,
     reset_batch,
     rollout,
 )
-from rollax.contracts import CheckReport, EnvContractError, check_collector, check_env
+from rollax.contracts import (
+    CheckReport,
+    EnvContractError,
+    check_collector,
+    check_env,
+    check_recurrent,
+)
 from rollax.distributions import Categorical, DiagGaussian
 from rollax.envs import (
     Box,
@@ -53,6 +60,7 @@ from rollax.policies import (
     SoftmaxPolicy,
     default_policy,
 )
+from rollax.recurrent import RecurrentActorCritic
 from rollax.returns import discounted_returns, gae, reward_to_go
 
 if TYPE_CHECKING:
@@ -92,6 +100,7 @@ __all__ = [
     "MLPActorCritic",
     "PPOConfig",
     "Policy",
+    "RecurrentActorCritic",
     "SoftmaxPolicy",
     "TabularConfig",
     "TabularEnv",
@@ -99,9 +108,11 @@ __all__ = [
     "actor_critic_loss",
     "check_collector",
     "check_env",
+    "check_recurrent",
     "clipped_value_loss",
     "collect",
     "collect_autoreset",
+    "collect_autoreset_recurrent",
     "collection_keys",
     "default_policy",
     "discounted_returns",

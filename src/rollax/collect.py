@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.envs.base import step_with_key
+from rollax.recurrent import initial_carries, is_recurrent, reset_where
 from rollax.validate import check_count
 
 
@@ -103,22 +104,33 @@ def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic:
     return per_env(streams.reset, batch_size), grid(streams.action), grid(streams.transition)
 
 
-def _env_step(env, policy, params, state, action_key, transition_key):
-    """One environment, one step: ``(next_state, Trajectory row)``, the row's ``active`` taken
-    from ``state`` (before the step)."""
+def _env_step(env, policy, params, state, carry, action_key, transition_key):
+    """One environment, one step: ``((next_state, next_carry), Trajectory row)``, the row's
+    ``active`` taken from ``state`` (before the step). ``carry`` is a recurrent policy's memory
+    (``None`` for a feedforward policy); it stays frozen once the episode has ended."""
     observation = env.observation(state)
     active = ~env.done(state)
-    action, log_prob = policy.sample(params, observation, action_key)
+    if carry is None:
+        action, log_prob = policy.sample(params, observation, action_key)
+        next_carry = None
+    else:
+        next_carry, action, log_prob = policy.sample(params, carry, observation, action_key)
+        next_carry = reset_where(~active, carry, next_carry)
     next_state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
-    return next_state, Trajectory(observation, action, reward, active, terminated, truncated,
-                                  log_prob)
+    return (next_state, next_carry), Trajectory(observation, action, reward, active, terminated,
+                                                truncated, log_prob)
 
 
-def _step_batch(env, policy, params, state, action_keys, transition_keys):
+def _step_batch(env, policy, params, state, carry, action_keys, transition_keys):
     """One time step of B environments with their own keys (``transition_keys`` may be
-    ``None``): ``(next_state, Trajectory row)``."""
+    ``None``, ``carry`` too): ``((next_state, next_carry), Trajectory row)``."""
     step = functools.partial(_env_step, env, policy, params)
-    return jax.vmap(step)(state, action_keys, transition_keys)
+    return jax.vmap(step)(state, carry, action_keys, transition_keys)
+
+
+def _start_carry(policy, params, batch_size: int):
+    """The memory of B fresh episodes: ``None`` unless ``policy`` is recurrent."""
+    return initial_carries(policy, params, batch_size) if is_recurrent(policy) else None
 
 
 def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
@@ -128,11 +140,14 @@ def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
     if env.stochastic and transition_keys is None:
         raise ValueError("a stochastic environment needs transition_keys of shape (T, B)")
     state = jax.vmap(env.reset)(reset_keys)
+    carry = _start_carry(policy, params, reset_keys.shape[0])
 
-    def body(state, keys):
-        return _step_batch(env, policy, params, state, *keys)
+    def body(state_carry, keys):
+        state, carry = state_carry
+        return _step_batch(env, policy, params, state, carry, *keys)
 
-    return jax.lax.scan(body, state, (action_keys, transition_keys))
+    (state, _), traj = jax.lax.scan(body, (state, carry), (action_keys, transition_keys))
+    return state, traj
 
 
 @functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps",
@@ -140,18 +155,25 @@ def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
 def _collect(env, policy, params, key, batch_size, num_steps, unroll=1):
     streams = split_key(key, env.stochastic)
     state = jax.vmap(env.reset)(per_env(streams.reset, batch_size))
+    carry = _start_carry(policy, params, batch_size)
 
-    def body(state, step_keys):
+    def body(state_carry, step_keys):
         action_keys, transition_keys = (per_env(k, batch_size) for k in step_keys)
-        return _step_batch(env, policy, params, state, action_keys, transition_keys)
+        state, carry = state_carry
+        return _step_batch(env, policy, params, state, carry, action_keys, transition_keys)
 
     xs = (per_step(streams.action, num_steps), per_step(streams.transition, num_steps))
-    return jax.lax.scan(body, state, xs, unroll=unroll)
+    (state, _), traj = jax.lax.scan(body, (state, carry), xs, unroll=unroll)
+    return state, traj
+
 
 def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: int | bool = 1):
     """Collect ``batch_size`` (B) absorbing episodes for ``num_steps`` (T) steps.
 
     Returns ``(final_state, trajectory)``; every trajectory field has shape ``(T, B, ...)``.
+    A recurrent policy (:mod:`rollax.recurrent`) starts every episode from its initial carry,
+    and an environment's carry stays frozen once its episode has ended.
+
     Compiled once per (env, policy, B, T); works inside ``jit`` and ``vmap``.
 
     Example::
@@ -200,14 +222,6 @@ def reset_batch(env, key: jax.Array, batch_size: int):
     return jax.vmap(env.reset)(per_env(key, batch_size))
 
 
-def _select(mask, on_true, on_false):
-    def pick(a, b):
-        m = mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim))
-        return jnp.where(m, a, b)
-
-    return jax.tree_util.tree_map(pick, on_true, on_false)
-
-
 def split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
     """``split(key, num)[index]`` for an integer array ``index``, hashing only the keys asked
     for. With JAX's partitionable threefry (the default), key ``i`` of a split is
@@ -242,7 +256,7 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
     batch_size = done.shape[0]
 
     def every(state):
-        return _select(done, jax.vmap(env.reset)(per_env(key, batch_size)), state)
+        return reset_where(done, jax.vmap(env.reset)(per_env(key, batch_size)), state)
 
     if batch_size < COMPACT_MIN_BATCH:
         return jax.lax.cond(jnp.any(done), every, lambda s: s, state)
@@ -259,22 +273,27 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
 
 
 @functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
-def _collect_autoreset(env, policy, params, state, key, num_steps):
+def _collect_autoreset(env, policy, params, state, carry, key, num_steps):
     batch_size = jax.tree_util.tree_leaves(state)[0].shape[0]
     streams = split_key(key, env.stochastic)
     xs = StepKeys(per_step(streams.reset, num_steps), per_step(streams.action, num_steps),
                   per_step(streams.transition, num_steps))
 
-    def body(state, step_keys):
+    def body(state_carry, step_keys):
         action_keys = per_env(step_keys.action, batch_size)
         transition_keys = per_env(step_keys.transition, batch_size)
-        next_state, row = _step_batch(env, policy, params, state, action_keys, transition_keys)
+        state, carry = state_carry
+        (next_state, next_carry), row = _step_batch(env, policy, params, state, carry,
+                                                    action_keys, transition_keys)
         row = AutoResetTrajectory(*row._replace(active=jnp.ones_like(row.active)),
                                   jax.vmap(env.observation)(next_state))
-        next_state = autoreset(env, row.terminated | row.truncated, next_state, step_keys.reset)
-        return next_state, row
+        done = row.terminated | row.truncated
+        next_state = autoreset(env, done, next_state, step_keys.reset)
+        if next_carry is not None:  # the restarted environments' memory starts afresh
+            next_carry = reset_where(done, policy.initial_carry(params), next_carry)
+        return (next_state, next_carry), row
 
-    return jax.lax.scan(body, state, xs)
+    return jax.lax.scan(body, (state, carry), xs)
 
 
 def collect_autoreset(env, policy, params, state, key: jax.Array, num_steps: int):
@@ -286,7 +305,8 @@ def collect_autoreset(env, policy, params, state, key: jax.Array, num_steps: int
     start state. Keys: the streaming ownership of the module docstring, every stream split per
     step and per environment. Start states come from :func:`reset_batch`.
 
-    Returns ``(state, AutoResetTrajectory)``, fields ``(T, B, ...)``.
+    Returns ``(state, AutoResetTrajectory)``, fields ``(T, B, ...)``. A recurrent policy goes
+    through :func:`collect_autoreset_recurrent`, which carries its memory too.
 
     Example::
 
@@ -294,4 +314,26 @@ def collect_autoreset(env, policy, params, state, key: jax.Array, num_steps: int
         state, traj = collect_autoreset(env, policy, params, state, jax.random.key(1), 128)
     """
     check_count("num_steps", num_steps)
-    return _collect_autoreset(env, policy, params, state, key, int(num_steps))
+    if is_recurrent(policy):
+        raise ValueError("policy is recurrent: collect with collect_autoreset_recurrent, "
+                         "which carries its memory")
+    (state, _), traj = _collect_autoreset(env, policy, params, state, None, key, int(num_steps))
+    return state, traj
+
+
+def collect_autoreset_recurrent(env, policy, params, state, carry, key: jax.Array,
+                                num_steps: int):
+    """:func:`collect_autoreset` for a recurrent policy (:mod:`rollax.recurrent`): ``carry``
+    ``(B, ...)`` is the policy's memory of each environment, e.g.
+    ``rollax.recurrent.initial_carries(policy, params, B)`` at the start.
+
+    After every step the carry of exactly the environments that restarted is reset to
+    ``policy.initial_carry(params)``, so the carry returned is the one the next rollout starts
+    from. Keep the carry a rollout started with: with the trajectory it replays the rollout
+    (:func:`rollax.recurrent.replay_log_prob`). Keys and the trajectory are those of
+    :func:`collect_autoreset`. Returns ``(state, carry, AutoResetTrajectory)``.
+    """
+    check_count("num_steps", num_steps)
+    (state, carry), traj = _collect_autoreset(env, policy, params, state, carry, key,
+                                              int(num_steps))
+    return state, carry, traj

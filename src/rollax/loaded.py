@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from rollax.envs.base import Environment
-from rollax.policies import Policy
+from rollax.recurrent import is_recurrent
 from rollax.training import load_latest
 
 __all__ = ["LoadedPolicy", "load_run"]
@@ -30,8 +30,9 @@ class LoadedPolicy:
 
     env: Environment
     """The environment the run trained on (built from its config.json)."""
-    policy: Policy
-    """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
+    policy: Any
+    """The acting policy (``sample``, ``log_prob``, ``greedy``; a
+    :class:`rollax.recurrent.RecurrentPolicy` for a recurrent network)."""
     params: Any
     """The parameters ``policy`` takes, with a leading lane axis ``(lanes, ...)`` on every
     leaf (observation statistics included for a run that normalised observations)."""
@@ -56,10 +57,35 @@ class LoadedPolicy:
         (``policy.sample(params, obs, key)[0]``) with one. Returns one action (shape
         ``env.action_space.shape``). Pure: works under ``jit``, and ``vmap`` over
         observations (and keys) gives a batch of actions."""
+        if self.recurrent:
+            raise ValueError("this run's policy is recurrent (it remembers earlier "
+                             "observations): act with loaded.initial_carry() and "
+                             "loaded.step(carry, obs)")
         params = self.lane_params(lane)
         if key is None:
             return self.policy.greedy(params, obs)
         return self.policy.sample(params, obs, key)[0]
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy carries a memory (``--network gru`` or ``lstm``): then act with
+        :meth:`initial_carry` and :meth:`step` instead of :meth:`act`."""
+        return is_recurrent(self.policy)
+
+    def initial_carry(self, lane: int | jax.Array = 0):
+        """A recurrent policy's memory at the start of an episode."""
+        return self.policy.initial_carry(self.lane_params(lane))
+
+    def step(self, carry, obs: jax.Array, key: jax.Array | None = None,
+             lane: int | jax.Array = 0):
+        """A recurrent policy's ``(carry', action)`` for the next observation ``obs`` of an
+        episode (mode without a ``key``, a sample with one); start each episode from
+        :meth:`initial_carry`. ``vmap`` over carries and observations gives a batch."""
+        params = self.lane_params(lane)
+        if key is None:
+            return self.policy.greedy(params, carry, obs)
+        carry, action, _ = self.policy.sample(params, carry, obs, key)
+        return carry, action
 
 
 def load_run(path: str | Path) -> LoadedPolicy:

@@ -19,6 +19,7 @@ import numpy as np
 from rollax.algos import ppo_update
 from rollax.algos.base import Algorithm, AlgorithmSpec, Column, lane_name
 from rollax.algos.ppo_update import (
+    RECURRENT,
     PPOHyperparams,
     PPOMetrics,
     PPOState,
@@ -99,10 +100,13 @@ class PPOConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn"] = "auto"
+    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = "auto"
     """Actor-critic: mlp, cnn (3x3 convolutions over the (H, W, C) image the environment's
-    observation flattens, then the hidden layers), or auto (cnn for image observations, else
-    mlp; config.json stores the choice)."""
+    observation flattens, then the hidden layers), gru or lstm (a recurrent memory between an
+    embedding of hidden[0] units and heads of hidden[1:]; minibatches split environments), or
+    auto (cnn for image observations, else mlp; config.json stores the choice)."""
+    memory_size: int = 128
+    """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
     """Greedy evaluation episodes after training."""
 
@@ -140,7 +144,7 @@ def num_updates(config: PPOConfig) -> int:
 
 def _check_sizes(config: PPOConfig) -> None:
     for name in ("total_steps", "num_envs", "num_steps", "epochs", "minibatches",
-                 "eval_episodes"):
+                 "eval_episodes", "memory_size"):
         check_count(name, getattr(config, name))
     batch = config.num_envs * config.num_steps
     if config.total_steps < batch:
@@ -187,8 +191,13 @@ def validate(config: PPOConfig, env: Environment | None = None) -> Environment:
 
 
 def _check_network(config: PPOConfig, env: Environment) -> None:
-    if config.network not in ("auto", "mlp", "cnn"):
-        raise ValueError(f"network must be one of auto, mlp, cnn, got {config.network!r}")
+    choices = ("auto", "mlp", "cnn", *RECURRENT)
+    if config.network not in choices:
+        raise ValueError(f"network must be one of {', '.join(choices)}, got {config.network!r}")
+    if config.network in RECURRENT and config.num_envs % config.minibatches:
+        raise ValueError(f"minibatches must divide num_envs = {config.num_envs} for network "
+                         f"{config.network} (its minibatches split environments), got "
+                         f"{config.minibatches}")
     if config.network == "cnn" and image_shape(env) is None:
         shape = getattr(env, "raw_observation_shape", None)
         found = "none" if shape is None else repr(tuple(shape))

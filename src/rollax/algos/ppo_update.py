@@ -12,13 +12,14 @@
     observation statistics <- merged with this batch (when normalising)
 
 The behaviour log-probs, actions, advantages and targets of a batch stay frozen through its
-epochs (they are data, not functions of the parameters).
+epochs (they are data, not functions of the parameters). A recurrent network (GRU/LSTM) collects
+with its memory and replays whole sequences instead: :mod:`rollax.algos.ppo_recurrent`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,18 +27,24 @@ import numpy as np
 import optax
 
 from rollax import guards
+from rollax.algos import ppo_recurrent
 from rollax.collect import collect_autoreset, reset_batch
 from rollax.envs.base import Discrete, Environment
 from rollax.losses import actor_critic_loss
 from rollax.networks import CNNActorCritic, image_shape
 from rollax.policies import (
-    ActorCriticParams,
     MLPActorCritic,
     NormalizedPolicy,
     ObsNormState,
     obs_norm_init,
     obs_norm_update,
     obs_normalize,
+)
+from rollax.recurrent import (
+    NormalizedRecurrent,
+    RecurrentActorCritic,
+    initial_carries,
+    is_recurrent,
 )
 from rollax.returns import gae
 from rollax.sharding import constrain_envs
@@ -83,7 +90,8 @@ class PPOMetrics(NamedTuple):
 class PPOState(NamedTuple):
     """Everything a run carries from one update to the next."""
 
-    params: ActorCriticParams
+    params: Any
+    """The network's parameters (``ActorCriticParams``, or ``RecurrentParams`` for a GRU/LSTM)."""
     opt_state: optax.OptState
     obs_stats: ObsNormState
     env_state: Any
@@ -92,6 +100,8 @@ class PPOState(NamedTuple):
     episode_length: jax.Array
     key: jax.Array
     update: jax.Array
+    carry: Any = None
+    """(B, ...) each environment's memory, for a recurrent network (else None)."""
 
 
 class Batch(NamedTuple):
@@ -105,20 +115,34 @@ class Batch(NamedTuple):
     value: jax.Array
 
 
+Network = MLPActorCritic | CNNActorCritic | RecurrentActorCritic
+"""The actor-critics PPO builds."""
+
+RECURRENT = ("gru", "lstm")
+"""The recurrent choices of ``PPOConfig.network``."""
+
+
 def network_choice(network: str, env: Environment) -> str:
-    """``"cnn"`` or ``"mlp"``: ``network`` itself, or for ``"auto"`` the CNN when ``env``'s
-    observation is an image (:func:`rollax.networks.image_shape`) and the MLP otherwise."""
+    """``network`` itself, or for ``"auto"`` the CNN when ``env``'s observation is an image
+    (:func:`rollax.networks.image_shape`) and the MLP otherwise."""
     if network == "auto":
         return "cnn" if image_shape(env) is not None else "mlp"
     return network
 
 
-def make_network(env: Environment, config) -> MLPActorCritic | CNNActorCritic:
-    """The actor-critic for ``env``'s spaces with ``config``'s network (``network``: the MLP, or
-    the CNN over the image shape), layer sizes and activation."""
+def make_network(env: Environment, config) -> Network:
+    """The actor-critic for ``env``'s spaces with ``config``'s network (``network``: the MLP,
+    the CNN over the image shape, or a GRU/LSTM whose embedding has ``hidden[0]`` units, memory
+    ``memory_size`` and heads ``hidden[1:]``), layer sizes and activation."""
     space = env.action_space
     kwargs = dict(num_actions=space.n) if isinstance(space, Discrete) else dict(
         action_size=int(np.prod(space.shape)))
+    if config.network in RECURRENT:
+        return RecurrentActorCritic(
+            observation_size=int(env.observation_space.shape[0]), cell=config.network,
+            embed_size=config.hidden[0], memory_size=config.memory_size,
+            hidden=tuple(config.hidden[1:]), activation=config.activation,
+            init_log_std=config.init_log_std, **kwargs)
     if network_choice(config.network, env) == "cnn":
         shape = image_shape(env)
         if shape is None:
@@ -139,9 +163,13 @@ class Setup:
 
     config: Any
     env: Environment
-    net: MLPActorCritic | CNNActorCritic
+    net: Network
     num_updates: int
     checked: bool = False
+
+    @property
+    def recurrent(self) -> bool:
+        return is_recurrent(self.net)
 
     @property
     def batch(self) -> int:
@@ -152,8 +180,11 @@ class Setup:
         return self.config.epochs * self.config.minibatches
 
     @property
-    def policy(self):
-        return NormalizedPolicy(self.net) if self.config.normalize_observations else self.net
+    def policy(self) -> Any:
+        net: Any = self.net
+        if not self.config.normalize_observations:
+            return net
+        return NormalizedRecurrent(net) if self.recurrent else NormalizedPolicy(net)
 
     def policy_params(self, params, stats):
         return (params, stats) if self.config.normalize_observations else params
@@ -175,7 +206,7 @@ class Setup:
 def init(setup: Setup, key: jax.Array, hp: PPOHyperparams) -> PPOState:
     """Fresh parameters, optimiser and observation statistics, and B started environments."""
     key, init_key, env_key = jax.random.split(key, 3)
-    params = setup.net.init(init_key)
+    params: Any = setup.net.init(init_key)
     B = setup.config.num_envs
     return PPOState(
         params=params, opt_state=setup.optimiser(hp).init(params),
@@ -183,6 +214,7 @@ def init(setup: Setup, key: jax.Array, hp: PPOHyperparams) -> PPOState:
         env_state=reset_batch(setup.env, env_key, B),
         episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
         key=key, update=jnp.zeros((), jnp.int32),
+        carry=initial_carries(setup.net, params, B) if setup.recurrent else None,
     )
 
 
@@ -247,19 +279,29 @@ def rollout_batch(setup: Setup, state: PPOState, key: jax.Array, hp: PPOHyperpar
     return env_state, traj, values, targets, flat
 
 
-def sgd_epochs(setup: Setup, state: PPOState, flat: Batch, key: jax.Array, hp: PPOHyperparams):
-    """``epochs`` shuffled passes of minibatch steps over ``flat``: ``((params, opt_state),
-    aux)`` with aux ``(epochs, minibatches)`` per loss output."""
-    tx, config, update = setup.optimiser(hp), setup.config, state.update + 1
-    minibatch = setup.batch // config.minibatches
+def shuffled_cells(setup: Setup, flat: Batch, key: jax.Array) -> Batch:
+    """The ``T * B`` cells in a random order, split into ``minibatches`` rows: fields
+    ``(minibatches, T * B / minibatches, ...)``."""
+    perm = jax.random.permutation(key, setup.batch)
+    rows = (setup.config.minibatches, setup.batch // setup.config.minibatches)
+    shuffled = jax.tree_util.tree_map(lambda x: x[perm].reshape(rows + x.shape[1:]), flat)
+    return constrain_envs(shuffled, axis=1)  # minibatch rows on "envs"
 
-    def sgd_step(carry: tuple[ActorCriticParams, optax.OptState], data: Batch):
+
+def sgd_epochs(setup: Setup, state: PPOState, data, key: jax.Array, hp: PPOHyperparams):
+    """``epochs`` passes of minibatch steps over ``data`` (the cells shuffled for a
+    feedforward network, whole sequences split by environment for a recurrent one):
+    ``((params, opt_state), aux)`` with aux ``(epochs, minibatches)`` per loss output."""
+    tx, config, update = setup.optimiser(hp), setup.config, state.update + 1
+    split = ppo_recurrent.minibatches if setup.recurrent else shuffled_cells
+    loss_fn = ppo_recurrent.loss if setup.recurrent else loss
+
+    def sgd_step(carry: tuple[Any, optax.OptState], data):
         params, opt_state = carry
         (value, aux), grads = jax.value_and_grad(
-            lambda p: loss(setup, p, data, hp), has_aux=True)(params)
+            lambda p: loss_fn(setup, p, data, hp), has_aux=True)(params)
         updates, opt_state = tx.update(grads, opt_state, params)
-        # optax types the result as a generic pytree; it keeps the structure of ``params``
-        params = cast(ActorCriticParams, optax.apply_updates(params, updates))
+        params = optax.apply_updates(params, updates)
         if setup.checked:
             guards.check_finite("loss", value, update)
             guards.check_finite("gradient", grads, update)
@@ -267,11 +309,7 @@ def sgd_epochs(setup: Setup, state: PPOState, flat: Batch, key: jax.Array, hp: P
         return (params, opt_state), aux
 
     def epoch(carry, key):
-        perm = jax.random.permutation(key, setup.batch)
-        shuffled = jax.tree_util.tree_map(
-            lambda x: x[perm].reshape((config.minibatches, minibatch) + x.shape[1:]), flat)
-        shuffled = constrain_envs(shuffled, axis=1)  # minibatch rows on "envs"
-        return jax.lax.scan(sgd_step, carry, shuffled)
+        return jax.lax.scan(sgd_step, carry, split(setup, data, key))
 
     return jax.lax.scan(epoch, (state.params, state.opt_state),
                         jax.random.split(key, config.epochs))
@@ -280,8 +318,13 @@ def sgd_epochs(setup: Setup, state: PPOState, flat: Batch, key: jax.Array, hp: P
 def update(setup: Setup, state: PPOState, hp: PPOHyperparams):
     """One PPO update: ``(next state, PPOMetrics)``."""
     key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
-    env_state, traj, values, targets, flat = rollout_batch(setup, state, rollout_key, hp)
-    (params, opt_state), aux = sgd_epochs(setup, state, flat, shuffle_key, hp)
+    if setup.recurrent:
+        env_state, carry, traj, values, targets, data = ppo_recurrent.rollout_batch(
+            setup, state, rollout_key, hp)
+    else:
+        env_state, traj, values, targets, data = rollout_batch(setup, state, rollout_key, hp)
+        carry = None
+    (params, opt_state), aux = sgd_epochs(setup, state, data, shuffle_key, hp)
     stats = state.obs_stats
     if setup.config.normalize_observations:
         stats = obs_norm_update(stats, traj.observation)
@@ -298,5 +341,5 @@ def update(setup: Setup, state: PPOState, hp: PPOHyperparams):
         env_steps=(state.update + 1) * setup.batch,
     )
     new_state = PPOState(params, opt_state, stats, env_state, ep_ret, ep_len, key,
-                         state.update + 1)
+                         state.update + 1, carry)
     return new_state, metrics

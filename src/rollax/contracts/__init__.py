@@ -38,7 +38,8 @@ The check names and what each checks, in report order (generated from the regist
 from rollax.contracts.collector_checks import check_collector
 from rollax.contracts.env_checks import check_env
 from rollax.contracts.probe import RandomPolicy
-from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY
+from rollax.contracts.recurrent_checks import CountingPolicy, check_recurrent
+from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY, RECURRENT_REGISTRY
 from rollax.contracts.report import CheckReport, CheckResult, EnvContractError
 
 ENV_CHECKS: tuple[str, ...] = ENV_REGISTRY.names
@@ -47,15 +48,22 @@ ENV_CHECKS: tuple[str, ...] = ENV_REGISTRY.names
 COLLECTOR_CHECKS: tuple[str, ...] = COLLECTOR_REGISTRY.names
 """The names of ``check_collector``'s checks, in report order."""
 
-__doc__ = f"{__doc__}\n{ENV_REGISTRY.docstring()}\n\n{COLLECTOR_REGISTRY.docstring()}\n"
+RECURRENT_CHECKS: tuple[str, ...] = RECURRENT_REGISTRY.names
+"""The names of ``check_recurrent``'s checks, in report order."""
+
+__doc__ = (f"{__doc__}\n{ENV_REGISTRY.docstring()}\n\n{COLLECTOR_REGISTRY.docstring()}\n\n"
+           f"{RECURRENT_REGISTRY.docstring()}\n")
 
 __all__ = [
-    "COLLECTOR_CHECKS",
-    "ENV_CHECKS",
-    "CheckReport",
-    "CheckResult",
-    "EnvContractError",
-    "RandomPolicy",
-    "check_collector",
-    "check_env",
+           "COLLECTOR_CHECKS",
+           "ENV_CHECKS",
+           "RECURRENT_CHECKS",
+           "CheckReport",
+           "CheckResult",
+           "CountingPolicy",
+           "EnvContractError",
+           "RandomPolicy",
+           "check_collector",
+           "check_env",
+           "check_recurrent",
 ]

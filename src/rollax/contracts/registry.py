@@ -1,7 +1,7 @@
 """The ordered registries of named checks: each check is one function, registered once with
-:func:`env_check` or :func:`collector_check`; the reports, ``ENV_CHECKS`` /
-``COLLECTOR_CHECKS``, the package docstring and the table in ``docs/api.md`` all come from
-here."""
+:func:`env_check`, :func:`collector_check` or :func:`recurrent_check`; the reports,
+``ENV_CHECKS`` / ``COLLECTOR_CHECKS`` / ``RECURRENT_CHECKS``, the package docstring and the
+tables in ``docs/api.md`` all come from here."""
 
 from __future__ import annotations
 
@@ -101,6 +101,7 @@ class Registry:
 ENV_REGISTRY = Registry("Checks of ``check_env``")
 COLLECTOR_REGISTRY = Registry("Checks of ``check_collector`` (also run by ``check_env(..., "
                               "collect_fn=...)``)")
+RECURRENT_REGISTRY = Registry("Checks of ``check_recurrent``")
 
 
 def env_check(name: str, description: str, *, gate: bool = False,
@@ -112,3 +113,8 @@ def env_check(name: str, description: str, *, gate: bool = False,
 def collector_check(name: str, description: str, *, gate: bool = False) -> Callable:
     """Register a collector check (``fn(CollectorRun) -> CheckResult``) in check order."""
     return COLLECTOR_REGISTRY.register(name, description, gate=gate)
+
+
+def recurrent_check(name: str, description: str, *, gate: bool = False) -> Callable:
+    """Register a recurrent check (``fn(RecurrentRun) -> CheckResult``) in check order."""
+    return RECURRENT_REGISTRY.register(name, description, gate=gate)

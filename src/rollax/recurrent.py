@@ -1,0 +1,340 @@
+"""Recurrent policies: a memory (the *carry*) per environment, read and updated at every step,
+reset where an episode starts.
+
+A recurrent policy (:class:`RecurrentPolicy`) splits acting into two pure functions over one
+environment (``vmap`` adds the batch)::
+
+    carry', features = step(params, carry, observation)       # read one observation
+    dist = distribution(params, features)                       # then act from the features
+
+``initial_carry(params)`` is the memory an episode starts from (zeros for the networks here).
+:class:`RecurrentHeads` derives what collectors call from those two:
+``sample(params, carry, observation, key) -> (carry', action, log_prob)`` and
+``greedy(params, carry, observation) -> (carry', action)``.
+
+Where the memory is reset (``docs/contract.md`` §7):
+
+- The absorbing collector starts every environment from ``initial_carry`` and freezes the carry
+  of an environment whose episode has ended (padding cells do not move it).
+- The auto-reset collector resets, after each step, the carry of exactly the environments that
+  restarted; the carry it hands to the next rollout is therefore already reset where needed.
+- A rollout is replayed from the carry it started with (the caller keeps it) and the trajectory:
+  :func:`episode_starts` marks the cells whose observation opens an episode inside the rollout
+  (``done`` of the previous cell; never the first cell, whose carry is the stored one), and
+  :func:`unroll` resets the carry before reading those observations. Replaying with the
+  parameters that collected gives the stored log-probabilities back exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from rollax.distributions import Categorical, DiagGaussian
+from rollax.policies import ACTIVATIONS, obs_normalize, orthogonal_linear
+
+__all__ = [
+    "RecurrentActorCritic",
+    "RecurrentHeads",
+    "RecurrentParams",
+    "RecurrentPolicy",
+    "Replay",
+    "episode_starts",
+    "initial_carries",
+    "is_recurrent",
+    "replay_log_prob",
+    "reset_where",
+    "unroll",
+]
+
+
+@runtime_checkable
+class RecurrentPolicy(Protocol):
+    """What collectors and recurrent PPO call on a recurrent policy (one environment)."""
+
+    recurrent: bool
+    """Always ``True``: collectors carry a memory for the policy."""
+
+    def initial_carry(self, params) -> Any:
+        """The memory an episode starts from."""
+        ...
+
+    def step(self, params, carry, observation: jax.Array) -> tuple[Any, jax.Array]:
+        """``(carry', features)`` after reading ``observation``."""
+        ...
+
+    def distribution(self, params, features: jax.Array) -> Any:
+        """The action distribution given the features of a step."""
+        ...
+
+
+def is_recurrent(policy) -> bool:
+    """Whether ``policy`` carries a memory (has ``recurrent = True``)."""
+    return bool(getattr(policy, "recurrent", False))
+
+
+class RecurrentHeads:
+    """``sample`` and ``greedy`` of a recurrent policy, from its ``step`` and
+    ``distribution``."""
+
+    recurrent = True
+
+    def step(self, params, carry, observation):
+        raise NotImplementedError
+
+    def distribution(self, params, features):
+        raise NotImplementedError
+
+    def sample(self, params, carry, observation, key):
+        """``(carry', action, log pi(action | history))``."""
+        carry, features = self.step(params, carry, observation)
+        dist = self.distribution(params, features)
+        action = dist.sample(key)
+        return carry, action, dist.log_prob(action)
+
+    def greedy(self, params, carry, observation):
+        """``(carry', the distribution's mode)``."""
+        carry, features = self.step(params, carry, observation)
+        return carry, self.distribution(params, features).mode()
+
+
+def reset_where(start: jax.Array, initial, carry):
+    """``initial`` where ``start`` (``(B,)`` bool), else ``carry`` (batched carries ``(B, ...)``;
+    ``initial`` is one environment's)."""
+
+    def pick(init, c):
+        mask = start.reshape(start.shape + (1,) * (c.ndim - start.ndim))
+        return jnp.where(mask, init, c)
+
+    return jax.tree_util.tree_map(pick, initial, carry)
+
+
+def initial_carries(policy, params, batch_size: int):
+    """``batch_size`` copies of ``policy.initial_carry(params)``, stacked ``(B, ...)``."""
+    initial = policy.initial_carry(params)
+    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (batch_size, *x.shape)), initial)
+
+
+def episode_starts(traj) -> jax.Array:
+    """``(T, B)`` bool: the cells of an auto-reset trajectory whose observation opens an episode
+    inside the rollout, ``terminated[t-1] | truncated[t-1]`` for ``t >= 1`` and False at
+    ``t = 0`` (the rollout's first carry is the stored one, reset already if needed)."""
+    done = traj.terminated | traj.truncated
+    return jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]], axis=0)
+
+
+class Replay(NamedTuple):
+    """What :func:`unroll` gives for each cell ``(T, B)`` of the replayed sequences."""
+
+    carry: Any
+    """The carry after the step ``(T, B, ...)``."""
+    features: jax.Array
+    """The step's features ``(T, B, ...)``."""
+    log_prob: jax.Array | None
+    """``log pi(action | history)`` of the given actions (``None`` without actions)."""
+    entropy: jax.Array | None
+    """The entropy of the step's action distribution (``None`` without actions)."""
+
+
+def unroll(policy, params, carry, observations: jax.Array, starts: jax.Array,
+           actions: jax.Array | None = None) -> Replay:
+    """Replay ``B`` sequences: for ``t = 0 .. T-1``, reset the carry where ``starts[t]``, read
+    ``observations[t]``, and (given ``actions``) score ``actions[t]``. ``carry (B, ...)``,
+    ``observations (T, B, ...)``, ``starts (T, B)``, ``actions (T, B, ...)``.
+
+    The action distribution is evaluated inside the loop, step by step as the collector does,
+    so that a replay with the collecting parameters gives the stored log-probabilities back to
+    the last bit (evaluated on all ``T * B`` features at once, XLA's different fusion may move
+    the last bit)."""
+    initial = policy.initial_carry(params)
+    step = jax.vmap(policy.step, (None, 0, 0))
+
+    def score(features, action):
+        dist = policy.distribution(params, features)
+        return dist.log_prob(action), dist.entropy()
+
+    def body(carry, x):
+        observation, start, action = x
+        carry, features = step(params, reset_where(start, initial, carry), observation)
+        scored = (None, None) if action is None else jax.vmap(score)(features, action)
+        return carry, Replay(carry, features, *scored)
+
+    return jax.lax.scan(body, carry, (observations, starts, actions))[1]
+
+
+def replay_log_prob(policy, params, carry, traj) -> jax.Array:
+    """``(T, B)`` log-probabilities of ``traj.action`` replayed from ``carry`` (the carry the
+    auto-reset rollout started with) with the trajectory's own resets (:func:`episode_starts`).
+    With the collecting parameters this equals ``traj.log_prob`` exactly."""
+    replay = unroll(policy, params, carry, traj.observation, episode_starts(traj), traj.action)
+    assert replay.log_prob is not None
+    return replay.log_prob
+
+
+# ---------------------------------------------------------------------------------------------
+# The recurrent actor-critic
+
+
+class RecurrentParams(NamedTuple):
+    """Parameters of :class:`RecurrentActorCritic` (arrays only)."""
+
+    embed: eqx.nn.Linear
+    """Observation -> ``embed_size`` features (then the activation)."""
+    cell: eqx.nn.GRUCell | eqx.nn.LSTMCell
+    """The memory: ``cell(features, carry) -> carry``."""
+    actor: tuple
+    """Actor layers from the memory's output: hidden layers, then logits or Gaussian mean."""
+    critic: tuple
+    """Critic layers from the memory's output: hidden layers, then the value."""
+    log_std: jax.Array
+    """State-independent log standard deviations; ``(0,)`` when discrete."""
+
+
+def _orthogonal_cell(kind: str, key: jax.Array, n_in: int, n_hidden: int):
+    """A GRU or LSTM cell with orthogonal input and recurrent matrices (gain 1), zero biases."""
+    cell_type = eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell
+    cell = cell_type(n_in, n_hidden, key=key)
+    in_key, hh_key = jax.random.split(key)
+    orthogonal = jax.nn.initializers.orthogonal(1.0)
+    weight_ih = orthogonal(in_key, cell.weight_ih.shape, jnp.float32)
+    weight_hh = orthogonal(hh_key, cell.weight_hh.shape, jnp.float32)
+    zeros = jnp.zeros(cell.weight_ih.shape[0], jnp.float32)
+    cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
+                       (weight_ih, weight_hh, zeros))
+    if kind == "gru":
+        cell = eqx.tree_at(lambda c: c.bias_n, cell, jnp.zeros(n_hidden, jnp.float32))
+    return cell
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentActorCritic(RecurrentHeads):
+    """A GRU (or LSTM) actor-critic: ``embed -> cell -> separate actor and critic heads``.
+
+    Each step reads one observation ``(observation_size,)``: ``x = act(embed(o))``, the memory
+    moves on, ``h = cell(x, carry)`` (GRU: the carry is ``h (memory_size,)``; LSTM: ``(h, c)``),
+    and the heads read ``h``: ``len(hidden)`` layers then logits (``num_actions``) or a Gaussian
+    mean (``action_size``), and the same shape ending in one value for the critic. The actor and
+    critic share the embedding and the memory (as in PureJaxRL's recurrent PPO); each episode
+    starts from a zero carry.
+
+    Initialisation follows the MLP: orthogonal dense layers with gain sqrt(2), 0.01 on the
+    actor's output and 1.0 on the critic's, zero biases; the cell's input and recurrent
+    matrices orthogonal (gain 1) with zero biases.
+
+    Example::
+
+        net = RecurrentActorCritic(observation_size=3, num_actions=2)
+        params = net.init(jax.random.key(0))
+        carry = net.initial_carry(params)
+        carry, action, log_prob = net.sample(params, carry, jnp.zeros(3), jax.random.key(1))
+    """
+
+    observation_size: int
+    num_actions: int | None = None
+    action_size: int | None = None
+    cell: str = "gru"
+    embed_size: int = 128
+    memory_size: int = 128
+    hidden: tuple[int, ...] = (128,)
+    activation: str = "relu"
+    init_log_std: float = 0.0
+
+    def __post_init__(self):
+        if (self.num_actions is None) == (self.action_size is None):
+            raise ValueError("give exactly one of num_actions (discrete) or action_size")
+        if self.cell not in ("gru", "lstm"):
+            raise ValueError(f"cell must be one of gru, lstm, got {self.cell!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                             f"got {self.activation!r}")
+
+    @property
+    def discrete(self) -> bool:
+        return self.num_actions is not None
+
+    def init(self, key: jax.Array) -> RecurrentParams:
+        embed_key, cell_key, actor_key, critic_key = jax.random.split(key, 4)
+        out = self.num_actions if self.discrete else self.action_size
+        assert out is not None
+
+        def head(key, n_out, gain):
+            sizes = (self.memory_size, *self.hidden, n_out)
+            keys = jax.random.split(key, len(sizes) - 1)
+            gains = [math.sqrt(2.0)] * len(self.hidden) + [gain]
+            return tuple(orthogonal_linear(k, a, b, g)
+                         for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
+
+        log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
+        return RecurrentParams(
+            embed=orthogonal_linear(embed_key, self.observation_size, self.embed_size,
+                                    math.sqrt(2.0)),
+            cell=_orthogonal_cell(self.cell, cell_key, self.embed_size, self.memory_size),
+            actor=head(actor_key, out, 0.01), critic=head(critic_key, 1, 1.0), log_std=log_std)
+
+    def initial_carry(self, params: RecurrentParams):
+        """Zeros: ``(memory_size,)`` for a GRU, a pair of them ``(h, c)`` for an LSTM."""
+        zeros = jnp.zeros(self.memory_size, jnp.float32)
+        return zeros if self.cell == "gru" else (zeros, zeros)
+
+    def step(self, params: RecurrentParams, carry, observation):
+        x = ACTIVATIONS[self.activation](params.embed(observation))
+        carry = params.cell(x, carry)
+        features = carry if self.cell == "gru" else carry[0]
+        return carry, features
+
+    def _head(self, layers, x):
+        act = ACTIVATIONS[self.activation]
+        for layer in layers[:-1]:
+            x = act(layer(x))
+        return layers[-1](x)
+
+    def distribution(self, params: RecurrentParams, features):
+        out = self._head(params.actor, features)
+        return Categorical(out) if self.discrete else DiagGaussian(out, params.log_std)
+
+    def value(self, params: RecurrentParams, features) -> jax.Array:
+        """The critic's value of a step's features."""
+        return self._head(params.critic, features)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class NormalizedRecurrent(RecurrentHeads):
+    """A recurrent policy that normalises observations first: params ``(inner_params,
+    stats)`` (the recurrent counterpart of :class:`rollax.policies.NormalizedPolicy`)."""
+
+    inner: Any
+
+    def initial_carry(self, params):
+        return self.inner.initial_carry(params[0])
+
+    def step(self, params, carry, observation):
+        inner_params, stats = params
+        return self.inner.step(inner_params, carry, obs_normalize(stats, observation))
+
+    def distribution(self, params, features):
+        return self.inner.distribution(params[0], features)
+
+
+@dataclasses.dataclass(frozen=True)
+class GreedyRecurrent(RecurrentHeads):
+    """Acts with the mode of a recurrent policy (for evaluation); log-prob 0."""
+
+    inner: Any
+
+    def initial_carry(self, params):
+        return self.inner.initial_carry(params)
+
+    def step(self, params, carry, observation):
+        return self.inner.step(params, carry, observation)
+
+    def distribution(self, params, features):
+        return self.inner.distribution(params, features)
+
+    def sample(self, params, carry, observation, key):
+        carry, action = self.inner.greedy(params, carry, observation)
+        return carry, action, jnp.zeros((), jnp.float32)
