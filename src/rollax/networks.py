@@ -15,7 +15,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.policies import ACTIVATIONS, ActorCriticHeads, ActorCriticParams, orthogonal_linear
+from rollax.policies import (
+    ACTIVATIONS,
+    ActorCriticHeads,
+    ActorCriticParams,
+    check_head,
+    orthogonal_linear,
+)
 
 __all__ = ["CNNActorCritic", "image_shape", "orthogonal_conv"]
 
@@ -78,11 +84,7 @@ class CNNActorCritic(ActorCriticHeads):
     init_log_std: float = 0.0
 
     def __post_init__(self):
-        if (self.num_actions is None) == (self.action_size is None):
-            raise ValueError("give exactly one of num_actions (discrete) or action_size")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
-                             f"got {self.activation!r}")
+        check_head(self)
         if len(self.image_shape) != 3 or min(self.image_shape) < 1:
             raise ValueError(f"image_shape must be (H, W, C), got {self.image_shape!r}")
         if not self.channels or min(self.channels) < 1 or self.kernel_size < 1:

@@ -143,6 +143,17 @@ ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 """Hidden activations of the actor-critics, by name."""
 
 
+def check_head(net) -> None:
+    """What every actor-critic checks of its settings: exactly one of ``num_actions``
+    (categorical) or ``action_size`` (Gaussian), and an ``activation`` of
+    :data:`ACTIVATIONS`."""
+    if (net.num_actions is None) == (net.action_size is None):
+        raise ValueError("give exactly one of num_actions (discrete) or action_size")
+    if net.activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                         f"got {net.activation!r}")
+
+
 class ActorCriticHeads:
     """The policy and value methods of an actor-critic, from its ``forward(layers,
     observation)`` (the output of the actor's or the critic's layers) and ``discrete``: the
@@ -202,11 +213,7 @@ class MLPActorCritic(ActorCriticHeads):
     init_log_std: float = 0.0
 
     def __post_init__(self):
-        if (self.num_actions is None) == (self.action_size is None):
-            raise ValueError("give exactly one of num_actions (discrete) or action_size")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
-                             f"got {self.activation!r}")
+        check_head(self)
 
     @property
     def discrete(self) -> bool:

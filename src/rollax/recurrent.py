@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
-from rollax.policies import ACTIVATIONS, obs_normalize, orthogonal_linear
+from rollax.policies import ACTIVATIONS, check_head, obs_normalize, orthogonal_linear
 
 __all__ = [
     "RecurrentActorCritic",
@@ -245,13 +245,9 @@ class RecurrentActorCritic(RecurrentHeads):
     init_log_std: float = 0.0
 
     def __post_init__(self):
-        if (self.num_actions is None) == (self.action_size is None):
-            raise ValueError("give exactly one of num_actions (discrete) or action_size")
+        check_head(self)
         if self.cell not in ("gru", "lstm"):
             raise ValueError(f"cell must be one of gru, lstm, got {self.cell!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
-                             f"got {self.activation!r}")
 
     @property
     def discrete(self) -> bool:
