@@ -20,8 +20,7 @@ from rollax.policies import (
     ActorCriticHeads,
     ActorCriticParams,
     check_head,
-    orthogonal,
-    orthogonal_mlp,
+    orthogonal_linear,
 )
 
 __all__ = ["CNNActorCritic", "image_shape", "orthogonal_conv"]
@@ -41,12 +40,12 @@ def image_shape(env) -> tuple[int, int, int] | None:
 
 
 def orthogonal_conv(key: jax.Array, n_in: int, n_out: int, kernel: int,
-                    gain: float, after: jax.Array | None = None) -> eqx.nn.Conv2d:
+                    gain: float) -> eqx.nn.Conv2d:
     """A stride-1, unpadded convolution whose kernel, seen as an ``(n_out, n_in * kernel**2)``
-    matrix, is orthogonal scaled by ``gain``; zero bias (its draw ordered after ``after``, see
-    :func:`rollax.policies.orthogonal`)."""
+    matrix, is orthogonal scaled by ``gain``; zero bias."""
     conv = eqx.nn.Conv2d(n_in, n_out, kernel, key=key)
-    matrix = orthogonal(key, (n_out, n_in * kernel * kernel), gain, after)
+    matrix = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in * kernel * kernel),
+                                                  jnp.float32)
     weight = matrix.reshape(n_out, n_in, kernel, kernel)
     return eqx.tree_at(lambda c: (c.weight, c.bias), conv,
                        (weight, jnp.zeros((n_out, 1, 1), jnp.float32)))
@@ -111,26 +110,25 @@ class CNNActorCritic(ActorCriticHeads):
         h, w, _ = self.image_shape
         return self.channels[-1], h - shrink, w - shrink
 
-    def _network(self, key: jax.Array, n_out: int, out_gain: float,
-                 after: jax.Array | None = None) -> tuple:
+    def _network(self, key: jax.Array, n_out: int, out_gain: float) -> tuple:
         n_conv = len(self.channels)
         keys = jax.random.split(key, n_conv + len(self.hidden) + 1)
         ins = (self.image_shape[2], *self.channels[:-1])
-        convs = []
-        for k, a, b in zip(keys[:n_conv], ins, self.channels):
-            convs.append(orthogonal_conv(k, a, b, self.kernel_size, math.sqrt(2.0), after))
-            after = convs[-1].weight
+        convs = [orthogonal_conv(k, a, b, self.kernel_size, math.sqrt(2.0))
+                 for k, a, b in zip(keys[:n_conv], ins, self.channels)]
         sizes = (math.prod(self.feature_map), *self.hidden, n_out)
-        return (*convs, *orthogonal_mlp(keys[n_conv:], sizes, out_gain, after))
+        gains = [math.sqrt(2.0)] * len(self.hidden) + [out_gain]
+        dense = [orthogonal_linear(k, a, b, g)
+                 for k, a, b, g in zip(keys[n_conv:], sizes[:-1], sizes[1:], gains)]
+        return (*convs, *dense)
 
     def init(self, key: jax.Array) -> ActorCriticParams:
         actor_key, critic_key = jax.random.split(key)
         out = self.num_actions if self.discrete else self.action_size
         assert out is not None
         log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
-        actor = self._network(actor_key, out, 0.01)
-        critic = self._network(critic_key, 1, 1.0, after=actor[-1].weight)
-        return ActorCriticParams(actor, critic, log_std)
+        return ActorCriticParams(self._network(actor_key, out, 0.01),
+                                 self._network(critic_key, 1, 1.0), log_std)
 
     def torso(self, layers: tuple, observation: jax.Array) -> jax.Array:
         """The flattened features ``(channels * H' * W',)`` of the convolutions in ``layers``."""

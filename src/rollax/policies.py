@@ -124,44 +124,19 @@ class ActorCriticParams(NamedTuple):
     """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
 
 
-def orthogonal(key: jax.Array, shape: tuple[int, ...], gain: float,
-               after: jax.Array | None = None) -> jax.Array:
-    """``jax.nn.initializers.orthogonal(gain)(key, shape)`` in float32, computed after
-    ``after`` (the weight initialised before it) when given.
-
-    The actor-critics chain every orthogonal draw of their initialisation this way, so that
-    their QR decompositions run one at a time. jaxlib 0.10's CPU LAPACK kernels split a batched
-    QR (what ``vmap`` over seeds makes of the initialisation) into chunks queued on the thread
-    pool the QR itself runs on; several QRs at once can hold every pool thread while waiting
-    for their chunks, and the program never finishes (``benchmarks/NOTES.md``). The
-    ``optimization_barrier`` only orders the computation: the values are unchanged.
-    """
-    if after is not None:
-        key, _ = jax.lax.optimization_barrier((key, after))
-    return jax.nn.initializers.orthogonal(gain)(key, shape, jnp.float32)
-
-
-def orthogonal_linear(key: jax.Array, n_in: int, n_out: int, gain: float,
-                      after: jax.Array | None = None) -> eqx.nn.Linear:
-    """A linear layer with orthogonal weights scaled by ``gain`` and zero bias (its draw
-    ordered after ``after``, see :func:`orthogonal`)."""
+def orthogonal_linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear:
+    """A linear layer with orthogonal weights scaled by ``gain`` and zero bias."""
     layer = eqx.nn.Linear(n_in, n_out, key=key)
-    weight = orthogonal(key, (n_out, n_in), gain, after)
+    weight = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in), jnp.float32)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer,
                        (weight, jnp.zeros(n_out, jnp.float32)))
 
 
-def orthogonal_mlp(keys: jax.Array, sizes: tuple[int, ...], out_gain: float,
-                   after: jax.Array | None = None) -> tuple:
-    """Linear layers ``sizes[0] -> ... -> sizes[-1]``, layer ``i`` drawn with ``keys[i]``:
-    gain sqrt(2) for the hidden ones, ``out_gain`` for the last; each draw ordered after the
-    one before (and the first after ``after``)."""
+def _mlp(key, sizes, out_gain):
+    keys = jax.random.split(key, len(sizes) - 1)
     gains = [math.sqrt(2.0)] * (len(sizes) - 2) + [out_gain]
-    layers = []
-    for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains):
-        layers.append(orthogonal_linear(k, a, b, g, after))
-        after = layers[-1].weight
-    return tuple(layers)
+    return tuple(orthogonal_linear(k, a, b, g)
+                 for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
 
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
@@ -247,12 +222,9 @@ class MLPActorCritic(ActorCriticHeads):
     def init(self, key: jax.Array) -> ActorCriticParams:
         actor_key, critic_key = jax.random.split(key)
         out = self.num_actions if self.discrete else self.action_size
-        assert out is not None  # check_head
         sizes = (self.observation_size, *self.hidden)
-        n = len(sizes)  # layers of each network
-        actor = orthogonal_mlp(jax.random.split(actor_key, n), (*sizes, out), 0.01)
-        critic = orthogonal_mlp(jax.random.split(critic_key, n), (*sizes, 1), 1.0,
-                                after=actor[-1].weight)
+        actor = _mlp(actor_key, (*sizes, out), 0.01)
+        critic = _mlp(critic_key, (*sizes, 1), 1.0)
         log_std = jnp.full((0 if self.discrete else self.action_size,), self.init_log_std,
                            jnp.float32)
         return ActorCriticParams(actor, critic, log_std)

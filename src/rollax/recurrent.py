@@ -36,14 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
-from rollax.policies import (
-    ACTIVATIONS,
-    check_head,
-    obs_normalize,
-    orthogonal,
-    orthogonal_linear,
-    orthogonal_mlp,
-)
+from rollax.policies import ACTIVATIONS, check_head, obs_normalize, orthogonal_linear
 
 __all__ = [
     "RecurrentActorCritic",
@@ -202,14 +195,14 @@ class RecurrentParams(NamedTuple):
     """State-independent log standard deviations; ``(0,)`` when discrete."""
 
 
-def _orthogonal_cell(kind: str, key: jax.Array, n_in: int, n_hidden: int, after: jax.Array):
-    """A GRU or LSTM cell with orthogonal input and recurrent matrices (gain 1), zero biases;
-    drawn after ``after``, one after the other (:func:`rollax.policies.orthogonal`)."""
+def _orthogonal_cell(kind: str, key: jax.Array, n_in: int, n_hidden: int):
+    """A GRU or LSTM cell with orthogonal input and recurrent matrices (gain 1), zero biases."""
     cell_type = eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell
     cell = cell_type(n_in, n_hidden, key=key)
     in_key, hh_key = jax.random.split(key)
-    weight_ih = orthogonal(in_key, cell.weight_ih.shape, 1.0, after)
-    weight_hh = orthogonal(hh_key, cell.weight_hh.shape, 1.0, weight_ih)
+    orthogonal = jax.nn.initializers.orthogonal(1.0)
+    weight_ih = orthogonal(in_key, cell.weight_ih.shape, jnp.float32)
+    weight_hh = orthogonal(hh_key, cell.weight_hh.shape, jnp.float32)
     zeros = jnp.zeros(cell.weight_ih.shape[0], jnp.float32)
     cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
                        (weight_ih, weight_hh, zeros))
@@ -265,18 +258,19 @@ class RecurrentActorCritic(RecurrentHeads):
         out = self.num_actions if self.discrete else self.action_size
         assert out is not None
 
-        def head(key, n_out, gain, after):
+        def head(key, n_out, gain):
             sizes = (self.memory_size, *self.hidden, n_out)
-            return orthogonal_mlp(jax.random.split(key, len(sizes) - 1), sizes, gain, after)
+            keys = jax.random.split(key, len(sizes) - 1)
+            gains = [math.sqrt(2.0)] * len(self.hidden) + [gain]
+            return tuple(orthogonal_linear(k, a, b, g)
+                         for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
 
         log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
-        embed = orthogonal_linear(embed_key, self.observation_size, self.embed_size,
-                                  math.sqrt(2.0))
-        cell = _orthogonal_cell(self.cell, cell_key, self.embed_size, self.memory_size,
-                                embed.weight)
-        actor = head(actor_key, out, 0.01, cell.weight_hh)
-        critic = head(critic_key, 1, 1.0, actor[-1].weight)
-        return RecurrentParams(embed, cell, actor, critic, log_std)
+        return RecurrentParams(
+            embed=orthogonal_linear(embed_key, self.observation_size, self.embed_size,
+                                    math.sqrt(2.0)),
+            cell=_orthogonal_cell(self.cell, cell_key, self.embed_size, self.memory_size),
+            actor=head(actor_key, out, 0.01), critic=head(critic_key, 1, 1.0), log_std=log_std)
 
     def initial_carry(self, params: RecurrentParams):
         """Zeros: ``(memory_size,)`` for a GRU, a pair of them ``(h, c)`` for an LSTM."""
