@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Environment, start_counters
-from rollax.envs.suites import import_suite
+from rollax.envs.base import Box, start_counters
+from rollax.envs.suites import SuiteEnvironment, import_suite
 from rollax.validate import check_horizon
 
 BRAX_DEFAULT_HORIZON = 1000
@@ -104,7 +104,7 @@ def package_version(distribution: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class StateApiEnv(Environment):
+class StateApiEnv(SuiteEnvironment):
     """A Brax-style environment (``State`` with ``obs``/``reward``/``done``) with rollax's
     contracts. Subclasses name the suite (``prefix``) and build the suite's raw environment
     (:meth:`_build`).
@@ -186,18 +186,6 @@ class StateApiEnv(Environment):
     def observation(self, state: SuiteState) -> jax.Array:
         return jnp.reshape(state.inner.obs, (-1,)).astype(jnp.float32)
 
-    @property
-    def observation_space(self) -> Box:
-        return self._spaces[0]
-
-    @property
-    def action_space(self) -> Box:
-        return self._spaces[1]
-
-    @property
-    def raw_observation_shape(self) -> tuple[int, ...]:
-        """The suite's observation shape (``state.inner.obs``), before flattening."""
-        return self._spaces[2]
 
 
 def _import_brax_envs():

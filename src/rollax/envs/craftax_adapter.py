@@ -53,8 +53,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, start_counters
-from rollax.envs.suites import import_suite
+from rollax.envs.base import Box, Discrete, start_counters
+from rollax.envs.suites import SuiteEnvironment, import_suite
 from rollax.validate import check_horizon
 
 CRAFTAX_PREFIX = "craftax:"
@@ -122,7 +122,7 @@ def _stored(inner):
 
 
 @dataclasses.dataclass(frozen=True)
-class CraftaxEnv(Environment):
+class CraftaxEnv(SuiteEnvironment):
     """A Craftax environment with rollax's contracts (built by ``make("craftax:<id>")``).
 
     - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` unchanged to Craftax's
@@ -197,18 +197,6 @@ class CraftaxEnv(Environment):
     def observation(self, state: CraftaxState) -> jax.Array:
         return jnp.reshape(state.obs, (-1,)).astype(jnp.float32)
 
-    @property
-    def observation_space(self) -> Box:
-        return self._spaces[0]
-
-    @property
-    def action_space(self) -> Discrete:
-        return self._spaces[1]
-
-    @property
-    def raw_observation_shape(self) -> tuple[int, ...]:
-        """Craftax's observation shape (``state.obs``), before flattening."""
-        return self._spaces[2]
 
 
 def _replace_params(defaults, overrides, name):

@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, start_counters
-from rollax.envs.suites import import_suite
+from rollax.envs.base import Box, Discrete, start_counters
+from rollax.envs.suites import SuiteEnvironment, import_suite
 from rollax.validate import check_horizon
 
 GYMNAX_PREFIX = "gymnax:"
@@ -87,7 +87,7 @@ def _bounds(value, shape) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class GymnaxEnv(Environment):
+class GymnaxEnv(SuiteEnvironment):
     """A gymnax environment with rollax's contracts (built by ``make("gymnax:<id>")``).
 
     - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` to gymnax's
@@ -178,18 +178,6 @@ class GymnaxEnv(Environment):
             return state.obs.astype(jnp.int32)
         return jnp.reshape(state.obs, (-1,)).astype(jnp.float32)
 
-    @property
-    def observation_space(self) -> Discrete | Box:
-        return self._spaces[0]
-
-    @property
-    def action_space(self) -> Discrete | Box:
-        return self._spaces[1]
-
-    @property
-    def raw_observation_shape(self) -> tuple[int, ...]:
-        """gymnax's observation shape (``state.obs``), before flattening."""
-        return self._spaces[2]
 
 
 def _version(gymnax) -> str:

@@ -49,8 +49,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, start_counters
-from rollax.envs.suites import import_suite
+from rollax.envs.base import Box, Discrete, start_counters
+from rollax.envs.suites import SuiteEnvironment, import_suite
 from rollax.validate import check_horizon
 
 PGX_PREFIX = "pgx:"
@@ -107,7 +107,7 @@ def _strong(x) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class PgxEnv(Environment):
+class PgxEnv(SuiteEnvironment):
     """A single-player Pgx game with rollax's contracts (built by ``make("pgx:<id>")``).
 
     - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` unchanged to Pgx's
@@ -179,18 +179,6 @@ class PgxEnv(Environment):
         terminal state."""
         return state.inner.legal_action_mask
 
-    @property
-    def observation_space(self) -> Box:
-        return self._spaces[0]
-
-    @property
-    def action_space(self) -> Discrete:
-        return self._spaces[1]
-
-    @property
-    def raw_observation_shape(self) -> tuple[int, ...]:
-        """Pgx's observation shape (``state.inner.observation``), before flattening."""
-        return self._spaces[2]
 
 
 def _version() -> str:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from types import ModuleType
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from rollax.envs.base import Box, Discrete, Environment
 
 
 class Suite(NamedTuple):
@@ -80,3 +82,23 @@ def suite_ids() -> list[str]:
     """``<prefix>:<id>`` for every environment of every installed suite, suite by suite."""
     return [f"{suite.prefix}:{env_id}" for suite in SUITES.values()
             for env_id in adapter(suite).ids()]
+
+
+class SuiteEnvironment(Environment):
+    """The base of the adapters: their spaces are converted once, at construction, into
+    ``self._spaces = (observation_space, action_space, raw_observation_shape)``."""
+
+    _spaces: Any
+
+    @property
+    def observation_space(self) -> Discrete | Box:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> Discrete | Box:
+        return self._spaces[1]
+
+    @property
+    def raw_observation_shape(self) -> tuple[int, ...]:
+        """The suite's own observation shape, before rollax flattens it to a vector."""
+        return self._spaces[2]

@@ -51,8 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, start_counters
-from rollax.envs.suites import import_suite
+from rollax.envs.base import Box, Discrete, start_counters
+from rollax.envs.suites import SuiteEnvironment, import_suite
 from rollax.validate import check_horizon
 
 XMINIGRID_PREFIX = "xminigrid:"
@@ -104,7 +104,7 @@ def _strong(x) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class XMiniGridEnv(Environment):
+class XMiniGridEnv(SuiteEnvironment):
     """An xminigrid ``MiniGrid-*`` environment with rollax's contracts (built by
     ``make("xminigrid:<id>")``; the module docstring says how endings map).
 
@@ -183,18 +183,6 @@ class XMiniGridEnv(Environment):
     def observation(self, state: XMiniGridState) -> jax.Array:
         return jnp.reshape(state.obs, (-1,)).astype(jnp.float32)
 
-    @property
-    def observation_space(self) -> Box:
-        return self._spaces[0]
-
-    @property
-    def action_space(self) -> Discrete:
-        return self._spaces[1]
-
-    @property
-    def raw_observation_shape(self) -> tuple[int, ...]:
-        """xminigrid's observation shape ``(V, V, 2)`` (``state.obs``), before flattening."""
-        return self._spaces[2]
 
 
 def _check_name(xminigrid, name) -> None:
