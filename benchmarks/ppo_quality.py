@@ -237,28 +237,41 @@ SpaceInvaders 131). They come from one 1e7-step run per game (seed 0), its retur
 (the policy's mode) on 32 episodes per seed after training, so the comparison is indicative,
 not like for like.
 
-Settings (`rollax.ppo.PRESETS["gymnax:<game>-MinAtar"]`, from gymnax-blines'
-`agents/<game>-MinAtar/ppo.yaml`, the same for all four games; see its `utils/ppo.py`):
+Settings (`rollax.ppo.PRESETS["gymnax:<game>-MinAtar"]`), from gymnax-blines (commit 3f029d6)
+`agents/<game>-MinAtar/ppo.yaml`, the same for all four games, and its `utils/ppo.py` and
+`utils/models.py`:
 
-| setting | gymnax-blines | rollax preset |
-|---|---|---|
-| env steps | `num_train_steps: 10000000` | `total_steps=10_000_000` (1,220 updates of 64 x 128) |
-| parallel envs | `num_train_envs: 64` | `num_envs=64` |
-| steps per rollout | `n_steps: 128` (129 stepped, the last only bootstraps) | `num_steps=128` |
-| epochs x minibatches | `epoch_ppo: 4`, `n_minibatch: 8` | `epochs=4`, `minibatches=8` |
-| learning rate | `lr_begin = lr_end = 5e-4`, `lr_warmup: 0.05` (a no-op: constant) | `lr=5e-4`, `anneal_lr=False` |
-| optimiser | clip_by_global_norm(0.5), Adam eps 1e-5 | the same (`max_grad_norm=0.5`) |
-| gamma, GAE lambda | 0.999, 0.95 | `gamma=0.999`, `gae_lambda=0.95` |
-| clip | 0.2, value clipped too | `clip_eps=0.2`, `clip_value=True` |
-| entropy, value coefficients | 0.01, 0.5 | `ent_coef=0.01`, `vf_coef=0.5` |
-| advantages | normalised per minibatch | `normalize_advantages=True` |
-| network | `Categorical-MLP`: separate actor and critic MLPs, 2 x 256 ReLU over the flattened 10x10xC planes, flax default kernels, uniform(0.05) biases | `network="cnn"`, `hidden=(256, 256)`, `activation="relu"`: separate actor and critic, each one 3x3 convolution (16 planes, ReLU) then 2 x 256 ReLU; orthogonal initialisation, zero biases |
-| episode limit | gymnax `max_steps_in_episode` (1000; Freeway 2500) | the same (the adapter's default horizon) |
-| evaluation | 164 episodes, actions sampled | 32 episodes per seed, greedy |
+{settings}
 
-Differences that remain: the network (rollax's CNN instead of gymnax-blines' MLP, as asked),
-its initialisation, and the evaluation (greedy vs sampled; many seeds vs one).
+Differences that remain: the network (rollax's CNN instead of gymnax-blines' MLP, as issue 13
+asks), its initialisation, and the evaluation (greedy vs sampled; many seeds vs one).
 """
+MINATAR_SETTINGS = (  # (setting, gymnax-blines, rollax preset)
+    ("env steps", "`num_train_steps: 10000000`",
+     "`total_steps=10_000_000` (1,220 updates of 64 x 128)"),
+    ("parallel envs", "`num_train_envs: 64`", "`num_envs=64`"),
+    ("steps per rollout", "`n_steps: 128` (129 stepped, the last only bootstraps)",
+     "`num_steps=128`"),
+    ("epochs x minibatches", "`epoch_ppo: 4`, `n_minibatch: 8`", "`epochs=4`, `minibatches=8`"),
+    ("learning rate", "`lr_begin = lr_end = 5e-4`, `lr_warmup: 0.05` (a no-op: constant)",
+     "`lr=5e-4`, `anneal_lr=False`"),
+    ("optimiser", "clip_by_global_norm(0.5), Adam eps 1e-5", "the same (`max_grad_norm=0.5`)"),
+    ("gamma, GAE lambda", "0.999, 0.95", "`gamma=0.999`, `gae_lambda=0.95`"),
+    ("clip", "0.2, value clipped too", "`clip_eps=0.2`, `clip_value=True`"),
+    ("entropy, value coefficients", "0.01, 0.5", "`ent_coef=0.01`, `vf_coef=0.5`"),
+    ("advantages", "normalised per minibatch", "`normalize_advantages=True`"),
+    ("network", "`Categorical-MLP`: separate actor and critic MLPs, 2 x 256 ReLU over the "
+     "flattened 10x10xC planes, flax default kernels, uniform(0.05) biases",
+     "`network=\"cnn\"`, `hidden=(256, 256)`, `activation=\"relu\"`: separate actor and "
+     "critic, each one 3x3 convolution (16 planes, ReLU) then 2 x 256 ReLU; orthogonal "
+     "initialisation, zero biases"),
+    ("episode limit", "gymnax `max_steps_in_episode` (1000; Freeway 2500)",
+     "the same (the adapter's default horizon)"),
+    ("evaluation", "164 episodes, actions sampled", "32 episodes per seed, greedy"),
+)
+MINATAR_NOTES = MINATAR_NOTES.format(settings="\n".join(
+    ["| setting | gymnax-blines | rollax preset |", "|---|---|---|"]
+    + [f"| {a} | {b} | {c} |" for a, b, c in MINATAR_SETTINGS]))
 
 
 HEADER = ("| task | steps/seed | seeds | greedy eval mean [95% CI] | IQM | per-seed returns "
