@@ -120,6 +120,21 @@ PRESETS: dict[str, dict] = {
         gamma=0.95, gae_lambda=0.95, ent_coef=0.0, normalize_observations=True,
         reward_scale=0.1, max_grad_norm=0.5,
     ),
+    # MinAtar through gymnax: gymnax-blines' PPO settings (agents/<game>-MinAtar/ppo.yaml,
+    # identical for the four games): 64 envs x 128 steps, 4 epochs x 8 minibatches, Adam
+    # (eps 1e-5) at a constant 5e-4, gamma 0.999, GAE lambda 0.95, clip 0.2 (value clipped
+    # too), entropy 0.01, value 0.5, grad norm 0.5, 1e7 env steps; hidden layers 256-256 ReLU.
+    # Not mapped: gymnax-blines' actor-critic is an MLP over the flattened 10x10xC planes
+    # ("Categorical-MLP", flatten_3d) with flax's default weights and uniform(0.05) biases;
+    # these presets put rollax's CNN (one 3x3 convolution, 16 planes) under the same 256-256
+    # heads, orthogonally initialised. Also gymnax-blines' own: its lr "warm-up" runs from
+    # 5e-4 to 5e-4 (constant), and each rollout steps 129 times and trains on the first 128.
+    **{f"gymnax:{game}-MinAtar": dict(
+        total_steps=10_000_000, num_envs=64, num_steps=128, epochs=4, minibatches=8, lr=5e-4,
+        anneal_lr=False, gamma=0.999, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5,
+        ent_coef=0.01, max_grad_norm=0.5, hidden=(256, 256), activation="relu",
+        network="cnn",
+    ) for game in ("Asterix", "Breakout", "Freeway", "SpaceInvaders")},
 }
 """Tuned settings per task (overrides of the PPOConfig defaults)."""
 
