@@ -24,7 +24,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rollax import guards
 from rollax.collect import collect_autoreset_recurrent
 from rollax.losses import actor_critic_loss
 from rollax.recurrent import episode_starts, unroll
@@ -50,15 +49,11 @@ class Sequences(NamedTuple):
 def rollout_batch(setup, state, key: jax.Array, hp):
     """Collect ``T`` steps of the ``B`` environments with their memories and compute GAE:
     ``(env_state, carry, traj, values, targets, Sequences)``."""
-    env, net, config = setup.env, setup.net, setup.config
+    net = setup.net
     env_state, carry, traj = collect_autoreset_recurrent(
-        env, setup.policy, setup.policy_params(state.params, state.obs_stats), state.env_state,
-        state.carry, key, config.num_steps)
-    if setup.checked:
-        guards.check_observations(traj.observation, state.update + 1)
-        guards.check_actions(traj.action, env.action_space, state.update + 1)
-    obs = setup.normalize(state.obs_stats, traj.observation)
-    next_obs = setup.normalize(state.obs_stats, traj.next_observation)
+        setup.env, setup.policy, setup.policy_params(state.params, state.obs_stats),
+        state.env_state, state.carry, key, setup.config.num_steps)
+    obs, next_obs = setup.observed(state, traj)
     starts = episode_starts(traj)
     replay = unroll(net, state.params, state.carry, obs, starts)
     batched = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))

@@ -192,6 +192,16 @@ class Setup:
     def normalize(self, stats, obs):
         return obs_normalize(stats, obs) if self.config.normalize_observations else obs
 
+    def observed(self, state, traj) -> tuple[jax.Array, jax.Array]:
+        """A rollout's ``(observation, next_observation)`` as the network reads them
+        (normalised with the statistics it collected with), after checked mode's checks of
+        its observations and actions."""
+        if self.checked:
+            guards.check_observations(traj.observation, state.update + 1)
+            guards.check_actions(traj.action, self.env.action_space, state.update + 1)
+        return (self.normalize(state.obs_stats, traj.observation),
+                self.normalize(state.obs_stats, traj.next_observation))
+
     def schedule(self, hp: PPOHyperparams, count):
         if self.config.anneal_lr:  # linear from lr to 0 over all gradient steps of the run
             return optax.linear_schedule(hp.lr, 0.0, self.num_updates * self.steps_per_update
@@ -260,15 +270,10 @@ def explained_variance(values, targets):
 def rollout_batch(setup: Setup, state: PPOState, key: jax.Array, hp: PPOHyperparams):
     """Collect ``T`` steps of the ``B`` environments and compute GAE: ``(env_state, traj,
     values, targets, flat Batch)``."""
-    env, config = setup.env, setup.config
     env_state, traj = collect_autoreset(
-        env, setup.policy, setup.policy_params(state.params, state.obs_stats), state.env_state,
-        key, config.num_steps)
-    if setup.checked:
-        guards.check_observations(traj.observation, state.update + 1)
-        guards.check_actions(traj.action, env.action_space, state.update + 1)
-    obs = setup.normalize(state.obs_stats, traj.observation)
-    next_obs = setup.normalize(state.obs_stats, traj.next_observation)
+        setup.env, setup.policy, setup.policy_params(state.params, state.obs_stats),
+        state.env_state, key, setup.config.num_steps)
+    obs, next_obs = setup.observed(state, traj)
     critic = jax.vmap(jax.vmap(setup.net.value, (None, 0)), (None, 0))
     values, next_values = critic(state.params, obs), critic(state.params, next_obs)
     advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
