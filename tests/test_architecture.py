@@ -12,8 +12,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
-MATH = ("envs", "policies", "networks", "recurrent", "distributions", "collect", "returns",
-        "losses", "exact")
+MATH = ("envs", "policies", "networks", "recurrent", "initializers", "distributions", "collect",
+        "returns", "losses", "exact")
 OUTER = ("experiment", "training", "loaded", "plots", "cli", "runs", "run_config")
 ALGORITHM_NAMES = {"tabular", "ppo", "reinforce"}
 

@@ -15,6 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from rollax.initializers import orthogonal
 from rollax.policies import (
     ACTIVATIONS,
     ActorCriticHeads,
@@ -44,8 +45,7 @@ def orthogonal_conv(key: jax.Array, n_in: int, n_out: int, kernel: int,
     """A stride-1, unpadded convolution whose kernel, seen as an ``(n_out, n_in * kernel**2)``
     matrix, is orthogonal scaled by ``gain``; zero bias."""
     conv = eqx.nn.Conv2d(n_in, n_out, kernel, key=key)
-    matrix = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in * kernel * kernel),
-                                                  jnp.float32)
+    matrix = orthogonal(key, (n_out, n_in * kernel * kernel), gain)
     weight = matrix.reshape(n_out, n_in, kernel, kernel)
     return eqx.tree_at(lambda c: (c.weight, c.bias), conv,
                        (weight, jnp.zeros((n_out, 1, 1), jnp.float32)))

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
+from rollax.initializers import orthogonal
 
 
 @runtime_checkable
@@ -127,7 +128,7 @@ class ActorCriticParams(NamedTuple):
 def orthogonal_linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear:
     """A linear layer with orthogonal weights scaled by ``gain`` and zero bias."""
     layer = eqx.nn.Linear(n_in, n_out, key=key)
-    weight = jax.nn.initializers.orthogonal(gain)(key, (n_out, n_in), jnp.float32)
+    weight = orthogonal(key, (n_out, n_in), gain)
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer,
                        (weight, jnp.zeros(n_out, jnp.float32)))
 

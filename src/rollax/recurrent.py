@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
+from rollax.initializers import orthogonal
 from rollax.policies import ACTIVATIONS, check_head, obs_normalize, orthogonal_linear
 
 __all__ = [
@@ -200,9 +201,8 @@ def _orthogonal_cell(kind: str, key: jax.Array, n_in: int, n_hidden: int):
     cell_type = eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell
     cell = cell_type(n_in, n_hidden, key=key)
     in_key, hh_key = jax.random.split(key)
-    orthogonal = jax.nn.initializers.orthogonal(1.0)
-    weight_ih = orthogonal(in_key, cell.weight_ih.shape, jnp.float32)
-    weight_hh = orthogonal(hh_key, cell.weight_hh.shape, jnp.float32)
+    weight_ih = orthogonal(in_key, cell.weight_ih.shape)
+    weight_hh = orthogonal(hh_key, cell.weight_hh.shape)
     zeros = jnp.zeros(cell.weight_ih.shape[0], jnp.float32)
     cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
                        (weight_ih, weight_hh, zeros))
