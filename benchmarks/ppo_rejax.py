@@ -1,7 +1,7 @@
 """PPO on CartPole-v1 with rejax (the anchor), hyperparameters set to rollax's PPOConfig defaults.
 
-    .bench/rejax/bin/python benchmarks/ppo_rejax.py [--total-steps 500000] [--repeats 3]
-                                                    [--json OUT]
+    .bench/rejax/bin/python benchmarks/ppo_rejax.py [--total-steps 500000] [--num-envs 4]
+                                                    [--repeats 3] [--json OUT]
 
 Runs in the rejax environment (benchmarks/requirements-rejax.txt: rejax 0.1.3 needs gymnax 0.0.9,
 whose step returns 5 values). ``jax.jit(algo.train).lower(key).compile()`` is timed apart; then
@@ -11,6 +11,9 @@ episodes), so its ``eval_callback`` is replaced by a greedy one (argmax of the a
 run by ``rejax.evaluate.evaluate``), and ``eval_freq = total_timesteps`` with
 ``skip_initial_evaluation=True`` makes that evaluation run once, after the last update, as
 rollax's does. Settings rejax cannot express are listed under "differences" in the output.
+``--num-envs N`` (default 4, as rollax's) changes only the number of environments: 128 steps,
+4 epochs and 4 minibatches stay, so an update collects N x 128 steps, each minibatch holds
+N x 32 of them, and the update count and the learning-rate schedule's length follow N.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from _timing import emit, ppo_args, ppo_record, time_compiled
 from rejax import PPO
 from rejax.evaluate import evaluate
 
-# rollax's PPOConfig defaults (src/rollax/algos/ppo.py).
-NUM_ENVS, NUM_STEPS, EPOCHS, MINIBATCHES, LR = 4, 128, 4, 4, 2.5e-4
+# rollax's PPOConfig defaults (src/rollax/algos/ppo.py); the number of environments is
+# --num-envs (default 4, rollax's).
+NUM_STEPS, EPOCHS, MINIBATCHES, LR = 128, 4, 4, 2.5e-4
 EVAL_EPISODES = 32
 
 DIFFERENCES = [
@@ -56,11 +60,14 @@ def greedy_eval(algo, ts, rng):
     return returns.mean()
 
 
-def make_algo(total_steps: int):
-    updates = total_steps // (NUM_ENVS * NUM_STEPS)  # rollax's num_updates
-    steps = updates * NUM_ENVS * NUM_STEPS
+def make_algo(total_steps: int, num_envs: int):
+    updates = total_steps // (num_envs * NUM_STEPS)  # rollax's num_updates
+    if updates < 1:
+        raise ValueError(f"total_steps must be at least num_envs * {NUM_STEPS} = "
+                         f"{num_envs * NUM_STEPS}, got {total_steps}")
+    steps = updates * num_envs * NUM_STEPS
     config = {
-        "env": "CartPole-v1", "num_envs": NUM_ENVS, "num_steps": NUM_STEPS,
+        "env": "CartPole-v1", "num_envs": num_envs, "num_steps": NUM_STEPS,
         "num_epochs": EPOCHS, "num_minibatches": MINIBATCHES, "total_timesteps": steps,
         "eval_freq": steps, "skip_initial_evaluation": True, "gamma": 0.99, "gae_lambda": 0.95,
         "clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 0.5,
@@ -78,7 +85,7 @@ def make_algo(total_steps: int):
 
 def main() -> None:
     args = ppo_args(__doc__)
-    algo, steps, shown = make_algo(args.total_steps)
+    algo, steps, shown = make_algo(args.total_steps, args.num_envs)
     keys = [jax.random.PRNGKey(i) for i in range(args.repeats + 1)]
     compile_s, times, returns = time_compiled(
         jax.jit(algo.train), keys, lambda out: float(out[1][-1]))

@@ -1,9 +1,12 @@
 """PPO on CartPole-v1 with rollax's PPOConfig defaults (the row rejax is compared against).
 
-    .bench/anchors/bin/python benchmarks/ppo_rollax.py [--total-steps 500000] [--repeats 3]
-                                                       [--json OUT]
+    .bench/anchors/bin/python benchmarks/ppo_rollax.py [--total-steps 500000] [--num-envs 4]
+                                                       [--repeats 3] [--json OUT]
 
 4 envs x 128 steps, 4 epochs, 4 minibatches, lr 2.5e-4 annealed, 500,000 steps by default.
+``--num-envs N`` changes only the number of environments (``PPOConfig(total_steps=...,
+num_envs=N)``, everything else default): 128 steps, 4 epochs and 4 minibatches stay, so an
+update collects N x 128 steps and each minibatch holds N x 32 of them.
 ``train.lower(key).compile()`` is timed apart; then one warm-up run and ``--repeats`` timed runs
 (keys 1..repeats), each ending in rollax's greedy evaluation over ``eval_episodes`` = 32.
 Same JSON schema as ppo_rejax.py.
@@ -23,7 +26,7 @@ from rollax.algos import ppo
 
 def main() -> None:
     args = ppo_args(__doc__)
-    config = ppo.PPOConfig(total_steps=args.total_steps)
+    config = ppo.PPOConfig(total_steps=args.total_steps, num_envs=args.num_envs)
     train = rollax.make_train(config)
     keys = [jax.random.key(i) for i in range(args.repeats + 1)]
     compile_s, times, returns = time_compiled(train, keys, lambda out: float(out.eval_return))
