@@ -1,11 +1,17 @@
 """Time to solve CartPole-v1: mean greedy evaluation return >= 475 over 8 seeds, compile included.
 
     .bench/anchors/bin/python benchmarks/solve.py --lib rollax|sb3 [--seeds 8] [--steps N]
-                                                  [--threads N] [--json OUT]
+                                                  [--threads N] [--compile-cache DIR]
+                                                  [--json OUT]
 
 rollax: the 8 seeds train in one program, ``jax.jit(jax.vmap(rollax.make_train(config)))`` with
 ``config = PPOConfig(**SOLVE)``; the time runs from before ``lower()`` to the evaluation returns
 on the host (compile + training + greedy evaluation over ``eval_episodes`` = 32 per seed).
+``--compile-cache DIR`` (rollax only) turns JAX's persistent compilation cache on in DIR
+(``rollax.compile_cache.enable``) before anything compiles: the first process with a fresh DIR
+compiles and writes the program there, a second one loads it from disk, so its "compile"
+(tracing, lowering and the cache read) is the warm-cache time. The record counts the cache
+hits and writes of that timed compilation (``cache_hits``, ``cache_writes``).
 
 sb3: Stable-Baselines3 PPO with rl-baselines3-zoo's tuned CartPole-v1 settings (DLR-RM/
 rl-baselines3-zoo, hyperparams/ppo.yml, entry "CartPole-v1", marked "# Tuned"; read at commit
@@ -42,19 +48,35 @@ EVAL_EPISODES = 32
 THRESHOLD = 475.0
 
 
-def solve_rollax(seeds: int, steps: int | None) -> dict:
+def solve_rollax(seeds: int, steps: int | None, cache: str | None = None) -> dict:
     import jax
     import jax.numpy as jnp
 
     import rollax
+    from rollax import compile_cache
     from rollax.algos import ppo
 
+    folder = compile_cache.enable(cache) if cache else None  # before the first compilation
+    events = {"hits": 0, "writes": 0}
+    names = {"/jax/compilation_cache/cache_hits": "hits",
+             "/jax/compilation_cache/cache_misses": "writes"}  # recorded when writing an entry
+
+    def count(event: str, **_) -> None:
+        if event in names:
+            events[names[event]] += 1
+
+    jax.monitoring.register_event_listener(count)
     config = ppo.PPOConfig(**{**SOLVE, **({"total_steps": steps} if steps else {})})
     train = jax.jit(jax.vmap(rollax.make_train(config)))
     keys = jnp.stack([jax.random.key(config.seed + k) for k in range(seeds)])
+    before = dict(events)
     start = time.perf_counter()
     compiled = train.lower(keys).compile()
     compiled_at = time.perf_counter()
+    hits, writes = (events[k] - before[k] for k in ("hits", "writes"))
+    if folder is not None:
+        print(f"compile {compiled_at - start:.2f} s with the compile cache in {folder}: "
+              f"{hits} hit(s), {writes} write(s)", flush=True)
     returns = np.asarray(compiled(keys).eval_return, dtype=float)
     end = time.perf_counter()
     return {
@@ -64,6 +86,8 @@ def solve_rollax(seeds: int, steps: int | None) -> dict:
         "steps_per_seed": ppo.num_updates(config) * config.num_envs * config.num_steps,
         "time_s": end - start, "compile_s": compiled_at - start, "run_s": end - compiled_at,
         "eval_returns": returns.tolist(),
+        "compile_cache": None if folder is None else str(folder),
+        "cache_hits": hits, "cache_writes": writes,
     }
 
 
@@ -108,10 +132,15 @@ def main() -> None:
                         help="override the training budget per seed (smoke runs)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="torch threads (sb3)")
+    parser.add_argument("--compile-cache", default=None, metavar="DIR",
+                        help="rollax: JAX's persistent compilation cache in DIR (a second "
+                        "process with the same DIR loads the program instead of compiling it)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.compile_cache and args.lib != "rollax":
+        parser.error("--compile-cache is for --lib rollax")
     if args.lib == "rollax":
-        record = solve_rollax(args.seeds, args.steps)
+        record = solve_rollax(args.seeds, args.steps, args.compile_cache)
     else:
         record = solve_sb3(args.seeds, args.steps, args.threads)
     mean = float(np.mean(record["eval_returns"]))
