@@ -3,6 +3,11 @@
 #
 #     bash benchmarks/run.sh [--quick] [--only throughput|ppo|solve|seeds ...] [--out DIR]
 #
+# Rows: throughput; ppo (rollax vs rejax at 4, 64 and 1,024 environments: jobs ppo-rollax,
+# ppo-rejax, ppo-rollax-64, ppo-rejax-64, ppo-rollax-1024, ppo-rejax-1024); solve (rollax cold,
+# then rollax with a warm compile cache: solve-rollaxwarm-fill fills a fresh temporary cache,
+# solve-rollaxwarm loads from it; then SB3); seeds. --only ROW re-runs every job of ROW.
+#
 # Creates the two benchmark environments when missing: .bench/anchors (rollax editable with
 # gymnax 1.x, torch CPU, Stable-Baselines3) and .bench/rejax (rejax with the gymnax it supports).
 set -euo pipefail

@@ -3,13 +3,19 @@
     bash benchmarks/run.sh [--quick] [--only ROW ...] [--out DIR]
     .bench/anchors/bin/python benchmarks/run_all.py [--quick] [--only ROW ...] [--out DIR]
 
-Rows: throughput (CartPole-v1 beside gymnax, and the corridor collector), ppo (rollax vs rejax),
-solve (time to solve CartPole-v1, rollax vs Stable-Baselines3), seeds (1, 8, 64 seeds in one
-program). Each job runs in its own process, with the anchors environment's Python or the rejax
-one, and writes JSON to a temporary file; the peak resident memory of that process is read
-from ``os.wait4``. The full run writes benchmarks/RESULTS.md and benchmarks/results.json;
-``--quick`` (tiny sizes, a smoke test of a few minutes) writes to .bench/quick/ instead.
-``--only`` re-runs some rows and keeps the others from the existing results.json.
+Rows: throughput (CartPole-v1 beside gymnax, and the corridor collector), ppo (rollax vs rejax
+at 4 environments, PPOConfig's defaults; then at 64 environments, 500,000 steps, and at 1,024,
+2,097,152 steps = 16 updates of 131,072, jobs ppo-rollax-64, ppo-rejax-64, ppo-rollax-1024,
+ppo-rejax-1024), solve (time to solve CartPole-v1, rollax vs Stable-Baselines3; rollax once
+cold, then twice more in two fresh processes sharing a fresh temporary compile cache, jobs
+solve-rollaxwarm-fill and solve-rollaxwarm, the second of which loads the program from disk:
+the warm-cache time), seeds (1, 8, 64 seeds in one program). Each job runs in its own
+process, with the anchors environment's Python or the rejax one, and writes JSON to a temporary
+file; the peak resident memory of that process is read from ``os.wait4``. The full run
+writes benchmarks/RESULTS.md and benchmarks/results.json; ``--quick`` (tiny sizes, a smoke test
+of a few minutes) writes to .bench/quick/ instead, ``--out DIR`` to DIR.
+``--only`` re-runs some rows (every job of a row: ``--only ppo`` the six PPO jobs, ``--only
+solve`` all four solve jobs) and keeps the others from the existing results.json.
 """
 
 from __future__ import annotations
@@ -31,7 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = ROOT / ".bench/anchors/bin/python"
 REJAX = ROOT / ".bench/rejax/bin/python"
 ROWS = ("throughput", "ppo", "solve", "seeds")
-TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0}
+TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0,
+           "solve_speedup_warm": 40.0}
+PPO_WIDE = {64: 500_000, 1024: 2_097_152}
+"""The wider PPO rows: environments -> total steps (1,024 x 128 x 16 = 2,097,152). --quick runs
+one update (environments x 128 steps)."""
 VERSIONS = {
     ANCHORS: ["rollax", "jax", "jaxlib", "gymnax", "gymnasium", "optax", "equinox", "numpy",
               "torch", "stable-baselines3"],
@@ -39,8 +49,10 @@ VERSIONS = {
 }
 
 
-def jobs(row: str, quick: bool) -> list[tuple[str, Path, list[str]]]:
-    """(job name, python, script and arguments) of each process of ``row``."""
+def jobs(row: str, quick: bool, tmp: Path) -> list[tuple[str, Path, list[str]]]:
+    """(job name, python, script and arguments) of each process of ``row``; ``tmp`` is a fresh
+    folder for this run's files (the solve row's compile cache). The part of a job's name
+    before the first "-" is its row (``--only`` keeps other rows' jobs by it)."""
     if row == "throughput":
         size = (["--sizes", "1", "64", "--steps", "100", "--repeats", "2", "--corridor", "1024"]
                 if quick else [])
@@ -52,11 +64,21 @@ def jobs(row: str, quick: bool) -> list[tuple[str, Path, list[str]]]:
         return out
     if row == "ppo":
         size = ["--total-steps", "8192", "--repeats", "1"] if quick else []
-        return [("ppo-rollax", ANCHORS, ["ppo_rollax.py", *size]),
-                ("ppo-rejax", REJAX, ["ppo_rejax.py", *size])]
+        out = [("ppo-rollax", ANCHORS, ["ppo_rollax.py", *size]),
+               ("ppo-rejax", REJAX, ["ppo_rejax.py", *size])]
+        for envs, steps in PPO_WIDE.items():
+            wide = ["--num-envs", str(envs), "--total-steps",
+                    *([str(envs * 128), "--repeats", "1"] if quick else [str(steps)])]
+            out += [(f"ppo-rollax-{envs}", ANCHORS, ["ppo_rollax.py", *wide]),
+                    (f"ppo-rejax-{envs}", REJAX, ["ppo_rejax.py", *wide])]
+        return out
     if row == "solve":
-        return [("solve-rollax", ANCHORS, ["solve.py", "--lib", "rollax", *(
-                    ["--seeds", "2", "--steps", "8192"] if quick else [])]),
+        rollax = ["solve.py", "--lib", "rollax", *(["--seeds", "2", "--steps", "8192"]
+                                                   if quick else [])]
+        cache = ["--compile-cache", str(tmp / "compile-cache")]  # fresh: the fill job writes it
+        return [("solve-rollax", ANCHORS, rollax),
+                ("solve-rollaxwarm-fill", ANCHORS, [*rollax, *cache]),
+                ("solve-rollaxwarm", ANCHORS, [*rollax, *cache]),
                 ("solve-sb3", ANCHORS, ["solve.py", "--lib", "sb3", *(
                     ["--seeds", "1", "--steps", "2048"] if quick else [])])]
     if row == "seeds":
@@ -248,33 +270,84 @@ def report_ppo(results, out: list[str], summary: list[str]) -> None:
                  f"{theirs.get('gymnax', '?')}. Differences that configuration cannot remove:"), ""]
         out += [f"- {d}" for d in theirs.get("differences", [])]
     out.append("")
+    report_ppo_wide(results, out)
     summary.append(f"| PPO run time, rollax / rejax <= {TARGETS['ppo_run']} | {_f(run_ratio)} | "
                    f"{_target(run_ratio, TARGETS['ppo_run'])} |")
     summary.append(f"| PPO compile time, rollax / rejax <= {TARGETS['ppo_compile']} | "
                    f"{_f(compile_ratio)} | {_target(compile_ratio, TARGETS['ppo_compile'])} |")
 
 
+def report_ppo_wide(results, out: list[str]) -> None:
+    names = [f"ppo-{lib}-{envs}" for envs in PPO_WIDE for lib in ("rollax", "rejax")]
+    if not any(n in results for n in names):
+        return
+    out += ["### Wider batches: 64 and 1,024 environments", ""]
+    out += _failed(results, names)
+    out += [("The hyperparameters above apart from the number of environments N: N envs x 128 "
+             "steps per update, still 4 epochs x 4 minibatches, so a minibatch holds N x 32 "
+             "steps (2,048 at 64 envs, 32,768 at 1,024); lr 2.5e-4 annealed linearly over the "
+             "run's gradient steps. 64 envs: 500,000 steps (61 updates of 8,192); 1,024 envs: "
+             "2,097,152 steps (16 updates of 131,072). Compile and run timed as above. Ratios = "
+             "rollax time / rejax time at that N (< 1: rollax faster)."), "",
+            ("| envs | library | env steps | compile s | run s (median) | env steps/s | greedy "
+             "return (median; per run) | run rollax / rejax | compile rollax / rejax | peak RSS "
+             "MiB |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    for envs in PPO_WIDE:
+        ours, theirs = (results.get(f"ppo-{lib}-{envs}", {}).get("data")
+                        for lib in ("rollax", "rejax"))
+        run_ratio = compile_ratio = ""
+        if ours and theirs:
+            run_ratio = f"{ours['run_s'] / theirs['run_s']:.2f}"
+            compile_ratio = f"{ours['compile_s'] / theirs['compile_s']:.2f}"
+        for lib, d in (("rollax", ours), ("rejax", theirs)):
+            if d:
+                per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
+                ratios = (run_ratio, compile_ratio) if lib == "rollax" else ("", "")
+                out.append(f"| {envs:,} | {d['lib']} {d['version']} | {d['env_steps']:,} | "
+                           f"{d['compile_s']:.2f} | {d['run_s']:.2f} ({len(d['run_times'])} "
+                           f"runs) | {d['sps']:.3e} | {d['eval_return']:.1f} ({per}) | "
+                           f"{ratios[0]} | {ratios[1]} | {_mem(results, f'ppo-{lib}-{envs}')} |")
+    out.append("")
+
+
 def report_solve(results, out: list[str], summary: list[str]) -> None:
-    ours, theirs = (results.get(n, {}).get("data") for n in ("solve-rollax", "solve-sb3"))
+    names = ("solve-rollax", "solve-rollaxwarm-fill", "solve-rollaxwarm", "solve-sb3")
+    ours, fill, warm, theirs = (results.get(n, {}).get("data") for n in names)
     out += ["## Time to solve CartPole-v1: rollax vs Stable-Baselines3 (rl-zoo tuned)", ""]
-    out += _failed(results, ["solve-rollax", "solve-sb3"])
+    out += _failed(results, names)
     out += [("Solved: mean greedy evaluation return >= 475 over the seeds (32 episodes each). "
              "rollax: all seeds in one program, time = compile + training + evaluation. SB3: "
              "seeds one after the other, time = sum over seeds of environment and model set-up, "
              "training and evaluation (imports excluded). One measurement each. Ratio = rollax "
-             "time / SB3 time (< 1: rollax faster); speed-up = SB3 time / rollax time."), "",
+             "time / SB3 time (< 1: rollax faster); speed-up = SB3 time / rollax time. "
+             "\"warm compile cache\": rollax again in a fresh process whose compile cache "
+             "(`solve.py --compile-cache DIR`, a fresh temporary folder) an earlier process "
+             "of the same program filled, so compile = tracing, lowering and loading the "
+             "program from disk."), "",
             ("| library | seeds | steps/seed | time to solve s | of which compile s | greedy "
              "return per seed | mean | solved | peak RSS MiB |"),
             "|---|---|---|---|---|---|---|---|---|"]
-    for name, d in (("solve-rollax", ours), ("solve-sb3", theirs)):
+    for name, d in (("solve-rollax", ours), ("solve-rollaxwarm", warm), ("solve-sb3", theirs)):
         if d:
             per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
-            out.append(f"| {d['lib']} {d['version']} ({d['device']}) | {d['seeds']} | "
+            label = ", warm compile cache" if name == "solve-rollaxwarm" else ""
+            out.append(f"| {d['lib']} {d['version']} ({d['device']}){label} | {d['seeds']} | "
                        f"{d['steps_per_seed']:,} | {d['time_s']:.1f} | {_f(d.get('compile_s'))} "
                        f"| {per} | {d['eval_mean']:.1f} | {'yes' if d['solved'] else 'no'} | "
                        f"{_mem(results, name)} |")
     if ours:
         out += ["", f"rollax settings: `{ours['config']}`."]
+    warm_hit = bool(warm and warm.get("cache_hits"))
+    if fill or warm:
+        def cache(d):
+            return (f"{d['time_s']:.1f} s, of which compile {d['compile_s']:.2f} s, "
+                    f"{d.get('cache_hits', 0)} cache hit(s), {d.get('cache_writes', 0)} "
+                    "write(s)" if d else "failed")
+        out += ["", (f"Warm compile cache: the filling process {cache(fill)}; the warm process "
+                     f"{cache(warm)}.")]
+        if warm and not warm_hit:
+            out.append("The warm process did not load its program from the cache: its time is "
+                       "not a warm-cache time.")
     if theirs:
         times = ", ".join(f"{t:.1f}" for t in theirs["seed_times"])
         out += ["", (f"SB3 settings (rl-baselines3-zoo hyperparams/ppo.yml, CartPole-v1): "
@@ -287,12 +360,23 @@ def report_solve(results, out: list[str], summary: list[str]) -> None:
                  f"(speed-up {speedup:.1f}x).")]
         if not theirs["solved"]:
             out.append("SB3 did not reach 475 on its tuned budget; its time is that budget's.")
+    warm_speedup = theirs["time_s"] / warm["time_s"] if warm_hit and theirs else None
+    if warm_speedup:
+        out += ["", (f"rollax (warm compile cache) / SB3 time: "
+                 f"{warm['time_s'] / theirs['time_s']:.3f} (speed-up {warm_speedup:.1f}x).")]
     out.append("")
     met = _target(speedup, TARGETS["solve_speedup"], at_most=False)
     if ours and not ours["solved"]:
         met = "missed (rollax did not solve)"
     summary.append(f"| time to solve, SB3 / rollax >= {TARGETS['solve_speedup']:.0f} | "
                    f"{_f(speedup, '.1f')} | {met} |")
+    met = _target(warm_speedup, TARGETS["solve_speedup_warm"], at_most=False)
+    if warm and not warm_hit:
+        met = "not measured (no cache hit)"
+    elif warm and not warm["solved"]:
+        met = "missed (rollax did not solve)"
+    summary.append(f"| time to solve, warm compile cache, SB3 / rollax >= "
+                   f"{TARGETS['solve_speedup_warm']:.0f} | {_f(warm_speedup, '.1f')} | {met} |")
 
 
 def report_seeds(results, out: list[str], summary: list[str]) -> None:
@@ -355,9 +439,10 @@ def main() -> None:
     raw = out_dir / "results.json"
     previous = json.loads(raw.read_text())["jobs"] if raw.exists() else {}
     results = {n: r for n, r in previous.items() if n.split("-")[0] not in args.only}
-    for row in args.only:
-        for name, python, argv in jobs(row, args.quick):
-            results[name] = {**run_job(name, python, argv), "quick": args.quick}
+    with tempfile.TemporaryDirectory(prefix="rollax-bench-") as tmp:
+        for row in args.only:
+            for name, python, argv in jobs(row, args.quick, Path(tmp)):
+                results[name] = {**run_job(name, python, argv), "quick": args.quick}
     results = {n: results[n] for row in ROWS for n in results if n.split("-")[0] == row}
     info = machine()
     raw.write_text(json.dumps({"machine": info, "jobs": results}, indent=1) + "\n")
