@@ -3,8 +3,8 @@ with the file it shows, made afresh by the command the page names.
 
 Tabular runs are compared exactly; a neural run's numbers within 5 % and without its parameter
 hashes (their last float32 bits depend on the CPU's instruction set, see tests/test_docs.py).
-Times, throughputs and the compile cache's folder are measurements, not results: their keys
-must be there, their values are not compared.
+Times, throughputs, the compile cache's folder and the jax version are measurements of the
+machine, not results: their keys must be there, their values are not compared.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ RUNS = {
 BLOCKS = [("cli-a", "config.json"), ("cli-b", "config.json"), ("m-corridor", "metrics.jsonl"),
           ("cli-b", "metrics.jsonl"), ("cli-a", "meta.json"), ("cli-b", "summary.json")]
 """What each ```json block of the page shows, in page order."""
-VOLATILE = re.compile(r"time_s$|per_second$|^compile_cache$")
+VOLATILE = re.compile(r"time_s$|per_second$|^compile_cache$|^jax$")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 import rollax
 from rollax.algos import ppo
-from rollax.initializers import householder_q, orthogonal
+from rollax.initializers import householder_q, orthogonal, orthogonal_many
 from rollax.networks import CNNActorCritic
 from rollax.policies import MLPActorCritic
 from rollax.recurrent import RecurrentActorCritic
@@ -57,6 +57,35 @@ def test_householder_q_matches_numpy_qr():
 def test_householder_q_handles_a_zero_column_below_the_diagonal():
     z = jnp.asarray([[1.0, 2.0], [0.0, 3.0], [0.0, 0.0]])   # already upper triangular
     np.testing.assert_allclose(np.asarray(householder_q(z)), np.eye(3, 2), atol=1e-7)
+
+
+def test_orthogonal_many_is_numpy_qr_of_the_documented_draw():
+    # one normal draw of all entries, matrix i the next m_i * n_i of them as its tall (m_i, n_i)
+    shapes = [(64, 4), (64, 64), (2, 64), (1, 64), (16, 36), (3, 8, 2), (40, 16)]
+    gains = [1.0, 2.0, 0.5, 1.0, 1.5, 1.0, 3.0]
+    key = jax.random.key(3)
+    weights = orthogonal_many(key, shapes, gains)
+    talls = [(max(r, c), min(r, c)) for r, c in ((int(np.prod(s[:-1])), s[-1]) for s in shapes)]
+    flat = np.asarray(jax.random.normal(key, (sum(m * n for m, n in talls),)))
+    start = 0
+    for w, shape, gain, (m, n) in zip(weights, shapes, gains, talls):
+        q = numpy_q(flat[start:start + m * n].reshape(m, n))
+        start += m * n
+        rows = int(np.prod(shape[:-1]))
+        expected = gain * (q.T if rows < shape[-1] else q).reshape(shape)
+        assert w.shape == shape
+        np.testing.assert_allclose(np.asarray(w), expected, atol=3e-5 * gain)
+
+
+def test_orthogonal_many_pads_without_changing_a_matrix():
+    # (64, 4) and (64, 2) share a QR padded to width 64 with the (64, 64) one
+    key = jax.random.key(5)
+    together = orthogonal_many(key, [(64, 4), (64, 64), (2, 64)], [1.0, 1.0, 1.0])
+    flat = jax.random.normal(key, (64 * 4 + 64 * 64 + 64 * 2,))
+    alone = householder_q(flat[:256].reshape(64, 4))
+    np.testing.assert_allclose(np.asarray(together[0]), np.asarray(alone), atol=1e-6)
+    with pytest.raises(ValueError, match="2 shapes but 1 gains"):
+        orthogonal_many(key, [(2, 2), (3, 3)], [1.0])
 
 
 def test_bad_shapes_are_refused():

@@ -261,12 +261,16 @@ def ratio_one():
         jnp.stack([jax.random.key(0), jax.random.key(1)]))
 
 
-def test_replayed_update_has_ratio_one_exactly(ratio_one):
+def test_replayed_update_has_ratio_one(ratio_one):
     """One epoch, one minibatch: the update replays the rollout with the collecting parameters,
-    so every recomputed log-probability equals the stored one (ratio 1, KL 0)."""
+    so every recomputed log-probability equals the stored one: ratio 1 to float32 rounding
+    (bit for bit on jax 0.9.2; one ulp off on 0.10.2, whose XLA fuses the two programs
+    differently). A replay that misses a reset or a carry is off by far more."""
     m = ratio_one.metrics
-    assert np.all(np.asarray(m.ratio_min) == 1.0) and np.all(np.asarray(m.ratio_max) == 1.0)
-    assert np.all(np.asarray(m.approx_kl) == 0.0) and np.all(np.asarray(m.clip_fraction) == 0)
+    assert np.abs(np.asarray(m.ratio_min) - 1).max() <= 2e-7
+    assert np.abs(np.asarray(m.ratio_max) - 1).max() <= 2e-7
+    assert np.abs(np.asarray(m.approx_kl)).max() <= 1e-8
+    assert np.all(np.asarray(m.clip_fraction) == 0)
     assert np.isfinite(np.asarray(ratio_one.eval_return)).all()
 
 

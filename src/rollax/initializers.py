@@ -17,12 +17,14 @@ compiled programs are also smaller (no per-layer custom call and its workspace q
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["householder_q", "orthogonal"]
+__all__ = ["householder_q", "orthogonal", "orthogonal_many"]
 
 _EXACT = lax.Precision.HIGHEST  # no reduced-precision matmuls (TF32 on GPUs) in the init
 
@@ -42,12 +44,12 @@ def householder_q(a: jax.Array) -> jax.Array:
 
     def reflect(k, carry):
         r, reflectors, signs = carry
-        x = jnp.where(rows >= k, r[:, k], 0.0)
+        x = r[:, k] * (rows >= k).astype(a.dtype)     # column k, rows k..m-1
         norm = jnp.sqrt(jnp.dot(x, x, precision=_EXACT))
         s = jnp.where(x[k] >= 0, 1.0, -1.0).astype(a.dtype)
         v = x.at[k].add(s * norm)                       # x - R_kk e_k, with R_kk = -s ||x||
         v_norm = jnp.sqrt(jnp.dot(v, v, precision=_EXACT))
-        v = jnp.where(v_norm > 0, v / jnp.where(v_norm > 0, v_norm, 1.0), 0.0)
+        v = v / jnp.maximum(v_norm, jnp.finfo(a.dtype).tiny)  # v = 0 stays 0 (a zero column)
         r = r - 2.0 * jnp.outer(v, jnp.dot(v, r, precision=_EXACT))
         return r, reflectors.at[:, k].set(v), signs.at[k].set(-s)
 
@@ -62,6 +64,16 @@ def householder_q(a: jax.Array) -> jax.Array:
     return q * signs[None, :]
 
 
+def _tall(shape: tuple[int, ...]) -> tuple[int, int, bool]:
+    """``(m, n, transposed)``: the tall ``(m, n)`` matrix whose ``Q`` gives ``shape`` (rows:
+    every axis but the last, as ``jax.nn.initializers.orthogonal``'s ``column_axis=-1``)."""
+    if len(shape) < 2:
+        raise ValueError(f"orthogonal needs a shape of at least 2 dimensions, got {shape}")
+    n_cols = shape[-1]
+    n_rows = math.prod(shape) // n_cols
+    return max(n_rows, n_cols), min(n_rows, n_cols), n_rows < n_cols
+
+
 def orthogonal(key: jax.Array, shape: tuple[int, ...], gain: float = 1.0,
                dtype=jnp.float32) -> jax.Array:
     """``gain`` times a Haar-random matrix with orthonormal rows or columns (whichever are
@@ -73,12 +85,43 @@ def orthogonal(key: jax.Array, shape: tuple[int, ...], gain: float = 1.0,
     >>> bool(jnp.allclose(w @ w.T, 4.0 * jnp.eye(3), atol=1e-5))
     True
     """
-    if len(shape) < 2:
-        raise ValueError(f"orthogonal needs a shape of at least 2 dimensions, got {shape}")
-    n_cols = shape[-1]
-    n_rows = math.prod(shape) // n_cols
-    z = jax.random.normal(key, (max(n_rows, n_cols), min(n_rows, n_cols)), dtype)
-    q = householder_q(z)
-    if n_rows < n_cols:
-        q = q.T
-    return jnp.asarray(gain, dtype) * q.reshape(shape)
+    m, n, transposed = _tall(shape)
+    q = householder_q(jax.random.normal(key, (m, n), dtype))
+    return jnp.asarray(gain, dtype) * (q.T if transposed else q).reshape(shape)
+
+
+def orthogonal_many(key: jax.Array, shapes: Sequence[tuple[int, ...]],
+                    gains: Sequence[float], dtype=jnp.float32) -> list[jax.Array]:
+    """A whole network's orthogonal weights with one random draw and one compiled QR per
+    distinct tall row count: ``[gain_i * Q_i reshaped to shape_i]``, each ``Q_i`` distributed
+    as :func:`orthogonal`'s.
+
+    Draw: ``z = normal(key, (sum_i m_i n_i,))``; matrix ``i`` is the next ``m_i n_i`` entries
+    in the order given, reshaped to its tall ``(m_i, n_i)``. Matrices with the same ``m`` are
+    zero-padded on the right to the widest ``n`` and factorised together under ``vmap``; a zero
+    column after the real ones gets the identity reflection, so padding leaves the first ``n_i``
+    columns of ``Q`` as they are.
+
+    >>> import jax, jax.numpy as jnp
+    >>> w1, w2 = orthogonal_many(jax.random.key(0), [(8, 3), (2, 8)], [1.0, 0.5])
+    >>> [w1.shape, w2.shape], bool(jnp.allclose(w2 @ w2.T, 0.25 * jnp.eye(2), atol=1e-6))
+    ([(8, 3), (2, 8)], True)
+    """
+    if len(shapes) != len(gains):
+        raise ValueError(f"orthogonal_many: {len(shapes)} shapes but {len(gains)} gains")
+    talls = [_tall(tuple(shape)) for shape in shapes]
+    sizes = [m * n for m, n, _ in talls]
+    flat = jax.random.normal(key, (sum(sizes),), dtype)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    draws = [flat[s:s + m * n].reshape(m, n) for s, (m, n, _) in zip(starts, talls)]
+    qs: list[Any] = [None] * len(shapes)
+    for m in sorted({m for m, _, _ in talls}):
+        group = [i for i, (rows, _, _) in enumerate(talls) if rows == m]
+        width = max(talls[i][1] for i in group)
+        padded = jnp.stack([jnp.pad(draws[i], ((0, 0), (0, width - talls[i][1])))
+                            for i in group])
+        q = jax.vmap(householder_q)(padded)
+        for j, i in enumerate(group):
+            qs[i] = q[j, :, :talls[i][1]]
+    return [jnp.asarray(gain, dtype) * (q.T if transposed else q).reshape(shape)
+            for q, (_, _, transposed), shape, gain in zip(qs, talls, shapes, gains)]

@@ -15,16 +15,17 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.initializers import orthogonal
+from rollax.initializers import orthogonal_many
 from rollax.policies import (
     ACTIVATIONS,
     ActorCriticHeads,
     ActorCriticParams,
     check_head,
-    orthogonal_linear,
+    linear,
+    mlp_plan,
 )
 
-__all__ = ["CNNActorCritic", "image_shape", "orthogonal_conv"]
+__all__ = ["CNNActorCritic", "conv", "image_shape"]
 
 
 def image_shape(env) -> tuple[int, int, int] | None:
@@ -40,15 +41,14 @@ def image_shape(env) -> tuple[int, int, int] | None:
     return h, w, c
 
 
-def orthogonal_conv(key: jax.Array, n_in: int, n_out: int, kernel: int,
-                    gain: float) -> eqx.nn.Conv2d:
-    """A stride-1, unpadded convolution whose kernel, seen as an ``(n_out, n_in * kernel**2)``
-    matrix, is orthogonal scaled by ``gain``; zero bias."""
-    conv = eqx.nn.Conv2d(n_in, n_out, kernel, key=key)
-    matrix = orthogonal(key, (n_out, n_in * kernel * kernel), gain)
-    weight = matrix.reshape(n_out, n_in, kernel, kernel)
-    return eqx.tree_at(lambda c: (c.weight, c.bias), conv,
-                       (weight, jnp.zeros((n_out, 1, 1), jnp.float32)))
+def conv(matrix: jax.Array, kernel: int) -> eqx.nn.Conv2d:
+    """The stride-1, unpadded ``equinox.nn.Conv2d`` whose kernel is this ``(n_out, n_in *
+    kernel**2)`` matrix, with a zero bias (no random draw compiled)."""
+    n_out, n_in = matrix.shape[0], matrix.shape[1] // (kernel * kernel)
+    layer = jax.eval_shape(lambda: eqx.nn.Conv2d(n_in, n_out, kernel, key=jax.random.key(0)))
+    return eqx.tree_at(lambda c: (c.weight, c.bias), layer,
+                       (matrix.reshape(n_out, n_in, kernel, kernel),
+                        jnp.zeros((n_out, 1, 1), matrix.dtype)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,25 +110,29 @@ class CNNActorCritic(ActorCriticHeads):
         h, w, _ = self.image_shape
         return self.channels[-1], h - shrink, w - shrink
 
-    def _network(self, key: jax.Array, n_out: int, out_gain: float) -> tuple:
-        n_conv = len(self.channels)
-        keys = jax.random.split(key, n_conv + len(self.hidden) + 1)
+    def _plan(self, n_out: int, out_gain: float) -> tuple[list, list]:
+        """Weight shapes (kernels as ``(out, in * k * k)``) and gains of one network."""
+        k = self.kernel_size
         ins = (self.image_shape[2], *self.channels[:-1])
-        convs = [orthogonal_conv(k, a, b, self.kernel_size, math.sqrt(2.0))
-                 for k, a, b in zip(keys[:n_conv], ins, self.channels)]
-        sizes = (math.prod(self.feature_map), *self.hidden, n_out)
-        gains = [math.sqrt(2.0)] * len(self.hidden) + [out_gain]
-        dense = [orthogonal_linear(k, a, b, g)
-                 for k, a, b, g in zip(keys[n_conv:], sizes[:-1], sizes[1:], gains)]
-        return (*convs, *dense)
+        shapes = [(b, a * k * k) for a, b in zip(ins, self.channels)]
+        dense_shapes, dense_gains = mlp_plan(
+            (math.prod(self.feature_map), *self.hidden, n_out), out_gain)
+        return shapes + dense_shapes, [math.sqrt(2.0)] * len(shapes) + dense_gains
+
+    def _layers(self, weights: list) -> tuple:
+        n_conv = len(self.channels)
+        return (*(conv(w, self.kernel_size) for w in weights[:n_conv]),
+                *(linear(w) for w in weights[n_conv:]))
 
     def init(self, key: jax.Array) -> ActorCriticParams:
-        actor_key, critic_key = jax.random.split(key)
         out = self.num_actions if self.discrete else self.action_size
         assert out is not None
+        actor_shapes, actor_gains = self._plan(out, 0.01)
+        critic_shapes, critic_gains = self._plan(1, 1.0)
+        weights = orthogonal_many(key, actor_shapes + critic_shapes, actor_gains + critic_gains)
         log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
-        return ActorCriticParams(self._network(actor_key, out, 0.01),
-                                 self._network(critic_key, 1, 1.0), log_std)
+        return ActorCriticParams(self._layers(weights[:len(actor_shapes)]),
+                                 self._layers(weights[len(actor_shapes):]), log_std)
 
     def torso(self, layers: tuple, observation: jax.Array) -> jax.Array:
         """The flattened features ``(channels * H' * W',)`` of the convolutions in ``layers``."""

@@ -14,6 +14,7 @@ Tabular policies start from ``init() -> params`` (zero logits); networks from ``
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -22,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
-from rollax.initializers import orthogonal
+from rollax.initializers import orthogonal_many
 
 
 @runtime_checkable
@@ -125,19 +126,20 @@ class ActorCriticParams(NamedTuple):
     """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
 
 
-def orthogonal_linear(key: jax.Array, n_in: int, n_out: int, gain: float) -> eqx.nn.Linear:
-    """A linear layer with orthogonal weights scaled by ``gain`` and zero bias."""
-    layer = eqx.nn.Linear(n_in, n_out, key=key)
-    weight = orthogonal(key, (n_out, n_in), gain)
+def linear(weight: jax.Array) -> eqx.nn.Linear:
+    """The ``equinox.nn.Linear`` with this ``(n_out, n_in)`` weight and a zero bias (its own
+    random initialisation is only shape-evaluated, so no draw is compiled)."""
+    n_out, n_in = weight.shape
+    layer = jax.eval_shape(lambda: eqx.nn.Linear(n_in, n_out, key=jax.random.key(0)))
     return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer,
-                       (weight, jnp.zeros(n_out, jnp.float32)))
+                       (weight, jnp.zeros(n_out, weight.dtype)))
 
 
-def _mlp(key, sizes, out_gain):
-    keys = jax.random.split(key, len(sizes) - 1)
-    gains = [math.sqrt(2.0)] * (len(sizes) - 2) + [out_gain]
-    return tuple(orthogonal_linear(k, a, b, g)
-                 for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
+def mlp_plan(sizes: tuple[int, ...], out_gain: float) -> tuple[list, list]:
+    """Weight shapes ``(n_out, n_in)`` and orthogonal gains of an MLP with these layer sizes:
+    sqrt(2) for the hidden layers, ``out_gain`` for the last."""
+    shapes = [(b, a) for a, b in itertools.pairwise(sizes)]
+    return shapes, [math.sqrt(2.0)] * (len(shapes) - 1) + [out_gain]
 
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
@@ -221,11 +223,14 @@ class MLPActorCritic(ActorCriticHeads):
         return self.num_actions is not None
 
     def init(self, key: jax.Array) -> ActorCriticParams:
-        actor_key, critic_key = jax.random.split(key)
         out = self.num_actions if self.discrete else self.action_size
+        assert out is not None
         sizes = (self.observation_size, *self.hidden)
-        actor = _mlp(actor_key, (*sizes, out), 0.01)
-        critic = _mlp(critic_key, (*sizes, 1), 1.0)
+        actor_shapes, actor_gains = mlp_plan((*sizes, out), 0.01)
+        critic_shapes, critic_gains = mlp_plan((*sizes, 1), 1.0)
+        weights = [linear(w) for w in orthogonal_many(
+            key, actor_shapes + critic_shapes, actor_gains + critic_gains)]
+        actor, critic = tuple(weights[:len(actor_shapes)]), tuple(weights[len(actor_shapes):])
         log_std = jnp.full((0 if self.discrete else self.action_size,), self.init_log_std,
                            jnp.float32)
         return ActorCriticParams(actor, critic, log_std)

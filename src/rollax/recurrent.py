@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 
 from rollax.distributions import Categorical, DiagGaussian
-from rollax.initializers import orthogonal
-from rollax.policies import ACTIVATIONS, check_head, obs_normalize, orthogonal_linear
+from rollax.initializers import orthogonal_many
+from rollax.policies import ACTIVATIONS, check_head, linear, mlp_plan, obs_normalize
 
 __all__ = [
     "RecurrentActorCritic",
@@ -196,14 +196,13 @@ class RecurrentParams(NamedTuple):
     """State-independent log standard deviations; ``(0,)`` when discrete."""
 
 
-def _orthogonal_cell(kind: str, key: jax.Array, n_in: int, n_hidden: int):
-    """A GRU or LSTM cell with orthogonal input and recurrent matrices (gain 1), zero biases."""
+def _cell(kind: str, weight_ih: jax.Array, weight_hh: jax.Array):
+    """A GRU or LSTM cell with these input and recurrent matrices and zero biases (no random
+    draw compiled)."""
     cell_type = eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell
-    cell = cell_type(n_in, n_hidden, key=key)
-    in_key, hh_key = jax.random.split(key)
-    weight_ih = orthogonal(in_key, cell.weight_ih.shape)
-    weight_hh = orthogonal(hh_key, cell.weight_hh.shape)
-    zeros = jnp.zeros(cell.weight_ih.shape[0], jnp.float32)
+    n_hidden, n_in = weight_hh.shape[1], weight_ih.shape[1]
+    cell = jax.eval_shape(lambda: cell_type(n_in, n_hidden, key=jax.random.key(0)))
+    zeros = jnp.zeros(weight_ih.shape[0], jnp.float32)
     cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
                        (weight_ih, weight_hh, zeros))
     if kind == "gru":
@@ -254,23 +253,21 @@ class RecurrentActorCritic(RecurrentHeads):
         return self.num_actions is not None
 
     def init(self, key: jax.Array) -> RecurrentParams:
-        embed_key, cell_key, actor_key, critic_key = jax.random.split(key, 4)
         out = self.num_actions if self.discrete else self.action_size
         assert out is not None
-
-        def head(key, n_out, gain):
-            sizes = (self.memory_size, *self.hidden, n_out)
-            keys = jax.random.split(key, len(sizes) - 1)
-            gains = [math.sqrt(2.0)] * len(self.hidden) + [gain]
-            return tuple(orthogonal_linear(k, a, b, g)
-                         for k, a, b, g in zip(keys, sizes[:-1], sizes[1:], gains))
-
+        gates = (3 if self.cell == "gru" else 4) * self.memory_size
+        actor_shapes, actor_gains = mlp_plan((self.memory_size, *self.hidden, out), 0.01)
+        critic_shapes, critic_gains = mlp_plan((self.memory_size, *self.hidden, 1), 1.0)
+        shapes = [(self.embed_size, self.observation_size), (gates, self.embed_size),
+                  (gates, self.memory_size), *actor_shapes, *critic_shapes]
+        gains = [math.sqrt(2.0), 1.0, 1.0, *actor_gains, *critic_gains]
+        embed, weight_ih, weight_hh, *heads = orthogonal_many(key, shapes, gains)
+        heads = [linear(w) for w in heads]
         log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
         return RecurrentParams(
-            embed=orthogonal_linear(embed_key, self.observation_size, self.embed_size,
-                                    math.sqrt(2.0)),
-            cell=_orthogonal_cell(self.cell, cell_key, self.embed_size, self.memory_size),
-            actor=head(actor_key, out, 0.01), critic=head(critic_key, 1, 1.0), log_std=log_std)
+            embed=linear(embed), cell=_cell(self.cell, weight_ih, weight_hh),
+            actor=tuple(heads[:len(actor_shapes)]), critic=tuple(heads[len(actor_shapes):]),
+            log_std=log_std)
 
     def initial_carry(self, params: RecurrentParams):
         """Zeros: ``(memory_size,)`` for a GRU, a pair of them ``(h, c)`` for an LSTM."""
