@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -162,7 +163,15 @@ def machine() -> str:
         pass
     return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; "
             f"Python {platform.python_version()}, jax {jax.__version__} on "
-            f"{jax.devices()[0].platform}")
+            f"{jax.devices()[0].platform}; rollax commit {commit()}")
+
+
+def commit() -> str:
+    """The checkout's short commit, with ``+`` when its tracked files have changes."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    return head + ("+" if git("status", "--porcelain", "--untracked-files=no").strip() else "")
 
 
 # --- stored rows and the markdown made from them ---------------------------------------------
