@@ -50,4 +50,9 @@ row 120 "$anchors" seeds.py --seeds 1 64 1024 --total-steps 100000 --repeats 1 \
 # PPO at equal hyperparameters, rollax and rejax (one process each)
 row 50 "$anchors" ppo_rollax.py --repeats 2 --json "$out/ppo-rollax.json"
 row 50 "$rejax" ppo_rejax.py --repeats 2 --json "$out/ppo-rejax.json"
+# the same at 1,024 environments, where the SGD update dominates
+row 60 "$anchors" ppo_rollax.py --num-envs 1024 --total-steps 2097152 --repeats 2 \
+  --json "$out/ppo-rollax-1024.json"
+row 60 "$rejax" ppo_rejax.py --num-envs 1024 --total-steps 2097152 --repeats 2 \
+  --json "$out/ppo-rejax-1024.json"
 echo; echo "JSON in $out"
