@@ -34,12 +34,13 @@ import time
 
 import numpy as np
 
-SOLVE = {"total_steps": 200_000, "num_envs": 8, "num_steps": 128, "epochs": 4, "minibatches": 4,
+SOLVE = {"total_steps": 250_000, "num_envs": 8, "num_steps": 128, "epochs": 4, "minibatches": 4,
          "lr": 1e-3}
 """rollax's settings for this row (overrides of PPOConfig's defaults: CleanRL's CartPole
-settings with 8 environments and a 4x learning rate). Chosen on this machine among seven
-candidates (benchmarks/NOTES.md) as the fastest that brings every one of the 8 seeds to 500;
-two faster ones solved only on average (mean 480 and 483, one seed under 400)."""
+settings with 8 environments and a 4x learning rate). Re-chosen after the initialisation
+changed (benchmarks/NOTES.md) as the fastest candidate that brings every seed to 500 both on
+the timed seeds 0-7 and on held-out seeds 8-15; faster ones solved seeds 0-7 only on average
+or missed on 8-15."""
 
 ZOO = {"n_steps": 32, "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20,
        "ent_coef": 0.0}

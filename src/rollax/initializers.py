@@ -2,11 +2,12 @@
 
 ``orthogonal(key, shape, gain)`` draws the matrix ``jax.nn.initializers.orthogonal(gain)``
 draws, from the same Gaussian sample: ``Z ~ N(0, 1)`` of shape ``(max(r, c), min(r, c))``
-(``r = shape[0]``, ``c = prod(shape[1:])``), ``Z = QR`` with ``R``'s diagonal made positive
-(which makes ``Q`` Haar-distributed), and ``gain * Q`` (transposed when ``r < c``) reshaped
-to ``shape``. Only the factorisation differs: Householder reflections in a ``fori_loop``
-instead of LAPACK's ``geqrf``/``orgqr``, so the result agrees with JAX's to float32 rounding
-(about 1e-6), not bit for bit.
+(``r = prod(shape[:-1])`` rows, ``c = shape[-1]`` columns), ``Z = QR`` with ``R``'s diagonal
+made positive (which makes ``Q`` Haar-distributed), and ``gain * Q`` (transposed when
+``r < c``) reshaped to ``shape``. Only the factorisation differs: Householder reflections in
+a ``fori_loop`` instead of LAPACK's ``geqrf``/``orgqr``, so the result agrees with JAX's to
+float32 rounding (about 1e-6), not bit for bit. :func:`orthogonal_many` draws a whole
+network's matrices at once (one Gaussian draw, one batched QR per distinct row count).
 
 Why not LAPACK: under ``vmap`` over seeds every layer's initialisation is a batched QR, and
 jaxlib 0.10.1/0.10.2 run batched LAPACK calls on the CPU thread pool in a way that deadlocks
