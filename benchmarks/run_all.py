@@ -241,6 +241,14 @@ def report_throughput(results, out: list[str], summary: list[str]) -> None:
                  f"{both} MiB; rollax alone {ours} MiB; gymnax alone {theirs} MiB."), ""]
 
 
+def _ppo_cells(d: dict) -> str:
+    """The cells both PPO tables share: library, env steps, compile, run, steps/s, returns."""
+    per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
+    return (f"{d['lib']} {d['version']} | {d['env_steps']:,} | {d['compile_s']:.2f} | "
+            f"{d['run_s']:.2f} ({len(d['run_times'])} runs) | {d['sps']:.3e} | "
+            f"{d['eval_return']:.1f} ({per})")
+
+
 def report_ppo(results, out: list[str], summary: list[str]) -> None:
     ours, theirs = (results.get(n, {}).get("data") for n in ("ppo-rollax", "ppo-rejax"))
     out += ["## PPO on CartPole-v1: rollax vs rejax", ""]
@@ -255,10 +263,7 @@ def report_ppo(results, out: list[str], summary: list[str]) -> None:
              "(median; per run) | peak RSS MiB |"), "|---|---|---|---|---|---|---|"]
     for name, d in (("ppo-rollax", ours), ("ppo-rejax", theirs)):
         if d:
-            per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
-            out.append(f"| {d['lib']} {d['version']} | {d['env_steps']:,} | {d['compile_s']:.2f} "
-                       f"| {d['run_s']:.2f} ({len(d['run_times'])} runs) | {d['sps']:.3e} | "
-                       f"{d['eval_return']:.1f} ({per}) | {_mem(results, name)} |")
+            out.append(f"| {_ppo_cells(d)} | {_mem(results, name)} |")
     run_ratio = compile_ratio = None
     if ours and theirs:
         run_ratio, compile_ratio = (ours["run_s"] / theirs["run_s"],
@@ -301,12 +306,9 @@ def report_ppo_wide(results, out: list[str]) -> None:
             compile_ratio = f"{ours['compile_s'] / theirs['compile_s']:.2f}"
         for lib, d in (("rollax", ours), ("rejax", theirs)):
             if d:
-                per = ", ".join(f"{x:.1f}" for x in d["eval_returns"])
                 ratios = (run_ratio, compile_ratio) if lib == "rollax" else ("", "")
-                out.append(f"| {envs:,} | {d['lib']} {d['version']} | {d['env_steps']:,} | "
-                           f"{d['compile_s']:.2f} | {d['run_s']:.2f} ({len(d['run_times'])} "
-                           f"runs) | {d['sps']:.3e} | {d['eval_return']:.1f} ({per}) | "
-                           f"{ratios[0]} | {ratios[1]} | {_mem(results, f'ppo-{lib}-{envs}')} |")
+                out.append(f"| {envs:,} | {_ppo_cells(d)} | {ratios[0]} | {ratios[1]} | "
+                           f"{_mem(results, f'ppo-{lib}-{envs}')} |")
     out.append("")
 
 
