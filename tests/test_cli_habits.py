@@ -6,16 +6,23 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from rollax.cli import main
-from rollax.cli.parse import counts_as_integers, whole_number
+from rollax.cli.flags import parse_count
+from rollax.cli.parse import parse_train
 
 
-def test_whole_numbers_in_exponent_form_become_integers():
-    assert whole_number("1e6") == "1000000" and whole_number("2.5E3") == "2500"
-    assert whole_number("2.5e0") == "2.5e0"  # not whole: left for the parser to refuse
-    assert whole_number(4.0) == 4 and whole_number(4.5) == 4.5 and whole_number("abc") == "abc"
-    assert counts_as_integers(["--total-steps", "1e6", "--lr", "1e-3", "--num-envs=1.6e1"]) == [
-        "--total-steps", "1000000", "--lr", "1e-3", "--num-envs=16"]
+def test_whole_numbers_in_exponent_form_are_counts():
+    assert parse_count("1e6") == 1_000_000 and parse_count("2.5E3") == 2500
+    assert parse_count("1_000") == 1000 and parse_count("16") == 16
+    for text in ("2.5e0", "abc", "1e400"):
+        with pytest.raises(ValueError, match="not a whole number"):
+            parse_count(text)
+    request = parse_train(["train", "--env", "CartPole-v1", "--total-steps", "1e6", "--lr",
+                           "1e-3", "--num-envs=1.6e1"])
+    assert (request.config.total_steps, request.config.num_envs) == (1_000_000, 16)
+    assert request.config.lr == 1e-3
 
 
 def test_counts_in_any_spelling_train_the_same(tmp_path, capsys):

@@ -1,7 +1,6 @@
 """The convolutional actor-critic: shapes, initialisation, the torso against a NumPy reference,
 the network choice of PPO, and a tiny PPO run on MinAtar Breakout."""
 
-import dataclasses
 import math
 
 import equinox as eqx
@@ -13,7 +12,7 @@ import pytest
 import rollax
 from rollax.algos import ppo
 from rollax.algos.ppo_update import make_network
-from rollax.cli.flags import Train
+from rollax.cli.parse import parse_train
 from rollax.envs.registry import make
 from rollax.networks import CNNActorCritic, image_shape
 from rollax.policies import MLPActorCritic
@@ -143,7 +142,8 @@ def test_cnn_without_an_image_is_refused_before_compiling():
 
 
 def test_network_is_a_run_setting_and_stored_resolved():
-    assert "network" in {f.name for f in dataclasses.fields(Train)}
+    request = parse_train(["train", "--env", "CartPole-v1", "--network", "gru"])
+    assert request.config.network == "gru"
     run, _ = from_settings({"env": MINATAR, "total_steps": 64, "num_envs": 4,
                             "num_steps": 16, "minibatches": 2})
     assert run.to_json()["config"]["network"] == "cnn"

@@ -75,8 +75,8 @@ def test_no_compile_cache_flag_and_config(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("flag", ["--compile-cache", "--no-compile-cache"])
 def test_resume_accepts_the_flag(flag):
-    cmd, settings, _ = parse_train(["train", "--resume", "somewhere", flag])
-    assert settings is None and cmd.compile_cache == (flag == "--compile-cache")
+    request = parse_train(["train", "--resume", "somewhere", flag])
+    assert request.config is None and request.cmd.compile_cache == (flag == "--compile-cache")
 
 
 def test_config_file_refuses_the_flag(capsys, tmp_path):

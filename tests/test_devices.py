@@ -342,3 +342,64 @@ def test_two_processes(report, tmp_path):
     close(results[0]["exact_return"], one["exact_return"], 1e-5, 1e-6)
     summary = json.loads((tmp_path / "p1" / "summary.json").read_text())
     assert summary["mesh"] == {"lanes": 2, "envs": 4}
+
+
+# --- a recurrent PPO on two CPU devices (one subprocess) -------------------------------------
+
+RECURRENT = textwrap.dedent(r'''
+    import json, sys
+
+    import jax
+    import numpy as np
+
+    from rollax.algos import ppo
+    from rollax.experiment import Runner, make_lanes
+
+    out = {}
+    for network in ("gru", "lstm"):
+        algo = ppo.make_algorithm(ppo.preset("CartPole-v1", network=network, num_envs=4,
+                                             num_steps=8, total_steps=64, minibatches=2,
+                                             memory_size=8, hidden=(8, 8)))
+        result = {}
+        for devices in (None, 2):
+            runner = Runner(algo, make_lanes(0, 1, {}), 2, devices=devices)
+            initial = runner.initial_state()
+            state, _ = runner.run_chunk(initial, 2)
+            result["one" if devices is None else "two"] = [
+                np.asarray(x).tolist() for x in jax.tree_util.tree_leaves(
+                    jax.device_get(runner.final_params(state)))]
+            if devices:
+                result["carry"] = [
+                    {"shape": list(x.shape), "devices": len(x.sharding.device_set),
+                     "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
+                     "spec": [str(a) for a in x.sharding.spec]}
+                    for x in jax.tree_util.tree_leaves(initial.carry)]
+                result["declared"] = [str(s) for s in jax.tree_util.tree_leaves(
+                    runner.state_shardings.carry, is_leaf=lambda s: hasattr(s, "spec"))]
+        out[network] = result
+    print(json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def recurrent_report():
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", RECURRENT], env=env, check=False,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("network", ["gru", "lstm"])
+def test_recurrent_carry_split_over_environments(recurrent_report, network):
+    run = recurrent_report[network]
+    assert run["carry"], "no carry leaves"
+    # the carried state's layout (the fresh state, and what a checkpoint is placed with):
+    # (lanes 1, B 4, memory 8), B split over the 2 "envs" devices, like the environments
+    for leaf in run["carry"]:
+        assert leaf["shape"] == [1, 4, 8] and leaf["devices"] == 2
+        assert leaf["shards"] == [[1, 2, 8]] and leaf["spec"][1] == "envs"
+    assert run["declared"] and all("P('lanes', 'envs')" in s for s in run["declared"])
+    for a, b in zip(run["two"], run["one"]):
+        close(a, b, 1e-4, 1e-5)

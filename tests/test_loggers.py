@@ -62,10 +62,10 @@ def test_names_tags_and_lanes():
 
 
 def test_log_is_run_level_and_allowed_with_resume(tmp_path):
-    cmd, settings, _ = parse_train(["train", "--log", "tensorboard,wandb", "--updates", "2"])
-    assert cmd.log == ("tensorboard,wandb",) and "log" not in settings
-    cmd, settings, _ = parse_train(["train", "--resume", str(tmp_path), "--log", "wandb"])
-    assert settings is None and cmd.log == ("wandb",)
+    request = parse_train(["train", "--log", "tensorboard,wandb", "--updates", "2"])
+    assert request.cmd.log == ("tensorboard,wandb",) and "log" not in request.settings
+    request = parse_train(["train", "--resume", str(tmp_path), "--log", "wandb"])
+    assert request.config is None and request.cmd.log == ("wandb",)
     config = tmp_path / "c.toml"
     config.write_text('log = "wandb"\n')
     with pytest.raises(ValueError, match="unknown key 'log'"):

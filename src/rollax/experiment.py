@@ -117,9 +117,7 @@ class Runner:
         mesh = None
         if devices is not None and devices != 1:
             mesh = self.mesh = sharding.device_mesh(devices, len(lanes), env_batch)
-            fields = algo.env_batch_fields
-            specs = sharding.lane_specs(
-                one_state, sharding.ENV_BATCH_FIELDS if fields is None else fields)
+            specs = sharding.lane_specs(one_state, algo.env_batch_fields)
             self.state_shardings = sharding.shardings(mesh, specs)
             hp_shardings = jax.tree_util.tree_map(
                 lambda x: NamedSharding(mesh, P(sharding.LANES)), self.hp)

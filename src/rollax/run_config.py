@@ -18,11 +18,12 @@ from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.envs.registry import make
 from rollax.experiment import Lanes, make_lanes, parse_sweep
-from rollax.validate import check_count, check_seed
+from rollax.validate import check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
                 "checked", "devices", "eval_every", "eval_episodes")
-"""Settings of the experiment (the algorithm's own come from its spec's ``settings``)."""
+"""Settings of the experiment around the algorithm (its own are its config's fields; ``env``,
+``seed``, ``algo`` and ``eval_episodes`` are also fields of some configs, which take them)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,71 +105,91 @@ def _check_run_settings(settings: Mapping[str, Any]) -> None:
         raise ValueError(f"checked must be true or false, got {settings['checked']!r}")
 
 
-def _check_belongs(spec: AlgorithmSpec, settings: Mapping[str, Any]) -> None:
-    """Refuse a method or a setting of another algorithm family, naming what to use."""
-    method = settings.get("algo")
-    if method is not None and method not in spec.methods:
-        others = [s.task for s in registry.algorithms() if method in s.methods]
-        raise ValueError(f"algo {method} is only available for {' and '.join(others)} tasks; "
-                         f"{settings['env']} trains with --algo {'/'.join(spec.methods)}")
-    known = set(RUN_SETTINGS) | set(spec.settings)
-    foreign = [name for name in _all_settings() if name in settings and name not in known]
-    if foreign:
-        others = [s.task for s in registry.algorithms()
-                  if s is not spec and set(foreign) <= set(s.settings)]
-        flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
-        raise ValueError(f"{flags} only apply to {' or '.join(others) or 'other'} tasks; "
-                         f"{settings['env']} is {spec.task} (use {spec.usage})")
+def foreign_settings(spec: AlgorithmSpec, names) -> list[str]:
+    """The ``names`` that are settings of other algorithms only (not of the run or ``spec``)."""
+    known = set(RUN_SETTINGS) | set(spec.fields)
+    others = {n for s in registry.algorithms() if s is not spec for n in s.fields}
+    return [n for n in names if n not in known and n in others]
 
 
-def _all_settings() -> list[str]:
-    names: list[str] = []
-    for spec in registry.algorithms():
-        names += [n for n in spec.settings if n not in names]
-    return names
+def refuse_foreign(spec: AlgorithmSpec, env: str, foreign: list[str]) -> None:
+    """``ValueError`` naming settings given for ``env`` that only other algorithms take."""
+    if not foreign:
+        return
+    others = [s.task for s in registry.algorithms()
+              if s is not spec and set(foreign) <= set(s.fields)]
+    flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
+    raise ValueError(f"{flags} only apply to {' or '.join(others) or 'other'} tasks; {env} is "
+                     f"{spec.task} (`rollax train --env {env} --help` lists its settings)")
 
 
 def settings_names() -> list[str]:
-    """Every setting a run takes (run-level first, then each algorithm's, in order)."""
-    return list(RUN_SETTINGS) + [n for n in _all_settings() if n not in RUN_SETTINGS]
+    """Every setting a run takes (run-level first, then each algorithm's config fields)."""
+    names: list[str] = list(RUN_SETTINGS)
+    for spec in registry.algorithms():
+        names += [n for n in spec.fields if n not in names]
+    return names
 
 
-def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[float]],
-                 settings: Mapping[str, Any]) -> None:
-    fields = {f.name for f in dataclasses.fields(config)}
-    for name, values in sweep.items():
-        if settings.get(name) is not None:
-            flag = "--" + name.replace("_", "-")
-            raise ValueError(f"sweep: {name!r} is also set on its own ({flag} "
-                             f"{settings[name]}); give its values in --sweep only")
-        for value in values:  # each swept value must be a valid setting on its own
-            if name in fields:
-                spec.resolve(dataclasses.replace(config, **{name: value}), env)
+def make_env(name: str, horizon: int | None = None):
+    """The environment ``name`` (with ``horizon`` when given), built once per run."""
+    return make(name) if horizon is None else make(name, horizon=horizon)
 
 
 def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
     """The :class:`RunConfig` and built algorithm for flat ``settings`` (names as
-    :func:`settings_names`; absent ones take their defaults). Raises ``ValueError`` naming the
-    setting before anything is compiled or written."""
+    :func:`settings_names`; absent ones take the environment's preset, then the config's
+    defaults). Raises ``ValueError`` naming the setting before anything is compiled or
+    written."""
     settings = {k: v for k, v in settings.items() if v is not None}
-    settings.setdefault("env", "corridor")
+    unknown = [k for k in settings if k not in settings_names()]
+    if unknown:
+        close = closest(unknown[0], settings_names())
+        hint = f"; did you mean {close}?" if close else ""
+        raise ValueError(f"unknown setting {unknown[0]!r}{hint}")
+    name = settings.setdefault("env", "corridor")
+    env = make_env(name, settings.get("horizon"))
+    spec = registry.for_env(env, settings.get("algo"), name)
+    refuse_foreign(spec, name, foreign_settings(spec, settings))
+    config = spec.config(name, **{k: v for k, v in settings.items() if k in spec.fields})
+    return assemble(config, env, settings, given=set(settings))
+
+
+def assemble(config, env, settings: Mapping[str, Any], given: set[str]
+             ) -> tuple[RunConfig, Algorithm]:
+    """The :class:`RunConfig` and built algorithm of an algorithm ``config`` (not yet
+    validated) for ``env`` (built from ``config.env`` and ``config.horizon``) and the run's
+    ``settings`` (:data:`RUN_SETTINGS`; absent ones take their defaults). ``given``: the
+    settings the user gave (a swept one may not be among them). Everything is checked here,
+    before anything is compiled or written."""
+    spec = registry.for_config(config)
+    settings = {**{k: v for k, v in settings.items() if v is not None}, "seed": config.seed}
     _check_run_settings(settings)
-    horizon = settings.get("horizon")
-    env = make(settings["env"]) if horizon is None else make(settings["env"], horizon=horizon)
-    spec = registry.for_env(env)
-    _check_belongs(spec, settings)
-    config = spec.configure(settings, env)
     checked = settings.get("checked", False)
     algo = spec.build(config, checked=checked, env=env)
     sweep = parse_sweep(settings.get("sweep", ()), algo.hyperparams)
-    _check_sweep(spec, config, env, sweep, settings)
+    _check_sweep(spec, algo.config, env, sweep, given)
     chunk = settings.get("chunk_size") or max(1, -(-algo.num_updates // 20))
     every = settings.get("checkpoint_every") or max(chunk, -(-algo.num_updates // 5))
-    run = RunConfig(config, settings.get("seeds", 1), {k: tuple(v) for k, v in sweep.items()},
-                    min(chunk, algo.num_updates), every, checked, settings.get("devices"),
-                    settings.get("eval_every"), settings.get("eval_episodes", 32))
+    episodes = getattr(algo.config, "eval_episodes", settings.get("eval_episodes", 32))
+    run = RunConfig(algo.config, settings.get("seeds", 1),
+                    {k: tuple(v) for k, v in sweep.items()}, min(chunk, algo.num_updates),
+                    every, checked, settings.get("devices"), settings.get("eval_every"),
+                    episodes)
     check_devices(run, algo)
     return run, algo
+
+
+def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[float]],
+                 given: set[str]) -> None:
+    for name, values in sweep.items():
+        if name in given:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"sweep: {name!r} is also set on its own ({flag} "
+                             f"{getattr(config, name)}); give its values in --sweep only")
+        for value in values:  # each swept value must be a valid setting on its own
+            if name in spec.fields:
+                spec.build(dataclasses.replace(config, **{name: value}), env=env)
 
 
 def check_devices(run: RunConfig, algo: Algorithm) -> None:

@@ -35,10 +35,6 @@ LANES = "lanes"
 ENVS = "envs"
 """Mesh axis of the environment batch within a lane."""
 
-ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length")
-"""Fields of a NamedTuple state whose leaves carry the environment batch on their first
-(per-lane) axis, when the algorithm does not name its own (``Algorithm.env_batch_fields``)."""
-
 _ACTIVE: contextvars.ContextVar[Mesh | None] = contextvars.ContextVar("rollax_mesh",
                                                                         default=None)
 
@@ -128,9 +124,10 @@ def constrain_envs(tree, axis: int = 0):
     return jax.tree_util.tree_map(one, tree)
 
 
-def lane_specs(state, env_fields=ENV_BATCH_FIELDS):
+def lane_specs(state, env_fields: tuple[str, ...]):
     """Per-lane :class:`PartitionSpec` tree of ``state`` (no lane axis): leaves of the
-    ``env_fields`` on ``P("envs")``, the rest replicated ``P()``."""
+    ``env_fields`` (the algorithm's ``env_batch_fields``) on ``P("envs")``, the rest
+    replicated ``P()``."""
     fields = getattr(state, "_fields", None)
     if fields is None:
         return jax.tree_util.tree_map(lambda x: P(), state)

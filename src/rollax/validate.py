@@ -56,3 +56,14 @@ def check_real(name: str, value: Any, low: float, high: float, low_open: bool = 
     if not ok:
         lo, hi = "(" if low_open else "[", ")" if high_open else "]"
         raise ValueError(f"{name} must be a number in {lo}{low}, {high}{hi}, got {value!r}")
+
+
+def closest(name: str, valid, aliases=None) -> str | None:
+    """The valid name a mistyped ``name`` most likely meant: its entry in ``aliases`` (other
+    libraries' names for the same setting), else the closest of ``valid``, else ``None``."""
+    import difflib
+
+    if aliases and name in aliases:
+        return aliases[name]
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    return close[0] if close else None

@@ -62,13 +62,14 @@ class Algorithm(NamedTuple):
     env_batch: tuple[str, int]
     """The config field holding the environment batch of one lane and its size (split over
     devices by a sharded experiment)."""
+    env_batch_fields: tuple[str, ...]
+    """Fields of the (NamedTuple) state whose leaves carry that environment batch on their
+    first axis: what a sharded experiment splits over the ``"envs"`` devices (everything else
+    is replicated within a lane)."""
     policy_extras: Callable | None = None
     """``(params) -> dict`` of extra numbers about a policy (``rollax eval``), or ``None``."""
     checked: bool = False
     """Whether ``update`` stages the runtime checks of :mod:`rollax.guards`."""
-    env_batch_fields: tuple[str, ...] | None = None
-    """Fields of the (NamedTuple) state whose leaves carry the environment batch on their first
-    axis (``None``: the default names of :data:`rollax.sharding.ENV_BATCH_FIELDS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,20 +94,15 @@ class AlgorithmSpec:
     """Its frozen config dataclass."""
     methods: tuple[str, ...]
     """The values ``--algo`` may take for its tasks (e.g. ('ppo', 'reinforce'))."""
-    settings: tuple[str, ...]
-    """Config fields settable from the command line and config files."""
-    usage: str
-    """The flags to use instead, named when a flag of another family is given."""
     accepts: Callable[[Environment], bool]
-    """Whether it trains this environment (the first registered that accepts it does)."""
-    resolve: Callable[..., Any]
-    """``(config, env=None) -> config`` validated, with dependent defaults filled in; ``env``
-    is the already built environment, to avoid building it again."""
+    """Whether it can train this environment."""
     build: Callable[..., Algorithm]
-    """``(config, checked=False, env=None) -> Algorithm``."""
-    configure: Callable[[Mapping[str, Any], Environment], Any]
-    """``(settings, env) -> config``: the resolved config for the given settings (those not
-    given take their defaults; ``settings['env']`` names ``env``, already built)."""
+    """``(config, checked=False, env=None) -> Algorithm``: the one validating constructor
+    (``ValueError`` naming the setting and its range, before anything is compiled); the
+    built ``Algorithm.config`` is resolved (dependent defaults filled in). ``env``: the
+    environment already built from ``config.env`` and ``config.horizon``."""
+    requirement: str
+    """What ``accepts`` asks of an environment, as messages say it (e.g. 'a finite task')."""
     score: str
     """The output of ``evaluate`` that scores a finished lane."""
     progress: str
@@ -127,9 +123,28 @@ class AlgorithmSpec:
     (``labels``: each lane's seed and swept values, to name the lanes)."""
     lane_facts: Callable[[Any], dict]
     """``history row (updates + 1,) of progress -> dict``: extra entries of a lane summary."""
+    default: bool = True
+    """Whether it trains the environments it accepts when ``--algo`` is not given. Default
+    algorithms accept disjoint sets of environments (:func:`rollax.algos.registry.for_env`)."""
+    presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """Tuned settings per environment name: overrides of the config's defaults."""
     stored_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Values of config fields added after a config.json may have been written: what a run
     folder without them was trained with (so it resumes and evaluates as it was)."""
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Its config's field names: each one a ``rollax train`` flag and a config-file key."""
+        return tuple(f.name for f in dataclasses.fields(self.config_type))
+
+    def preset(self, env: str) -> Mapping[str, Any]:
+        """The tuned settings for ``env`` (empty when it has none)."""
+        return self.presets.get(env, {})
+
+    def config(self, env: str, /, **settings):
+        """The (unvalidated) config for ``env``: its defaults, then ``env``'s preset, then
+        ``settings`` (field names of the config)."""
+        return self.config_type(**{**self.preset(env), **settings, "env": env})
 
     def config_to_dict(self, config) -> dict:
         """A JSON-able dict of ``config`` (what config.json stores)."""

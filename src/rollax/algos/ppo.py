@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
 import jax
@@ -224,10 +223,14 @@ def _check_network(config: PPOConfig, env: Environment) -> None:
 def resolve(config: PPOConfig, env: Environment | None = None) -> PPOConfig:
     """``config`` validated, with ``horizon`` set to the task's own limit when unset and
     ``network`` to the one ``auto`` picks (``mlp`` or ``cnn``)."""
+    return _resolved(config, env)[0]
+
+
+def _resolved(config: PPOConfig, env: Environment | None) -> tuple[PPOConfig, Environment]:
     env = validate(config, env)
     horizon = env.horizon if config.horizon is None else config.horizon
     return dataclasses.replace(config, horizon=horizon,
-                               network=network_choice(config.network, env))
+                               network=network_choice(config.network, env)), env
 
 
 def _evaluate(setup: Setup, state: PPOState, hp: PPOHyperparams) -> dict:
@@ -241,7 +244,7 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
                    env: Environment | None = None) -> Algorithm:
     """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate).
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
-    env = validate(config, env)
+    config, env = _resolved(config, env)
     setup = Setup(config, env, make_network(env, config), num_updates(config), checked)
     hyperparams = PPOHyperparams(
         lr=config.lr, gamma=config.gamma, gae_lambda=config.gae_lambda,
@@ -257,18 +260,18 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
         result=lambda state, metrics, initial, final: PPOResult(
             state.params, state.obs_stats, metrics, final["eval_return"], state),
         env_batch=("num_envs", config.num_envs), checked=checked,
+        env_batch_fields=("env_state", "episode_return", "episode_length", "carry"),
     )
 
 
 # --- what the layers above ask (rollax.algos.registry) ---------------------------------------
 
-SETTINGS = ("horizon", "epochs", "lr", "clip_eps", "total_steps", "num_envs", "num_steps",
-            "minibatches", "network")
-
-
-def _configure(settings: Mapping, env: Environment) -> PPOConfig:
-    given = {k: v for k, v in settings.items() if k in SETTINGS}
-    return resolve(preset(settings["env"], seed=settings.get("seed", 0), **given), env)
+def accepts(env: Environment) -> bool:
+    """PPO's actor-critics read vector (rank-1 Box) observations of tasks that are not finite
+    (finite tasks train with the tabular trainer)."""
+    space = env.observation_space
+    return (isinstance(space, Box) and len(space.shape) == 1
+            and not hasattr(env, "to_mdp"))
 
 
 def _describe(config: PPOConfig, lanes: int) -> str:
@@ -296,9 +299,9 @@ def _lane_facts(history) -> dict:
 
 
 SPEC = AlgorithmSpec(
-    name="ppo", task="neural", config_type=PPOConfig, methods=("ppo",), settings=SETTINGS,
-    usage="--total-steps and --num-envs", accepts=lambda env: True, resolve=resolve,
-    build=make_algorithm, configure=_configure, score="eval_return", progress="episode_return",
+    name="ppo", task="neural", config_type=PPOConfig, methods=("ppo",), accepts=accepts,
+    build=make_algorithm, requirement="vector (Box) observations", presets=PRESETS,
+    score="eval_return", progress="episode_return",
     progress_label="episode return (finished episodes)", progress_from_start=False,
     columns=(Column("episode return", "episode_return", ".1f"),
              Column("approx_kl", "approx_kl", ".2e"),
@@ -307,4 +310,4 @@ SPEC = AlgorithmSpec(
     describe=_describe, report=_report, lines=_lines, lane_facts=_lane_facts,
     stored_defaults={"network": "mlp"},  # runs written before --network trained an MLP
 )
-"""PPO's facts: trains any task the tabular trainer does not (vector observations)."""
+"""PPO's facts: the default for every non-finite task with vector observations."""

@@ -18,8 +18,7 @@ from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.envs.base import Environment
 
 BUILT_IN = ("rollax.algos.tabular", "rollax.algos.ppo")
-"""Modules whose ``SPEC`` is registered on first use, in this order (the first that accepts an
-environment trains it)."""
+"""Modules whose ``SPEC`` is registered on first use."""
 
 _ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
@@ -55,12 +54,33 @@ def for_config(config) -> AlgorithmSpec:
     raise TypeError(f"no registered algorithm takes a {type(config).__name__}")
 
 
-def for_env(env: Environment) -> AlgorithmSpec:
-    """The first registered algorithm that trains ``env``."""
-    for spec in algorithms():
-        if spec.accepts(env):
-            return spec
-    raise ValueError(f"no registered algorithm trains {env!r}")
+def for_env(env: Environment, method: str | None = None, name: str | None = None
+            ) -> AlgorithmSpec:
+    """The algorithm that trains ``env``, by one explicit rule: with ``method`` (``--algo``),
+    the algorithm that offers it and accepts ``env``; without, the default algorithm that
+    accepts ``env``. Default algorithms accept disjoint sets of environments, so the order
+    of registration never matters (two that both accept ``env`` are an error)."""
+    specs = algorithms()
+    if method is not None:
+        offering = [s for s in specs if method in s.methods]
+        if not offering:
+            methods = ", ".join(dict.fromkeys(m for s in specs for m in s.methods))
+            raise ValueError(f"algo must be one of {methods}, got {method!r}")
+        found = [s for s in offering if s.accepts(env)]
+        if not found:
+            trains = for_env(env, name=name)
+            raise ValueError(
+                f"algo {method} is only available for {' and '.join(s.task for s in offering)}"
+                f" tasks; {name} trains with --algo {'/'.join(trains.methods)}")
+        return found[0]
+    found = [s for s in specs if s.default and s.accepts(env)]
+    if len(found) > 1:
+        raise ValueError(f"algorithms {', '.join(s.name for s in found)} are all defaults for "
+                         f"{name}: choose one with --algo")
+    if not found:
+        needs = "; ".join(f"{s.name} needs {s.requirement}" for s in specs if s.default)
+        raise ValueError(f"no registered algorithm trains {name} ({needs})")
+    return found[0]
 
 
 def build(config, checked: bool = False) -> Algorithm:

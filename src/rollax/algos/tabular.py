@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, cast
 
 import jax
@@ -268,19 +267,11 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
         env_batch=("batch_size", config.batch_size),
         policy_extras=lambda params: {"exact_return": policy_return(setup.mdp, setup.policy,
                                                                     params)},
-        checked=checked,
+        checked=checked, env_batch_fields=(),  # the batch lives inside one update only
     )
 
 
 # --- what the layers above ask (rollax.algos.registry) ---------------------------------------
-
-SETTINGS = ("horizon", "epochs", "lr", "clip_eps", "updates", "batch_size")
-
-
-def _configure(settings: Mapping, env: Environment) -> TabularConfig:
-    given = {k: v for k, v in settings.items() if k in SETTINGS + ("algo", "env", "seed")}
-    return resolve_config(TabularConfig(**given), env)
-
 
 def _describe(config: TabularConfig, lanes: int) -> str:
     return (f"{config.algo} on {config.env}: {config.updates} updates x B={config.batch_size}, "
@@ -312,10 +303,9 @@ def _lines(summary: dict, history, params, labels: list[dict]) -> list[str]:
 
 SPEC = AlgorithmSpec(
     name="tabular", task="tabular", config_type=TabularConfig, methods=METHODS,
-    settings=SETTINGS, usage="--updates and --batch-size",
-    accepts=lambda env: hasattr(env, "to_mdp"), resolve=resolve_config, build=make_algorithm,
-    configure=_configure, score="exact_return", progress="exact_return",
-    progress_label="exact expected return", progress_from_start=True,
+    accepts=lambda env: hasattr(env, "to_mdp"), build=make_algorithm,
+    requirement="a finite task, one with to_mdp", score="exact_return",
+    progress="exact_return", progress_label="exact expected return", progress_from_start=True,
     columns=(Column("exact return", "exact_return", ".4f"),
              Column("batch return", "episode_return", ".4f"), Column("loss", "loss", "+.4f"),
              Column("approx_kl", "approx_kl", ".2e"),
@@ -323,4 +313,4 @@ SPEC = AlgorithmSpec(
     describe=_describe, report=_report, lines=_lines,
     lane_facts=lambda history: {"exact_return_initial": float(history[0])},
 )
-"""The tabular trainer's facts: it trains every finite task (one with ``to_mdp``)."""
+"""The tabular trainer's facts: the default for every finite task (one with ``to_mdp``)."""

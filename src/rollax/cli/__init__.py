@@ -44,9 +44,9 @@ def _dispatch(argv: list[str]) -> int:
         print(version())
         return 0
     if argv and argv[0] == "train":
-        cmd, settings, file = parse_train(argv)
-        _cache(cmd.compile_cache)
-        run_train(cmd, settings, file)
+        request = parse_train(argv)
+        _cache(request.cmd.compile_cache)
+        run_train(request)
         return 0
     cmd = parse(argv)
     if isinstance(cmd, COMPILES):

@@ -1,23 +1,27 @@
-"""The commands of ``rollax`` as typed dataclasses (tyro turns them into flags), and config files.
+"""The commands of ``rollax`` as typed dataclasses (tyro turns them into flags).
 
-``Train``'s flags are the run's settings (:data:`rollax.run_config.RUN_SETTINGS`) plus every
-registered algorithm's own settings, built from the registry: an algorithm added to
-:mod:`rollax.algos.registry` brings its flags with it. An algorithm's flag left unset takes
-that algorithm's default.
+``rollax train``'s flags are the run's settings (:class:`RunFlags`) and every field of the
+config of the algorithm that trains the chosen environment, each typed and documented from its
+dataclass, with the environment's preset (and the config file's values) as defaults; the
+fields that only other registered algorithms have are flags too, refused for this environment.
+An algorithm added to :mod:`rollax.algos.registry` brings its flags with it.
 """
 
 import ast
 import dataclasses
+import decimal
+import functools
 import inspect
 import itertools
+import operator
 import textwrap
+import types
 import typing
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import tyro
 
-from rollax.algos.registry import algorithms
 from rollax.envs.tabular import TOY_TEXT
 
 
@@ -49,7 +53,8 @@ class RunFlags:
     """Greedy evaluation every N updates (at chunk ends) on keys of its own, logged as
     greedy_return and plotted; never changes the training results (default: none)."""
     eval_episodes: int = 32
-    """Episodes per lane of each --eval-every evaluation."""
+    """Greedy evaluation episodes per lane: of each --eval-every evaluation, and of the
+    evaluation after training (neural tasks)."""
     devices: int | None = None
     """Split the lanes and each lane's environment batch over this many devices (the first N
     of jax.devices(); must divide lanes x num_envs or batch size; default: one device);
@@ -85,50 +90,95 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _optional(hint: Any) -> Any:
+def parse_count(text: str) -> int:
+    """A count as people write it: ``1000000``, ``1_000_000`` or ``1e6`` (a whole number)."""
+    try:
+        number = decimal.Decimal(text.strip())  # exact: 9223372036854775807 stays itself
+    except decimal.InvalidOperation:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if not number.is_finite() or number.adjusted() > 40 or number != number.to_integral_value():
+        raise ValueError(f"{text!r} is not a whole number")
+    return int(number)
+
+
+Count = Annotated[int, tyro.constructors.PrimitiveConstructorSpec(
+    nargs=1, metavar="INT", instance_from_str=lambda args: parse_count(args[0]),
+    is_instance=lambda x: isinstance(x, int) and not isinstance(x, bool),
+    str_from_instance=lambda x: [str(x)])]
+"""An ``int`` flag that also reads ``1e6`` and ``1_000_000``."""
+
+
+def flag_type(hint: Any) -> Any:
+    """A config field's type as a flag: ``int`` (alone or in ``int | None``) as :data:`Count`."""
+    if hint is int:
+        return Count
     args = typing.get_args(hint)
-    return hint if type(None) in args else hint | None
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and int in args:
+        return functools.reduce(operator.or_, [Count if a is int else a for a in args])
+    return hint
 
 
-def _algorithm_fields() -> list[tuple[str, Any, Any]]:
-    """``(name, annotation, field)`` for ``--algo`` and each algorithm setting."""
-    specs = algorithms()
-    methods = tuple(dict.fromkeys(m for spec in specs for m in spec.methods))
-    algo_help = "Policy-gradient method (" + "; ".join(
-        f"{spec.task} tasks: {', '.join(spec.methods)}" for spec in specs) + ")."
-    fields: list[tuple[str, Any, Any]] = [
-        ("algo", Annotated[Literal[methods], tyro.conf.arg(help=algo_help)],  # type: ignore
-         dataclasses.field(default=methods[0]))]
-    seen: dict[str, list[str]] = {}
-    hints: dict[str, Any] = {}
-    for spec in specs:
-        docs, types = field_docs(spec.config_type), typing.get_type_hints(spec.config_type)
-        for name in spec.settings:
-            seen.setdefault(name, []).append(f"{spec.task}: {docs.get(name, name)}")
-            hints.setdefault(name, types[name])
-    for name, helps in seen.items():
-        text = " / ".join(helps) + " (unset: the algorithm's default)"
-        fields.append((name, Annotated[_optional(hints[name]), tyro.conf.arg(help=text)],
-                       dataclasses.field(default=None)))
-    return fields
+def _optional(hint: Any) -> Any:
+    return hint if type(None) in typing.get_args(hint) else hint | None
 
 
-def _train_command() -> type:
-    """``RunFlags`` with ``--algo`` first and the algorithms' settings after ``--seeds``."""
-    docs = field_docs(RunFlags)
-    run = [(f.name, Annotated[f.type, tyro.conf.arg(help=docs[f.name])],
-            dataclasses.field(default=f.default))
-           for f in dataclasses.fields(RunFlags)]
-    algo, *settings = _algorithm_fields()
-    cut = [name for name, _, _ in run].index("seeds") + 1
-    train = dataclasses.make_dataclass("Train", [algo, *run[:cut], *settings, *run[cut:]],
-                                       frozen=True)
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One flag of ``rollax train``: its name, type, default and help."""
+
+    name: str
+    hint: Any
+    default: Any
+    help: str
+
+    def as_field(self) -> tuple[str, Any, Any]:
+        return (self.name, Annotated[flag_type(self.hint), tyro.conf.arg(help=self.help)],
+                dataclasses.field(default=self.default))
+
+
+def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> list[Field]:
+    """The flags of ``rollax train`` for an environment that ``spec`` trains, in help order:
+    ``--algo``, the run's first settings, every field of ``spec``'s config, the run's other
+    settings, then the fields only other algorithms have (``None`` unless given; refused for
+    this environment). ``defaults``: each flag's value when not given (the config's default,
+    its preset or the config file's); ``tags``: a note on where it came from."""
+    from rollax.algos.registry import algorithms
+
+    def make(cls, name, hint, help_prefix="") -> Field:
+        text = help_prefix + (field_docs(cls).get(name) or name)
+        if name in tags:
+            text += f" [{tags[name]}]"
+        return Field(name, hint, defaults.get(name), text)
+
+    run_hints = typing.get_type_hints(RunFlags, include_extras=True)
+    run = [make(RunFlags, f.name, run_hints[f.name]) for f in dataclasses.fields(RunFlags)]
+    hints = typing.get_type_hints(spec.config_type)
+    if "algo" in hints:
+        algo = make(spec.config_type, "algo", hints["algo"])
+    else:
+        algo = Field("algo", Literal[spec.methods], defaults.get("algo", spec.methods[0]),
+                     f"Policy-gradient method ({spec.task} tasks: {', '.join(spec.methods)}).")
+    taken = {"algo", *(f.name for f in run)}
+    own = [make(spec.config_type, n, hints[n]) for n in spec.fields if n not in taken]
+    taken |= set(spec.fields)
+    others = []
+    for other in algorithms():
+        other_hints = typing.get_type_hints(other.config_type)
+        for name in other.fields:
+            if name not in taken:
+                taken.add(name)
+                others.append(make(other.config_type, name, _optional(other_hints[name]),
+                                   f"({other.task} tasks only) "))
+    cut = [f.name for f in run].index("seeds") + 1
+    return [algo, *run[:cut], *own, *run[cut:], *others]
+
+
+def train_command(fields: list[Field]) -> type:
+    """The ``rollax train`` command of these flags, a frozen dataclass tyro parses."""
+    train = dataclasses.make_dataclass("Train", [f.as_field() for f in fields], frozen=True)
     train.__module__ = __name__
     train.__doc__ = RunFlags.__doc__
     return train
-
-
-Train = _train_command()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +264,7 @@ class Envs:
     """Print one JSON object (envs: the list)."""
 
 
-COMMANDS = {"train": Train, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
+COMMANDS = {"train": RunFlags, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
             "exact": Exact, "check-env": CheckEnv, "envs": Envs}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
@@ -224,60 +274,11 @@ CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 ALIASES = {"learning_rate": "lr", "total_timesteps": "total_steps", "n_envs": "num_envs",
            "n_steps": "num_steps", "n_epochs": "epochs", "update_epochs": "epochs",
            "num_minibatches": "minibatches", "clip_range": "clip_eps", "clip_coef": "clip_eps",
-           "horizon_length": "horizon", "env_id": "env"}
-"""Names Stable-Baselines3 and CleanRL give rollax's settings: an unknown key that is one of
-them is answered with rollax's name."""
-
-
-def config_keys() -> list[str]:
-    return [f.name for f in dataclasses.fields(Train) if f.name not in CONFIG_EXCLUDED]
-
-
-def _parse_file(path: str) -> Any:
-    file = Path(path)
-    suffix = file.suffix.lower()
-    if suffix not in (".toml", ".yaml", ".yml"):
-        raise ValueError(f"config {path!r} must be a .toml, .yaml or .yml file")
-    try:
-        text = file.read_text()
-    except OSError as err:
-        raise ValueError(f"config {path!r} cannot be read: {err.strerror or err}") from None
-    try:
-        if suffix == ".toml":
-            import tomllib
-
-            return tomllib.loads(text)
-        import yaml
-
-        return yaml.safe_load(text)  # plain data only: no tags, no objects
-    except Exception as err:  # the parsers raise their own error types
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"config {path!r} is not valid {suffix[1:].upper()}: {first}") from None
-
-
-def load_config_file(path: str) -> dict:
-    """The settings of a TOML (``.toml``) or YAML (``.yaml``/``.yml``, safe loader) file: a
-    table of ``Train`` flag names (``-`` or ``_``) to single values (``sweep``: a list)."""
-    import difflib
-
-    data = _parse_file(path)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ValueError(f"config {path!r} must hold a table of settings, got "
-                         f"{type(data).__name__}")
-    valid = config_keys()
-    settings = {}
-    for key, value in data.items():
-        name = str(key).replace("-", "_")
-        if name not in valid:
-            close = [ALIASES[name]] if name in ALIASES else difflib.get_close_matches(
-                name, valid, n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ValueError(f"config {path!r}: unknown key {key!r}{hint}")
-        if isinstance(value, dict):
-            raise ValueError(f"config: {name!r} must be a single value, not a table")
-        if name == "sweep":
-            value = (value,) if isinstance(value, str) else tuple(map(str, value))
-        settings[name] = value
-    return settings
+           "horizon_length": "horizon", "env_id": "env", "ent_coeff": "ent_coef",
+           "vf_coeff": "vf_coef", "norm_obs": "normalize_observations",
+           "normalize_obs": "normalize_observations", "norm_adv": "normalize_advantages",
+           "clip_vloss": "clip_value", "anneal_learning_rate": "anneal_lr",
+           "hidden_sizes": "hidden",
+           "net_arch": "hidden", "lstm_hidden_size": "memory_size"}
+"""Names Stable-Baselines3, CleanRL and PureJaxRL give rollax's settings: an unknown flag or
+key that is one of them is answered with rollax's name."""

@@ -1,7 +1,8 @@
-"""From ``argv`` to a command object, and from a ``train`` command to flat run settings.
+"""From ``argv`` to a command object; for ``train``, to the environment, the algorithm's config
+and the run's settings.
 
 Parse errors (tyro's boxed messages) are condensed into one line; ``train --config FILE`` reads
-the file into settings that the flags given on the command line override.
+the file into the defaults that the flags given on the command line override.
 """
 
 from __future__ import annotations
@@ -11,13 +12,22 @@ import dataclasses
 import io
 import re
 import sys
-import typing
 from typing import Any
 
 import tyro
 
-from rollax.cli.flags import COMMANDS, Train, load_config_file
-from rollax.run_config import settings_names
+from rollax.algos import registry
+from rollax.cli.config_file import key_name, read_table, typed_settings
+from rollax.cli.flags import (
+    ALIASES,
+    COMMANDS,
+    RunFlags,
+    parse_count,
+    train_command,
+    train_fields,
+)
+from rollax.run_config import RUN_SETTINGS, foreign_settings, make_env, refuse_foreign
+from rollax.validate import closest
 
 
 class UsageError(Exception):
@@ -47,66 +57,9 @@ def one_line(box: str) -> str:
     return re.sub(r"\s+", " ", " ".join(message)).strip() or "invalid arguments"
 
 
-def given_on_command_line(argv: list[str], name: str) -> bool:
-    flag = "--" + name.replace("_", "-")
-    negative = "--no-" + name.replace("_", "-")
-    return any(a == flag or a.startswith(flag + "=") or a == negative for a in argv)
-
-
-def split_config(argv: list[str]) -> tuple[list[str], str | None]:
-    """``argv`` without ``--config FILE`` (or ``--config=FILE``), and the file."""
-    for i, token in enumerate(argv):
-        if token == "--config":
-            if i + 1 >= len(argv):
-                raise UsageError("--config needs a file")
-            return argv[:i] + argv[i + 2:], argv[i + 1]
-        if token.startswith("--config="):
-            return argv[:i] + argv[i + 1:], token.split("=", 1)[1]
-    return argv, None
-
-
-_EXPONENT = re.compile(r"^[+-]?\d+(\.\d*)?[eE]\+?\d+$")
-
-
-def integer_settings() -> set[str]:
-    """Names of the ``train`` settings whose type is an integer (counts, seeds)."""
-    names = set()
-    for field in dataclasses.fields(Train):
-        hint = field.type
-        if typing.get_origin(hint) is typing.Annotated:
-            hint = typing.get_args(hint)[0]
-        if int in (typing.get_args(hint) or (hint,)):
-            names.add(field.name)
-    return names
-
-
-def whole_number(value: Any) -> Any:
-    """``1e6`` (text or float) -> ``1000000`` when it is a whole number; anything else as is.
-    Python's ``int`` already reads ``1_000_000``."""
-    if isinstance(value, str) and _EXPONENT.match(value.strip()):
-        number = float(value)
-        return str(int(number)) if number.is_integer() else value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def counts_as_integers(argv: list[str]) -> list[str]:
-    """``--total-steps 1e6`` -> ``--total-steps 1000000`` for the integer settings."""
-    flags = {"--" + name.replace("_", "-") for name in integer_settings()}
-    out: list[str] = []
-    for token in argv:
-        flag, eq, value = token.partition("=")
-        if eq and flag in flags:
-            token = f"{flag}={whole_number(value)}"
-        elif out and out[-1] in flags:
-            token = whole_number(token)
-        out.append(token)
-    return out
-
-
-def parse(argv: list[str]):
-    """The command object for ``argv`` (``SystemExit`` after ``--help``)."""
+def parse(argv: list[str], train: type | None = None):
+    """The command object for ``argv`` (``SystemExit`` after ``--help``); ``train``: the
+    ``rollax train`` command to parse a ``train`` argv as."""
     if sum(a == "--sweep" or a.startswith("--sweep=") for a in argv) > 1:
         raise UsageError("give every swept setting after one --sweep (e.g. --sweep lr=1e-3,3e-4 "
                          "clip_eps=0.1,0.2)")
@@ -115,6 +68,8 @@ def parse(argv: list[str]):
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
     try:
         with contextlib.redirect_stderr(buffer), contextlib.redirect_stdout(out):
+            if train is not None:
+                return tyro.cli(train, prog="rollax train", args=argv[1:])
             return tyro.extras.subcommand_cli_from_dict(COMMANDS, prog="rollax", args=argv)
     except SystemExit as exit_:
         if exit_.code in (0, None):  # --help: show what tyro printed
@@ -124,43 +79,121 @@ def parse(argv: list[str]):
         raise UsageError(one_line(buffer.getvalue())) from None
 
 
-def train_settings(cmd, argv: list[str], file: dict[str, Any]) -> dict[str, Any]:
-    """The flat settings of a ``train`` command: the config file's, overridden by the flags
-    given on the command line; everything else at the flags' defaults."""
-    names = settings_names() + ["out"]
-    settings = {}
-    for name in names:
-        use_file = name in file and not given_on_command_line(argv, name)
-        settings[name] = file[name] if use_file else getattr(cmd, name)
-    return settings
+def peek(argv: list[str], name: str) -> str | None:
+    """The value of the last ``--name V`` or ``--name=V`` in ``argv`` (``None`` if absent): the
+    few flags that decide which command the rest of ``argv`` is parsed as."""
+    flag, value = "--" + name, None
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif token.startswith(flag + "="):
+            value = token.split("=", 1)[1]
+    return value
 
 
-def resume_extras(cmd) -> list[str]:
-    """Flags given beside ``--resume`` other than ``--json``, ``--devices``,
-    ``--compile-cache`` and ``--log``."""
-    defaults = dataclasses.replace(type(cmd)(), resume=cmd.resume, json=cmd.json,
-                                   devices=cmd.devices, compile_cache=cmd.compile_cache,
-                                   log=cmd.log)
-    return [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(cmd)
-            if getattr(cmd, f.name) != getattr(defaults, f.name)]
+def flags_given(argv: list[str], fields) -> set[str]:
+    """The fields whose flags ``argv`` holds; :class:`UsageError` for the first ``--flag``
+    that is no field of the command, naming the flag it most likely meant."""
+    names = [f.name for f in fields]
+    known = {"--" + n.replace("_", "-"): n for n in names}
+    known |= {"--no-" + f.name.replace("_", "-"): f.name for f in fields if f.hint is bool}
+    given = set()
+    for token in argv:
+        if token == "--":
+            break
+        flag = token.split("=", 1)[0].replace("_", "-")
+        if not token.startswith("--") or flag == "--help":
+            continue
+        if flag not in known:
+            close = closest(flag[2:].replace("-", "_"), names, ALIASES)
+            hint = f"; did you mean --{close.replace('_', '-')}?" if close else ""
+            raise UsageError(f"unrecognized flag {flag}{hint}")
+        given.add(known[flag])
+    return given
 
 
-def parse_train(argv: list[str]):
-    """``(command, settings, file)`` for ``train ...`` (``settings`` is None with
-    ``--resume``; ``file``: the config file's :class:`FileSettings`, or None)."""
-    rest, path = split_config(counts_as_integers(argv[1:]))
-    file = load_config_file(path) if path is not None else {}
-    integers = integer_settings()
-    file = {k: whole_number(v) if k in integers else v for k, v in file.items()}
-    cmd = parse(["train", *rest])
+@dataclasses.dataclass(frozen=True)
+class TrainRequest:
+    """A parsed ``rollax train``: the command, and for a new run the environment, the
+    algorithm's config (not yet validated), the run's settings and where each setting that is
+    not at the config's own default came from."""
+
+    cmd: Any
+    """The parsed command (its fields: :func:`rollax.cli.flags.train_fields`)."""
+    env: Any = None
+    config: Any = None
+    settings: dict = dataclasses.field(default_factory=dict)
+    """The run's settings (:data:`rollax.run_config.RUN_SETTINGS`)."""
+    sources: dict = dataclasses.field(default_factory=dict)
+    """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
+    file: FileSettings | None = None
+
+    @property
+    def given(self) -> set[str]:
+        """The settings the user gave (in the config file or as flags)."""
+        return {name for name, source in self.sources.items() if source != "preset"}
+
+
+def _count_or_none(text: Any) -> int | None:
+    try:
+        return text if isinstance(text, int) else parse_count(str(text))
+    except ValueError:
+        return None
+
+
+RESUME_TAKES = ("resume", "json", "devices", "compile_cache", "log")
+"""The flags ``--resume`` may come with (the rest is the run's config.json)."""
+
+
+def parse_train(argv: list[str]) -> TrainRequest:
+    """``rollax train ...`` in three steps. ``--config``, ``--env``, ``--algo`` and
+    ``--horizon`` (given as flags, else in the file) pick the environment and the algorithm
+    that trains it; the command's flags are built from that algorithm's config, with the
+    environment's preset and then the file as defaults (the file is the default instance);
+    tyro parses ``argv`` into it, so the flags given override."""
+    rest = argv[1:]
+    if rest and rest[-1] == "--config":
+        raise UsageError("--config needs a file")
+    path = peek(rest, "config")
+    raw = read_table(path) if path is not None else {}
+    table = {key_name(k): v for k, v in raw.items()}
+    resume = peek(rest, "resume")
+    name = peek(rest, "env") or table.get("env") or RunFlags.env
+    if not isinstance(name, str):
+        raise ValueError(f"config {path!r}: env must be text, got {name!r}")
+    horizon = _count_or_none(peek(rest, "horizon") or table.get("horizon"))
+    env = None if resume is not None else make_env(name, horizon)
+    spec = (registry.algorithms()[0] if env is None else
+            registry.for_env(env, peek(rest, "algo") or table.get("algo"), name))
+    preset = dict(spec.preset(name))
+    defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
+                **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}
+    hints = {f.name: f.hint for f in train_fields(spec, defaults, {})}
+    file = typed_settings(raw, hints, path) if path is not None else {}
+    tags = {**{k: f"preset of {name}" for k in preset}, **{k: f"from {path}" for k in file}}
+    fields = train_fields(spec, {**defaults, **file, "env": name, "config": path}, tags)
+    flags = flags_given(rest, fields)
+    cmd = parse(["train", *rest], train=train_command(fields))
+    sources = {f.name: "flag" if f.name in flags else "file" if f.name in file else "preset"
+               for f in fields if f.name in flags or f.name in file or f.name in preset}
     if cmd.resume is not None:
-        extras = resume_extras(cmd) + (["--config"] if path is not None else [])
+        extras = [n for n, source in sources.items()
+                  if source != "preset" and n not in RESUME_TAKES]
         if extras:
+            flags = ", ".join("--" + n.replace("_", "-") for n in extras)
             raise ValueError(f"--resume takes no other settings (the run's config.json is "
-                             f"used); got {', '.join(extras)}")
-        return cmd, None, None
-    from_file = {k for k in file if not given_on_command_line(rest, k)}
-    return cmd, train_settings(cmd, rest, file), FileSettings(path, from_file) if path else None
+                             f"used); got {flags}")
+        return TrainRequest(cmd)
+    assert env is not None
+    refuse_foreign(spec, name, foreign_settings(
+        spec, [f.name for f in fields if getattr(cmd, f.name) is not None]))
+    if cmd.horizon != horizon:
+        env = make_env(name, cmd.horizon)
+    config = spec.config(name, **{n: getattr(cmd, n) for n in spec.fields})
+    settings = {n: getattr(cmd, n) for n in RUN_SETTINGS}
+    from_file = {n for n, source in sources.items() if source == "file"}
+    return TrainRequest(cmd, env, config, settings, sources,
+                        FileSettings(path, from_file) if path is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -78,25 +79,60 @@ class Progress:
             self.bar.update(self.task, **fields)
 
 
-def header(run, algo, folder) -> None:
-    """The run's settings and folder, printed (and flushed) before anything compiles."""
+def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
+    """The run's settings and folder, printed (and flushed) before anything compiles: the
+    headline, the budget, and which settings came from the preset, the file and the flags."""
     out = console()
     out.print(run.spec.describe(run.algorithm, len(run.lanes())))
     out.print(f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
               f"{algo.num_updates * algo.env_steps_per_update:,} env steps per lane; "
               f"run folder: {folder.path}")
+    line = settings_line(run, sources, file)
+    if line:
+        out.print(line)
     out.file.flush()
 
 
-def run_train(cmd, settings: dict | None, file=None) -> None:
+def settings_line(run, sources: dict[str, str], file=None) -> str:
+    """``settings: preset of Acrobot-v1: num_envs=8, ...; from FILE: lr=0.0003; flags: ...``
+    (the resolved values), or, for an algorithm with presets but none for this environment,
+    that its defaults apply."""
+    from rollax.run_config import RUN_SETTINGS
+
+    config, spec = run.algorithm, run.spec
+    order = [n for n in (*spec.fields, *RUN_SETTINGS) if n != "env"]
+    parts = []
+    for source, title in (("preset", f"preset of {config.env}"),
+                          ("file", f"from {file.path}" if file else "file"), ("flag", "flags")):
+        names = [n for n in dict.fromkeys(order) if sources.get(n) == source]
+        values = [f"{n}={_shown(getattr(config, n, None), run, n)}" for n in names]
+        if values:
+            parts.append(f"{title}: {', '.join(values)}")
+    if spec.presets and config.env not in spec.presets:
+        parts.insert(0, f"no preset for {config.env}: {type(config).__name__}'s defaults")
+    return "settings: " + "; ".join(parts) if parts else ""
+
+
+def _shown(value, run, name: str) -> str:
+    if value is None and hasattr(run, name):  # a run setting, not the algorithm's
+        value = getattr(run, name)
+    if isinstance(value, float):
+        return format(value, "g")
+    if isinstance(value, Mapping):  # the sweep, as it is written: lr=0.5,1
+        return " ".join(f"{k}=" + ",".join(format(v, "g") for v in vs) for k, vs in value.items())
+    return str(value)
+
+
+def run_train(request) -> None:
     from rollax import training
     from rollax.loggers import check_loggers, combine, make_loggers, resume_loggers
     from rollax.plots import plot_runs
-    from rollax.run_config import from_settings
+    from rollax.run_config import assemble
 
 
+    cmd, file = request.cmd, request.file
     names = check_loggers(cmd.log)  # before anything is compiled or written
-    if settings is None:
+    if cmd.resume is not None:
         folder = training.RunFolder(cmd.resume)
         folder.check_exists("resume: ")
         name = training.read_run(folder).spec.progress
@@ -105,12 +141,12 @@ def run_train(cmd, settings: dict | None, file=None) -> None:
                                                                  combine(bar, logs))
     else:
         try:
-            run, algo = from_settings(settings)
+            run, algo = assemble(request.config, request.env, request.settings, request.given)
         except ValueError as error:  # a bad value from a config file names the file
             raise error if file is None else file.name_in(error) from None
-        folder = training.create_run(run, settings.get("out"))
+        folder = training.create_run(run, cmd.out)
         if not cmd.json:
-            header(run, algo, folder)
+            header(run, algo, folder, request.sources, file)
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
