@@ -11,7 +11,7 @@ import pytest
 
 import rollax
 from rollax.algos import ppo
-from rollax.algos.ppo_update import make_network
+from rollax.algos.ppo import make_network
 from rollax.cli.parse import parse_train
 from rollax.envs.registry import make
 from rollax.networks import CNNActorCritic, image_shape

@@ -1,4 +1,6 @@
-"""The convolutional actor-critic, for image-like observations such as MinAtar's 10x10xC planes.
+"""The convolutional actor-critic, for image-like observations such as MinAtar's 10x10xC planes,
+and :func:`actor_critic`, which builds the MLP, CNN or recurrent actor-critic for an
+environment's spaces.
 
 Environments hand policies rank-1 observations (adapters flatten images in C order and keep
 the original shape as ``raw_observation_shape``); :class:`CNNActorCritic` takes that vector and
@@ -14,18 +16,23 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from rollax.envs.base import Discrete
 from rollax.initializers import orthogonal_many
 from rollax.policies import (
     ACTIVATIONS,
     ActorCriticHeads,
     ActorCriticParams,
+    MLPActorCritic,
     check_head,
     linear,
     mlp_plan,
 )
+from rollax.recurrent import RecurrentActorCritic
 
-__all__ = ["CNNActorCritic", "conv", "image_shape"]
+__all__ = ["RECURRENT", "CNNActorCritic", "Network", "actor_critic", "conv", "image_shape",
+           "network_choice"]
 
 
 def image_shape(env) -> tuple[int, int, int] | None:
@@ -148,3 +155,52 @@ class CNNActorCritic(ActorCriticHeads):
         for layer in dense[:-1]:
             x = act(layer(x))
         return dense[-1](x)
+
+
+# --- choosing and building an actor-critic for an environment ---------------------------------
+
+RECURRENT = ("gru", "lstm")
+"""The recurrent actor-critics (:class:`rollax.recurrent.RecurrentActorCritic`'s cells)."""
+
+Network = MLPActorCritic | CNNActorCritic | RecurrentActorCritic
+"""The actor-critics :func:`actor_critic` builds."""
+
+
+def network_choice(network: str, env) -> str:
+    """``network`` itself, or for ``"auto"`` the CNN when ``env``'s observation is an image
+    (:func:`image_shape`) and the MLP otherwise."""
+    if network == "auto":
+        return "cnn" if image_shape(env) is not None else "mlp"
+    return network
+
+
+def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
+                 init_log_std: float, memory_size: int) -> Network:
+    """The actor-critic for ``env``'s spaces: ``network`` ``mlp`` (hidden layers ``hidden``),
+    ``cnn`` (over :func:`image_shape`, then ``hidden``), ``gru``/``lstm`` (an embedding of
+    ``hidden[0]`` units, a memory of ``memory_size``, heads of ``hidden[1:]``) or ``auto``
+    (:func:`network_choice`); a categorical head for ``Discrete`` actions, else a diagonal
+    Gaussian starting at ``init_log_std``."""
+    space = env.action_space
+    discrete = isinstance(space, Discrete)
+    num_actions = space.n if discrete else None
+    action_size = None if discrete else int(np.prod(space.shape))
+    network = network_choice(network, env)
+    if network in RECURRENT:
+        return RecurrentActorCritic(
+            observation_size=int(env.observation_space.shape[0]), num_actions=num_actions,
+            action_size=action_size, cell=network, embed_size=hidden[0],
+            memory_size=memory_size, hidden=tuple(hidden[1:]), activation=activation,
+            init_log_std=init_log_std)
+    if network == "cnn":
+        shape = image_shape(env)
+        if shape is None:
+            raise ValueError("network 'cnn' needs image observations (a raw_observation_shape "
+                             "(H, W, C)); use network mlp or auto")
+        return CNNActorCritic(image_shape=shape, num_actions=num_actions,
+                              action_size=action_size, hidden=tuple(hidden),
+                              activation=activation, init_log_std=init_log_std)
+    return MLPActorCritic(observation_size=int(env.observation_space.shape[0]),
+                          num_actions=num_actions, action_size=action_size,
+                          hidden=tuple(hidden), activation=activation,
+                          init_log_std=init_log_std)

@@ -18,7 +18,9 @@ shapes or the program (batch size, steps, epochs, network sizes) stay in the sta
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -28,6 +30,29 @@ import jax
 
 from rollax.envs.base import Environment
 from rollax.policies import Policy
+
+TRACED = "traced"
+"""Field metadata key of a config field that is a traced hyperparameter."""
+
+
+def traced(default: float) -> Any:
+    """A numeric config field that is a hyperparameter: a traced input of the compiled
+    program (so a sweep ``vmap``s over it), listed once, on the config."""
+    return dataclasses.field(default=default, metadata={TRACED: True})
+
+
+@functools.cache
+def hyperparams_type(config_type: type) -> Any:
+    """The NamedTuple of ``config_type``'s :func:`traced` fields, in field order, named after
+    it (``PPOConfig`` -> ``PPOHyperparams``); one type per config type."""
+    fields = [f.name for f in dataclasses.fields(config_type) if f.metadata.get(TRACED)]
+    return collections.namedtuple(config_type.__name__.replace("Config", "Hyperparams"), fields)
+
+
+def hyperparams_of(config) -> Any:
+    """``config``'s hyperparameters (:func:`hyperparams_type`) at their configured values."""
+    hp_type = hyperparams_type(type(config))
+    return hp_type(**{name: getattr(config, name) for name in hp_type._fields})
 
 
 class Algorithm(NamedTuple):

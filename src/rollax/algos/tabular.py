@@ -28,7 +28,15 @@ import numpy as np
 import optax
 
 from rollax import guards
-from rollax.algos.base import Algorithm, AlgorithmSpec, Column, lane_name
+from rollax.algos.base import (
+    Algorithm,
+    AlgorithmSpec,
+    Column,
+    hyperparams_of,
+    hyperparams_type,
+    lane_name,
+    traced,
+)
 from rollax.collect import Trajectory, collect
 from rollax.envs.base import Environment
 from rollax.envs.registry import make
@@ -60,9 +68,9 @@ class TabularConfig:
     """Episode time limit and rollout length T (default: the environment's, 8 for corridor)."""
     epochs: int | None = None
     """Full-batch gradient steps per batch (default: 3 for ppo, 1 for reinforce)."""
-    lr: float = 0.5
+    lr: float = traced(0.5)
     """Learning rate of plain gradient ascent."""
-    clip_eps: float = 0.2
+    clip_eps: float = traced(0.2)
     """PPO clip range epsilon, in (0, 1)."""
 
 
@@ -109,11 +117,9 @@ class TabularTrainState(NamedTuple):
     """Updates done so far."""
 
 
-class TabularHyperparams(NamedTuple):
-    """Numeric settings (traced, so they can be swept with ``vmap``)."""
-
-    lr: float | jax.Array
-    clip_eps: float | jax.Array
+TabularHyperparams = hyperparams_type(TabularConfig)
+"""The traced fields of :class:`TabularConfig` (``lr``, ``clip_eps``) as a NamedTuple, so a
+sweep ``vmap``s over them."""
 
 
 def resolve_config(config: TabularConfig, env: Environment | None = None) -> TabularConfig:
@@ -214,7 +220,7 @@ def _gradient_steps(setup: Setup, state: TabularTrainState, traj, targets, hp):
     return jax.lax.scan(epoch, state.params, jnp.arange(setup.config.epochs))
 
 
-def update(setup: Setup, state: TabularTrainState, hp: TabularHyperparams):
+def update(setup: Setup, state: TabularTrainState, hp):
     """One update on a fresh batch: ``(next state, TabularMetrics)``."""
     key, sample_key = jax.random.split(state.key)
     _, traj = collect(setup.env, setup.policy, state.params, sample_key,
@@ -249,7 +255,7 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
         env = make(config.env, horizon=config.horizon)
     setup = Setup(config, env, checked)
 
-    def exact(state: TabularTrainState, hp: TabularHyperparams) -> dict:
+    def exact(state: TabularTrainState, hp) -> dict:
         return {"exact_return": policy_return(setup.mdp, setup.policy, state.params)}
 
     def result(state, metrics, initial, final) -> TabularResult:
@@ -257,7 +263,7 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
         return TabularResult(state.params, history, metrics)
 
     return Algorithm(
-        config=config, hyperparams=TabularHyperparams(config.lr, config.clip_eps),
+        config=config, hyperparams=hyperparams_of(config),
         num_updates=config.updates, env_steps_per_update=config.batch_size * setup.horizon,
         init=lambda key, hp: TabularTrainState(setup.policy.init(), key,
                                                jnp.zeros((), jnp.int32)),
