@@ -25,7 +25,7 @@ import numpy as np
 
 import rollax
 from rollax.algos import ppo
-from rollax.stats import summarize
+from rollax.run.stats import summarize
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -8,7 +8,7 @@ rollax: the 8 seeds train in one program, ``jax.jit(jax.vmap(rollax.make_train(c
 ``config = PPOConfig(**SOLVE)``; the time runs from before ``lower()`` to the evaluation returns
 on the host (compile + training + greedy evaluation over ``eval_episodes`` = 32 per seed).
 ``--compile-cache DIR`` (rollax only) turns JAX's persistent compilation cache on in DIR
-(``rollax.compile_cache.enable``) before anything compiles: the first process with a fresh DIR
+(``rollax.run.compile_cache.enable``) before anything compiles: the first process with a fresh DIR
 compiles and writes the program there, a second one loads it from disk, so its "compile"
 (tracing, lowering and the cache read) is the warm-cache time. The record counts the cache
 hits and writes of that timed compilation (``cache_hits``, ``cache_writes``).
@@ -54,8 +54,8 @@ def solve_rollax(seeds: int, steps: int | None, cache: str | None = None) -> dic
     import jax.numpy as jnp
 
     import rollax
-    from rollax import compile_cache
     from rollax.algos import ppo
+    from rollax.run import compile_cache
 
     folder = compile_cache.enable(cache) if cache else None  # before the first compilation
     events = {"hits": 0, "writes": 0}

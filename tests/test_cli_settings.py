@@ -21,7 +21,7 @@ from rollax.algos import registry
 from rollax.cli import main
 from rollax.cli.parse import parse_train
 from rollax.cli.train import settings_line
-from rollax.run_config import assemble, from_settings
+from rollax.run.config import assemble, from_settings
 
 TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1"}
 """An environment each registered algorithm trains (a new algorithm adds its own here)."""

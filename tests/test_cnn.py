@@ -16,7 +16,7 @@ from rollax.cli.parse import parse_train
 from rollax.envs.registry import make
 from rollax.networks import CNNActorCritic, image_shape
 from rollax.policies import MLPActorCritic
-from rollax.run_config import from_settings
+from rollax.run.config import from_settings
 
 MINATAR = "gymnax:Breakout-MinAtar"
 

@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache in the command line (rollax.compile_cache).
+"""JAX's persistent compilation cache in the command line (rollax.run.compile_cache).
 
 The cache is per process, so the runs that read it back are subprocesses, each with
 ``ROLLAX_COMPILE_CACHE`` (and HOME, XDG_CACHE_HOME) pointing into the test's temporary folder:
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rollax import compile_cache
 from rollax.cli import main
 from rollax.cli.parse import parse_train
+from rollax.run import compile_cache
 
 TRAIN = ["train", "--updates", "3", "--json"]
 """A tiny corridor run (3 tabular PPO updates)."""

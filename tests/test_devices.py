@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent(r'''
     jax.config.update("jax_numpy_rank_promotion", "raise")
     from rollax.algos import ppo, tabular
     from rollax.cli import main
-    from rollax.experiment import Runner, make_lanes
+    from rollax.run.experiment import Runner, make_lanes
 
     out = Path(sys.argv[1])
     report = {"device_count": jax.device_count(), "seconds": {}}
@@ -179,7 +179,7 @@ def test_bad_device_counts(capsys, tmp_path, monkeypatch):
 
 def test_one_device_is_the_unsharded_program():
     from rollax.algos import tabular
-    from rollax.experiment import Runner, make_lanes
+    from rollax.run.experiment import Runner, make_lanes
 
     algo = tabular.make_algorithm(tabular.TabularConfig(updates=2, batch_size=8))
     for devices in (None, 1):
@@ -353,7 +353,7 @@ RECURRENT = textwrap.dedent(r'''
     import numpy as np
 
     from rollax.algos import ppo
-    from rollax.experiment import Runner, make_lanes
+    from rollax.run.experiment import Runner, make_lanes
 
     out = {}
     for network in ("gru", "lstm"):

@@ -13,7 +13,7 @@ import pytest
 
 import rollax
 from rollax.cli import main
-from rollax.training import EVAL_STREAM
+from rollax.run.training import EVAL_STREAM
 
 BASE = ["train", "--updates", "6", "--batch-size", "32", "--chunk-size", "2", "--json"]
 

@@ -15,8 +15,8 @@ import pytest
 
 import rollax
 from rollax.cli import main
-from rollax.experiment import params_sha256
-from rollax.stats import summarize
+from rollax.run.experiment import params_sha256
+from rollax.run.stats import summarize
 
 KILL_RUN = ["train", "--updates", "1500", "--batch-size", "16", "--chunk-size", "25",
             "--checkpoint-every", "25", "--json"]

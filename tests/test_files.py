@@ -9,10 +9,10 @@ import stat
 
 import pytest
 
-from rollax import files
 from rollax.cli import main
-from rollax.run_config import from_settings
-from rollax.runs import RunFolder
+from rollax.run import files
+from rollax.run.config import from_settings
+from rollax.run.folder import RunFolder
 
 
 def test_run_files_and_folders_follow_the_umask(tmp_path, capsys):
@@ -80,7 +80,7 @@ def test_full_disk_while_writing_the_summary_names_it_and_resume_finishes(
 def test_full_disk_while_appending_metrics_resumes_bit_identically(tmp_path, capsys,
                                                                    uninterrupted):
     # A real ENOSPC: after the first chunk, metrics.jsonl becomes a link to /dev/full.
-    from rollax import training
+    from rollax.run import training
 
     run, algo = from_settings({"updates": 6, "batch_size": 16, "chunk_size": 2,
                                "checkpoint_every": 2})
@@ -116,7 +116,7 @@ def test_full_disk_while_writing_config_leaves_no_folder(tmp_path, capsys, monke
 
 
 def test_full_disk_while_drawing_figures_says_the_run_finished(tmp_path, capsys, monkeypatch):
-    from rollax import plots
+    from rollax.run import plots
 
     out = tmp_path / "run"
 

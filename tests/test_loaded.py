@@ -15,9 +15,9 @@ import pytest
 
 import rollax
 from rollax.cli import main
-from rollax.experiment import Runner, lane_params_sha256
-from rollax.runs import RunFolder
-from rollax.training import read_run
+from rollax.run.experiment import Runner, lane_params_sha256
+from rollax.run.folder import RunFolder
+from rollax.run.training import read_run
 
 
 def _train(capsys, *argv) -> dict:

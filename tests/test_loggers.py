@@ -7,9 +7,9 @@ from typing import ClassVar
 
 import pytest
 
-from rollax import loggers
 from rollax.cli import main
 from rollax.cli.parse import parse_train
+from rollax.run import loggers
 
 
 def run(capsys, *argv):
@@ -22,7 +22,7 @@ def no_compiling(monkeypatch):
     def refuse(settings):
         raise AssertionError("from_settings reached")
 
-    monkeypatch.setattr("rollax.run_config.from_settings", refuse)
+    monkeypatch.setattr("rollax.run.config.from_settings", refuse)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is not None,
@@ -55,8 +55,8 @@ def test_names_tags_and_lanes():
     assert loggers.tag("clip_fraction") == "losses/clipfrac"
     assert loggers.tag("env_steps_per_second") == "charts/SPS"
     assert loggers.tag("exact_return") == "rollax/exact_return"
-    assert loggers.lane_name({"seed": 0, "lr": 0.001}, ("seed", "lr")) == "seed0-lr0.001"
-    assert loggers.lane_name({"seed": 3}, ("seed",)) == "seed3"
+    assert loggers.lane_tag({"seed": 0, "lr": 0.001}, ("seed", "lr")) == "seed0-lr0.001"
+    assert loggers.lane_tag({"seed": 3}, ("seed",)) == "seed3"
     assert loggers.scalars({"seed": 0, "update": 2, "loss": 1.5, "entropy": None,
                             "episode_return": float("nan")}, ("seed",)) == {"rollax/loss": 1.5}
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rollax.cli import main
-from rollax.plots import carry_forward, plot_runs, smooth
+from rollax.run.plots import carry_forward, plot_runs, smooth
 
 
 def test_carry_forward_fills_gaps_with_the_last_value():

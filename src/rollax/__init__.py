@@ -65,9 +65,9 @@ from rollax.returns import discounted_returns, gae, reward_to_go
 
 if TYPE_CHECKING:
     from rollax.gymnasium_export import to_gymnasium
-    from rollax.loaded import LoadedPolicy, load_run
+    from rollax.run.loaded import LoadedPolicy, load_run
 
-_LAZY = {"LoadedPolicy": "rollax.loaded", "load_run": "rollax.loaded",
+_LAZY = {"LoadedPolicy": "rollax.run.loaded", "load_run": "rollax.run.loaded",
          "to_gymnasium": "rollax.gymnasium_export"}
 """Names imported on first use (``import rollax`` stays light): the outer ring, and the
 Gymnasium export (which imports Gymnasium)."""

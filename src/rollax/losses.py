@@ -87,13 +87,15 @@ def ratio_stats(ratio: jax.Array, log_ratio: jax.Array, clip_eps, live: jax.Arra
     if live is None:
         return RatioStats(jnp.mean(kl), jnp.mean(naive), jnp.mean(clipped), jnp.min(ratio),
                           jnp.max(ratio))
-
-    def live_mean(x: jax.Array) -> jax.Array:
-        return jnp.sum(jnp.where(live, x, 0.0)) / jnp.maximum(jnp.sum(live), 1)
-
-    return RatioStats(live_mean(kl), live_mean(naive), live_mean(clipped),
+    return RatioStats(live_mean(kl, live), live_mean(naive, live), live_mean(clipped, live),
                       jnp.min(jnp.where(live, ratio, jnp.inf)),
                       jnp.max(jnp.where(live, ratio, -jnp.inf)))
+
+
+def live_mean(x: jax.Array, live: jax.Array) -> jax.Array:
+    """The mean of ``x`` over the cells where ``live`` is true: ``sum(x * live) /
+    max(sum(live), 1)`` (0 when no cell is live)."""
+    return jnp.sum(jnp.where(live, x, 0.0)) / jnp.maximum(jnp.sum(live), 1)
 
 
 def clipped_value_loss(value: jax.Array, behaviour_value: jax.Array, target: jax.Array,

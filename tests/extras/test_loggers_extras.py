@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rollax.cli import main
-from rollax.loggers import tag
+from rollax.run.loggers import tag
 
 pytest.importorskip("tensorboardX")
 event_accumulator = pytest.importorskip(

@@ -316,7 +316,7 @@ def make_network(env: Environment, config: PPOConfig) -> Network:
 
 
 @dataclasses.dataclass(frozen=True)
-class Setup:
+class PPOParts:
     """The static parts of a PPO run (config, environment, network, sizes)."""
 
     config: PPOConfig
@@ -428,7 +428,7 @@ class Sequences(NamedTuple):
 
 # --- init, rollout and GAE ----------------------------------------------------------------------
 
-def init(setup: Setup, key: jax.Array, hp) -> PPOState:
+def init(setup: PPOParts, key: jax.Array, hp) -> PPOState:
     """Fresh parameters, optimiser and observation statistics, and B started environments."""
     key, init_key, env_key = jax.random.split(key, 3)
     params: Any = setup.net.init(init_key)
@@ -443,7 +443,7 @@ def init(setup: Setup, key: jax.Array, hp) -> PPOState:
     )
 
 
-def rollout_cells(setup: Setup, state: PPOState, key: jax.Array, hp) -> Rollout:
+def rollout_cells(setup: PPOParts, state: PPOState, key: jax.Array, hp) -> Rollout:
     """Collect ``T`` steps of the ``B`` environments and compute GAE; the data is the flat
     ``(T * B, ...)`` :class:`Batch`."""
     env_state, traj = collect_autoreset(
@@ -460,7 +460,7 @@ def rollout_cells(setup: Setup, state: PPOState, key: jax.Array, hp) -> Rollout:
     return Rollout(env_state, None, traj, values, targets, flat)
 
 
-def rollout_sequences(setup: Setup, state: PPOState, key: jax.Array, hp) -> Rollout:
+def rollout_sequences(setup: PPOParts, state: PPOState, key: jax.Array, hp) -> Rollout:
     """Collect ``T`` steps of the ``B`` environments with their memories and compute GAE; the
     data is the time-major :class:`Sequences` with each environment's starting carry."""
     net = cast(RecurrentActorCritic, setup.net)
@@ -485,7 +485,7 @@ def rollout_sequences(setup: Setup, state: PPOState, key: jax.Array, hp) -> Roll
 
 # --- minibatches and loss ------------------------------------------------------------------------
 
-def shuffled_cells(setup: Setup, flat: Batch, key: jax.Array) -> Batch:
+def shuffled_cells(setup: PPOParts, flat: Batch, key: jax.Array) -> Batch:
     """The ``T * B`` cells in a random order, split into ``minibatches`` rows: fields
     ``(minibatches, T * B / minibatches, ...)``."""
     perm = jax.random.permutation(key, setup.batch)
@@ -494,7 +494,7 @@ def shuffled_cells(setup: Setup, flat: Batch, key: jax.Array) -> Batch:
     return constrain_envs(shuffled, axis=1)  # minibatch rows on "envs"
 
 
-def sequence_minibatches(setup: Setup, data: Sequences, key: jax.Array) -> Sequences:
+def sequence_minibatches(setup: PPOParts, data: Sequences, key: jax.Array) -> Sequences:
     """The environments in a random order, split into ``minibatches`` groups: fields
     ``(minibatches, T, B / minibatches, ...)``, carries ``(minibatches, B / minibatches, ...)``."""
     B, M = setup.config.num_envs, setup.config.minibatches
@@ -510,7 +510,7 @@ def sequence_minibatches(setup: Setup, data: Sequences, key: jax.Array) -> Seque
     return Sequences(carry, *rest)
 
 
-def cells_loss(setup: Setup, params, data: Batch, hp):
+def cells_loss(setup: PPOParts, params, data: Batch, hp):
     """:func:`rollax.losses.actor_critic_loss` of the network on a flat minibatch."""
     net, config = setup.net, setup.config
     dist = jax.vmap(net.distribution, (None, 0))(params, data.observation)
@@ -522,7 +522,7 @@ def cells_loss(setup: Setup, params, data: Batch, hp):
         normalize_advantages=config.normalize_advantages)
 
 
-def sequences_loss(setup: Setup, params, data: Sequences, hp):
+def sequences_loss(setup: PPOParts, params, data: Sequences, hp):
     """:func:`rollax.losses.actor_critic_loss` of one minibatch of whole sequences, replayed
     from their stored carries with their resets."""
     net, config = cast(RecurrentActorCritic, setup.net), setup.config
@@ -543,7 +543,7 @@ WHOLE_SEQUENCES = Strategy(rollout_sequences, sequence_minibatches, sequences_lo
 
 # --- epochs and the update -----------------------------------------------------------------------
 
-def sgd_epochs(setup: Setup, state: PPOState, data, key: jax.Array, hp):
+def sgd_epochs(setup: PPOParts, state: PPOState, data, key: jax.Array, hp):
     """``epochs`` passes of minibatch steps over ``data`` (the cells shuffled for a
     feedforward network, whole sequences split by environment for a recurrent one):
     ``((params, opt_state), aux)`` with aux ``(epochs, minibatches)`` per loss output."""
@@ -596,7 +596,7 @@ def explained_variance(values, targets):
     return jnp.where(var > 0, 1.0 - jnp.var(targets - values) / var, jnp.nan)
 
 
-def update(setup: Setup, state: PPOState, hp):
+def update(setup: PPOParts, state: PPOState, hp):
     """One PPO update: ``(next state, PPOMetrics)``."""
     key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
     batch = setup.strategy.rollout(setup, state, rollout_key, hp)
@@ -623,7 +623,7 @@ def update(setup: Setup, state: PPOState, hp):
 
 # --- the algorithm --------------------------------------------------------------------------------
 
-def _evaluate(setup: Setup, state: PPOState, hp) -> dict:
+def _evaluate(setup: PPOParts, state: PPOState, hp) -> dict:
     eval_key, _ = jax.random.split(state.key)
     params = setup.policy_params(state.params, state.obs_stats)
     return {"eval_return": evaluate_policy(setup.env, setup.policy, params, eval_key,
@@ -635,7 +635,7 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
     """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate).
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     config, env = _resolved(config, env)
-    setup = Setup(config, env, make_network(env, config), num_updates(config), checked)
+    setup = PPOParts(config, env, make_network(env, config), num_updates(config), checked)
     return Algorithm(
         config=config, hyperparams=hyperparams_of(config), num_updates=setup.num_updates,
         env_steps_per_update=setup.batch, init=functools.partial(init, setup),

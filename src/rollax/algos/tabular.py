@@ -41,7 +41,7 @@ from rollax.collect import Trajectory, collect
 from rollax.envs.base import Environment
 from rollax.envs.registry import make
 from rollax.exact import policy_return
-from rollax.losses import ppo_clip_loss, ratio_stats, reinforce_loss
+from rollax.losses import live_mean, ppo_clip_loss, ratio_stats, reinforce_loss
 from rollax.policies import default_policy
 from rollax.returns import reward_to_go
 from rollax.sharding import constrain_envs
@@ -154,7 +154,7 @@ def resolve_config(config: TabularConfig, env: Environment | None = None) -> Tab
 
 
 @dataclasses.dataclass(frozen=True)
-class Setup:
+class TabularParts:
     """The static parts of a tabular run."""
 
     config: TabularConfig
@@ -196,11 +196,7 @@ class Setup:
         return jax.vmap(jax.vmap(one))(observation)
 
 
-def _live_mean(x: jax.Array, active: jax.Array) -> jax.Array:
-    return jnp.sum(jnp.where(active, x, 0.0)) / jnp.maximum(jnp.sum(active), 1)
-
-
-def _gradient_steps(setup: Setup, state: TabularTrainState, traj, targets, hp):
+def _gradient_steps(setup: TabularParts, state: TabularTrainState, traj, targets, hp):
     """``epochs`` full-batch gradient steps: ``(params, (losses, grad norms))``."""
     optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
     update = state.update + 1
@@ -220,7 +216,7 @@ def _gradient_steps(setup: Setup, state: TabularTrainState, traj, targets, hp):
     return jax.lax.scan(epoch, state.params, jnp.arange(setup.config.epochs))
 
 
-def update(setup: Setup, state: TabularTrainState, hp):
+def update(setup: TabularParts, state: TabularTrainState, hp):
     """One update on a fresh batch: ``(next state, TabularMetrics)``."""
     key, sample_key = jax.random.split(state.key)
     _, traj = collect(setup.env, setup.policy, state.params, sample_key,
@@ -240,7 +236,7 @@ def update(setup: Setup, state: TabularTrainState, hp):
         episode_length=jnp.mean(jnp.sum(live, axis=0).astype(jnp.float32)),
         loss=losses[0], grad_norm=grad_norms[0], approx_kl=moved.approx_kl,
         clip_fraction=moved.clip_fraction, ratio_min=moved.ratio_min,
-        ratio_max=moved.ratio_max, entropy=_live_mean(setup.entropy(params, traj.observation),
+        ratio_max=moved.ratio_max, entropy=live_mean(setup.entropy(params, traj.observation),
                                                       live),
     )
     return TabularTrainState(params, key, state.update + 1), metrics
@@ -253,7 +249,7 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
     config = resolve_config(config, env)
     if env is None or env.horizon != config.horizon:
         env = make(config.env, horizon=config.horizon)
-    setup = Setup(config, env, checked)
+    setup = TabularParts(config, env, checked)
 
     def exact(state: TabularTrainState, hp) -> dict:
         return {"exact_return": policy_return(setup.mdp, setup.policy, state.params)}

@@ -4,7 +4,7 @@
 Every command takes ``--json`` and then prints exactly one JSON object on stdout. Bad input
 prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before
 anything is compiled or written. The commands that compile use JAX's persistent compilation
-cache (:mod:`rollax.compile_cache`; ``rollax train --no-compile-cache`` or
+cache (:mod:`rollax.run.compile_cache`; ``rollax train --no-compile-cache`` or
 ``ROLLAX_COMPILE_CACHE=off`` turn it off).
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import sys
 
-from rollax import compile_cache
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
 from rollax.cli.parse import UsageError, parse, parse_train
 from rollax.cli.quiet import drop_cache_chatter
 from rollax.cli.train import run_train
+from rollax.run import compile_cache
 
 __all__ = ["main"]
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        from rollax.training import Interrupted
+        from rollax.run.training import Interrupted
 
         if isinstance(err, Interrupted):
             print(f"{prefix}: {err}", file=sys.stderr)

@@ -10,7 +10,7 @@ from rollax.validate import check_count, check_seed
 
 
 def run_eval(cmd: Evaluate) -> None:
-    from rollax.training import evaluate_run
+    from rollax.run.training import evaluate_run
 
     result = evaluate_run(cmd.run_dir, cmd.episodes, not cmd.stochastic, cmd.seed)
     if cmd.json:
@@ -29,8 +29,8 @@ def run_eval(cmd: Evaluate) -> None:
 
 
 def _check_plot_input(run: Path) -> None:
-    from rollax.runs import RunFolder
-    from rollax.training import read_run
+    from rollax.run.folder import RunFolder
+    from rollax.run.training import read_run
 
     folder = RunFolder(run)
     folder.check_exists()
@@ -45,8 +45,8 @@ def _check_plot_input(run: Path) -> None:
 
 
 def run_plot(cmd: Plot) -> None:
-    from rollax.plots import plot_runs
-    from rollax.runs import check_creatable_folder
+    from rollax.run.folder import check_creatable_folder
+    from rollax.run.plots import plot_runs
 
     runs = [Path(r) for r in cmd.run_dirs]
     if not runs:
@@ -71,10 +71,10 @@ def run_rollout(cmd: Rollout) -> None:
 
     from rollax.collect import collect
     from rollax.envs.corridor import Corridor
-    from rollax.files import staged_folder
-    from rollax.plots import plot_active
     from rollax.policies import BernoulliPolicy
-    from rollax.runs import RunFolder, check_new_run_dir
+    from rollax.run.files import staged_folder
+    from rollax.run.folder import RunFolder, check_new_run_dir
+    from rollax.run.plots import plot_active
 
     check_seed(cmd.seed)
     check_count("batch_size", cmd.batch_size)

@@ -26,7 +26,7 @@ from rollax.cli.flags import (
     train_command,
     train_fields,
 )
-from rollax.run_config import RUN_SETTINGS, foreign_settings, make_env, refuse_foreign
+from rollax.run.config import RUN_SETTINGS, foreign_settings, make_env, refuse_foreign
 from rollax.validate import closest
 
 
@@ -123,7 +123,7 @@ class TrainRequest:
     env: Any = None
     config: Any = None
     settings: dict = dataclasses.field(default_factory=dict)
-    """The run's settings (:data:`rollax.run_config.RUN_SETTINGS`)."""
+    """The run's settings (:data:`rollax.run.config.RUN_SETTINGS`)."""
     sources: dict = dataclasses.field(default_factory=dict)
     """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
     file: FileSettings | None = None

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rollax.files import finite_or_none
+from rollax.run.files import finite_or_none
 
 
 def emit(obj: Any) -> None:
@@ -97,7 +97,7 @@ def settings_line(run, sources: dict[str, str], file=None) -> str:
     """``settings: preset of Acrobot-v1: num_envs=8, ...; from FILE: lr=0.0003; flags: ...``
     (the resolved values), or, for an algorithm with presets but none for this environment,
     that its defaults apply."""
-    from rollax.run_config import RUN_SETTINGS
+    from rollax.run.config import RUN_SETTINGS
 
     config, spec = run.algorithm, run.spec
     order = [n for n in (*spec.fields, *RUN_SETTINGS) if n != "env"]
@@ -124,10 +124,10 @@ def _shown(value, run, name: str) -> str:
 
 
 def run_train(request) -> None:
-    from rollax import training
-    from rollax.loggers import check_loggers, combine, make_loggers, resume_loggers
-    from rollax.plots import plot_runs
-    from rollax.run_config import assemble
+    from rollax.run import training
+    from rollax.run.config import assemble
+    from rollax.run.loggers import check_loggers, combine, make_loggers, resume_loggers
+    from rollax.run.plots import plot_runs
 
 
     cmd, file = request.cmd, request.file
@@ -164,7 +164,7 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
     spec = run.spec
     labels = [{k: lane[k] for k in ("seed", *run.sweep)} for lane in summary["lanes"]]
     rows = folder.read_metrics()
-    from rollax.runs import metric_table
+    from rollax.run.folder import metric_table
 
     history = metric_table(rows, labels, spec.progress)
     single = len(labels) == 1 and not run.sweep
@@ -187,7 +187,7 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
 def _table(spec, rows, labels, updates: int):
     from rich.table import Table
 
-    from rollax.runs import metric_table
+    from rollax.run.folder import metric_table
 
     tables = {c.metric: metric_table(rows, labels, c.metric) for c in spec.columns}
     table = Table("update", *[c.title for c in spec.columns],

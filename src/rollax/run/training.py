@@ -1,9 +1,9 @@
 """``rollax train`` without the console: run a :class:`RunConfig` in a run folder as compiled
 chunks, with metrics, checkpoints, resume and a summary, reporting each chunk to a listener.
 
-Data flow: :func:`rollax.run_config.from_settings` gives ``(run, algo)``; :func:`new_run`
+Data flow: :func:`rollax.run.config.from_settings` gives ``(run, algo)``; :func:`new_run`
 creates the folder (config.json first) and :func:`execute` drives a
-:class:`rollax.experiment.Runner` over it; :func:`resume_run` continues from a folder's latest
+:class:`rollax.run.experiment.Runner` over it; :func:`resume_run` continues from a folder's latest
 checkpoint. Output to a person (progress bars, tables, figures) belongs to the caller, which
 passes ``on_chunk``.
 """
@@ -21,9 +21,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rollax import compile_cache
 from rollax.algos.base import Algorithm
-from rollax.experiment import (
+from rollax.run import compile_cache
+from rollax.run.config import RunConfig, check_run_devices, from_json
+from rollax.run.experiment import (
     Interrupt,
     Lanes,
     Runner,
@@ -33,9 +34,8 @@ from rollax.experiment import (
     params_sha256,
     run_loop,
 )
-from rollax.run_config import RunConfig, check_devices, from_json
-from rollax.runs import RunFolder, check_new_run_dir, metric_table
-from rollax.stats import summarize
+from rollax.run.folder import RunFolder, check_new_run_dir, metric_table
+from rollax.run.stats import summarize
 
 
 class Interrupted(Exception):
@@ -224,7 +224,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool,
 def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: dict, params,
                   rows: list[dict], timings: dict) -> dict:
     """summary.json: each lane's score and facts, the score per hyperparameter combination
-    across seeds (:func:`rollax.stats.summarize`), hashes and timings."""
+    across seeds (:func:`rollax.run.stats.summarize`), hashes and timings."""
     spec = run.spec
     history = metric_table(rows, labels, spec.progress)
     sha = lane_params_sha256(params, len(labels))
@@ -283,7 +283,7 @@ def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener 
     algo = run.build()
     if devices is not None:
         run = dataclasses.replace(run, devices=devices)
-    check_devices(run, algo)
+    check_run_devices(run, algo)
     # a run stopped before its first checkpoint starts again from update 0 in its folder
     started = folder.has_checkpoint
     if started:

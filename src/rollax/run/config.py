@@ -17,7 +17,7 @@ from typing import Any
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.envs.registry import make
-from rollax.experiment import Lanes, make_lanes, parse_sweep
+from rollax.run.experiment import Lanes, make_lanes, parse_sweep
 from rollax.validate import check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
@@ -176,7 +176,7 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
                     {k: tuple(v) for k, v in sweep.items()}, min(chunk, algo.num_updates),
                     every, checked, settings.get("devices"), settings.get("eval_every"),
                     episodes)
-    check_devices(run, algo)
+    check_run_devices(run, algo)
     return run, algo
 
 
@@ -192,7 +192,7 @@ def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[floa
                 spec.build(dataclasses.replace(config, **{name: value}), env=env)
 
 
-def check_devices(run: RunConfig, algo: Algorithm) -> None:
+def check_run_devices(run: RunConfig, algo: Algorithm) -> None:
     """``ValueError`` (before anything is compiled or written) unless ``run.devices`` divides
     lanes x environment batch and that many devices are visible."""
     if run.devices is None:

@@ -1,10 +1,10 @@
 """Run folders: one small API over what a run writes and reads.
 
 A training run's folder holds ``config.json`` (:meth:`RunConfig.to_json` plus versions),
-``metrics.jsonl`` (one line per update and lane), ``checkpoints/`` (:mod:`rollax.checkpoint`),
+``metrics.jsonl`` (one line per update and lane), ``checkpoints/`` (:mod:`rollax.run.checkpoint`),
 ``summary.json`` and ``figures/``; a rollout's holds ``rollout.json`` and its figure. A new
 folder is created whole or not at all, an existing one is never written into by a new run, and
-every file is replaced atomically (:mod:`rollax.files`).
+every file is replaced atomically (:mod:`rollax.run.files`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from rollax import checkpoint
-from rollax.files import atomic_write_text, read_json, write_json, writing
+from rollax.run import checkpoint
+from rollax.run.files import atomic_write_text, read_json, write_json, writing
 
 CONFIG, METRICS, SUMMARY, ROLLOUT = "config.json", "metrics.jsonl", "summary.json", "rollout.json"
 

@@ -2,7 +2,7 @@
 :class:`LoadedPolicy`, whose :meth:`LoadedPolicy.act` picks an action for one observation.
 
 Built from the pieces ``rollax train --resume`` and ``rollax eval`` use: the run's
-``config.json`` (:func:`rollax.training.read_run`), the built algorithm (which knows its
+``config.json`` (:func:`rollax.run.training.read_run`), the built algorithm (which knows its
 environment, its policy and the parameters that policy takes, observation statistics
 included), and the checkpoint loaded onto the state of every lane. Nothing here knows an
 algorithm by name.
@@ -19,7 +19,7 @@ import numpy as np
 
 from rollax.envs.base import Environment
 from rollax.recurrent import is_recurrent
-from rollax.training import load_latest
+from rollax.run.training import load_latest
 
 __all__ = ["LoadedPolicy", "load_run"]
 

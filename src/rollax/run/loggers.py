@@ -1,7 +1,7 @@
 """Experiment trackers for ``rollax train --log``: TensorBoard event files and Weights & Biases.
 
 :func:`make_loggers` returns one :class:`Logger`, a training listener (see
-:class:`rollax.training.ChunkDone`) that hands every metric row to each chosen tracker, and
+:class:`rollax.run.training.ChunkDone`) that hands every metric row to each chosen tracker, and
 ``close()`` (or ``with``) at the end, also after an error or Ctrl-C. The trackers are optional
 packages (``pip install "rollax[tensorboard]"``, ``"rollax[wandb]"``): a missing one is a
 one-line ``ValueError`` from :func:`check_loggers`, before anything is compiled or written.
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rollax.run_config import RunConfig
-from rollax.runs import RunFolder
-from rollax.training import ChunkDone, read_run
+from rollax.run.config import RunConfig
+from rollax.run.folder import RunFolder
+from rollax.run.training import ChunkDone, read_run
 
 PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb"}
 """Each logger and the package it needs (the extra of the same name installs it)."""
@@ -73,7 +73,7 @@ def check_loggers(values: Iterable[str]) -> list[str]:
     return names
 
 
-def lane_name(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+def lane_tag(row: Mapping[str, Any], keys: Sequence[str]) -> str:
     """A lane's folder and run name: ``seed0``, ``seed0-lr0.001``."""
     return "-".join(f"{k}{format(row[k], 'g') if isinstance(row[k], float) else row[k]}"
                     for k in keys)
@@ -160,7 +160,7 @@ class Logger:
 
     def log_row(self, row: Mapping[str, Any]) -> None:
         assert self.per_update is not None
-        lane, step = lane_name(row, self.keys), int(row["update"]) * self.per_update
+        lane, step = lane_tag(row, self.keys), int(row["update"]) * self.per_update
         label, values = {k: row[k] for k in self.keys}, scalars(row, self.keys)
         for sink in self.sinks:
             sink.write(lane, label, step, values)

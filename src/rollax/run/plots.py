@@ -10,9 +10,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rollax.algos.registry import by_name
-from rollax.run_config import from_json
-from rollax.runs import RunFolder, metric_table
-from rollax.stats import curve_band
+from rollax.run.config import from_json
+from rollax.run.folder import RunFolder, metric_table
+from rollax.run.stats import curve_band
 
 
 def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, title: str):
@@ -185,7 +185,7 @@ def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
       tabular runs, the mean return of finished episodes for neural ones; one axis per metric,
       never two metrics on one axis) against environment steps or updates: one thin line per
       seed, the mean across seeds faint and smoothed (trailing moving average over 1/25 of the
-      points), with its 95 % bootstrap band from 3 seeds on (:func:`rollax.stats.curve_band`);
+      points), with its 95 % bootstrap band from 3 seeds on (:func:`rollax.run.stats.curve_band`);
       an update where
       no episode ended carries the last value (:func:`carry_forward`);
     - ``ppo_diagnostics``: the ratio spread (min to max, mean over seeds) and ``approx_kl``;

@@ -23,7 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from rollax.files import atomic_write_text, staged_folder
+from rollax.run.files import atomic_write_text, staged_folder
 
 LATEST = "latest"
 
