@@ -204,8 +204,8 @@ def test_version(capsys):
 
 
 def test_envs_command(capsys):
-    from rollax.envs.gymnax_adapter import ids as gymnax_ids
     from rollax.envs.registry import registered
+    from rollax.envs.suites.gymnax import ids as gymnax_ids
 
     expected = [*registered(), *("gymnax:" + name for name in gymnax_ids())]
     code, out, _ = run(capsys, "envs")

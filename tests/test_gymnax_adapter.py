@@ -17,7 +17,7 @@ import pytest
 
 import rollax
 from rollax.collect import collect_autoreset, reset_batch
-from rollax.envs.gymnax_adapter import GymnaxEnv
+from rollax.envs.suites.gymnax import GymnaxEnv
 
 
 def test_missing_gymnax_names_the_extra(monkeypatch):

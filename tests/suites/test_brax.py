@@ -108,10 +108,10 @@ def test_adapted_step_equals_raw_step(case):
 
 
 def test_ids_spaces_and_errors():
-    from rollax.envs import brax_adapter, playground_adapter
+    from rollax.envs.suites import brax, playground
 
-    assert "inverted_pendulum" in brax_adapter.ids() and "fast" not in brax_adapter.ids()
-    assert "CartpoleBalance" in playground_adapter.ids()
+    assert "inverted_pendulum" in brax.ids() and "fast" not in brax.ids()
+    assert "CartpoleBalance" in playground.ids()
     env = rollax.make("brax:inverted_pendulum")
     assert env.horizon == 1000 and env.observation_space.shape == (4,)
     space = env.action_space
@@ -125,7 +125,7 @@ def test_ids_spaces_and_errors():
 
 
 def test_playground_episode_length_is_the_default_horizon():
-    from rollax.envs.playground_adapter import make_playground
+    from rollax.envs.suites.playground import make_playground
 
     env = make_playground("CartpoleBalance", episode_length=250)
     assert env.horizon == 250 and dict(env.env_kwargs) == {"episode_length": 250, "impl": "jax"}

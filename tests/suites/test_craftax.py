@@ -16,7 +16,7 @@ import pytest
 
 import rollax
 import rollax.cli
-from rollax.envs.craftax_adapter import CraftaxEnv, CraftaxState, make_craftax
+from rollax.envs.suites.craftax import CraftaxEnv, CraftaxState, make_craftax
 
 pytest.importorskip("craftax")
 

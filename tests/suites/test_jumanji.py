@@ -16,7 +16,7 @@ jumanji = pytest.importorskip("jumanji")
 
 import rollax  # noqa: E402
 import rollax.cli  # noqa: E402
-from rollax.envs.jumanji_adapter import JumanjiEnv, make_jumanji  # noqa: E402
+from rollax.envs.suites.jumanji import JumanjiEnv, make_jumanji  # noqa: E402
 
 BATCH, STEPS = 32, 300
 

@@ -17,7 +17,7 @@ import pytest
 
 import rollax
 import rollax.cli
-from rollax.envs.pgx_adapter import PgxEnv
+from rollax.envs.suites.pgx import PgxEnv
 
 
 def test_missing_pgx_names_the_extra(monkeypatch):
@@ -149,7 +149,7 @@ def test_spaces_mask_and_options():
     np.testing.assert_array_equal(game.action_mask(state), state.inner.legal_action_mask)
     assert game.action_mask(state).dtype == jnp.bool_ and game.action_mask(state).shape == (4,)
     assert rollax.make("pgx:minatar-freeway", horizon=100).horizon == 100
-    assert set(rollax.envs.pgx_adapter.ids()) == {
+    assert set(rollax.envs.suites.pgx.ids()) == {
         "2048", "minatar-asterix", "minatar-breakout", "minatar-freeway", "minatar-seaquest",
         "minatar-space_invaders"}
 

@@ -14,7 +14,7 @@ import pytest
 
 import rollax
 import rollax.cli
-from rollax.envs import xminigrid_adapter
+from rollax.envs.suites import xminigrid as xminigrid_suite
 
 xminigrid = pytest.importorskip("xminigrid")
 from xminigrid.types import StepType  # noqa: E402
@@ -136,7 +136,7 @@ def test_train_tiny(tmp_path):
 
 
 def test_every_minigrid_id_builds_with_flat_spaces():
-    names = xminigrid_adapter.ids()
+    names = xminigrid_suite.ids()
     assert names and all(n.startswith("MiniGrid-") for n in names)
     assert len(names) == sum(n.startswith("MiniGrid-")
                              for n in xminigrid.registered_environments())

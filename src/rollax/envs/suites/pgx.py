@@ -42,15 +42,24 @@ shape), the reward is ``rewards[0]``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, start_counters
-from rollax.envs.suites import SuiteEnvironment, import_suite
+from rollax.envs.base import Discrete, start_counters
+from rollax.envs.suites.base import (
+    Options,
+    Spaces,
+    SuiteEnvironment,
+    flat_box,
+    hashable_options,
+    import_suite,
+    rejected_options,
+    strong,
+    unknown_id,
+)
 from rollax.validate import check_horizon
 
 PGX_PREFIX = "pgx:"
@@ -100,12 +109,6 @@ def ids() -> tuple[str, ...]:
     return tuple(name for name in SINGLE_PLAYER if name in available)
 
 
-def _strong(x) -> jax.Array:
-    """``x`` as an array of its canonical dtype without weak typing (stable scan carries)."""
-    x = jnp.asarray(x)
-    return jnp.asarray(x, dtype=x.dtype)
-
-
 @dataclasses.dataclass(frozen=True)
 class PgxEnv(SuiteEnvironment):
     """A single-player Pgx game with rollax's contracts (built by ``make("pgx:<id>")``).
@@ -132,34 +135,24 @@ class PgxEnv(SuiteEnvironment):
     horizon: int | None = None
     """Live steps after which an episode is truncated; ``None`` (resolved at construction): the
     game's own time limit (Freeway: 2501), else :data:`DEFAULT_HORIZON`."""
-    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    env_kwargs: Options = ()
     """Sorted ``(name, value)`` pairs passed to the game's class."""
 
     pgx_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped Pgx environment object."""
-    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         pgx = _import_pgx()
-        env_kwargs = tuple(sorted(dict(self.env_kwargs).items()))
-        try:
-            hash(env_kwargs)
-        except TypeError as error:
-            raise ValueError(
-                f"pgx environment options must be hashable, got {dict(env_kwargs)!r}"
-            ) from error
+        env_kwargs = hashable_options("pgx", self.env_kwargs)
         env = _build(pgx, self.name, dict(env_kwargs))
         horizon = _resolve_horizon(self.name, self.horizon)
-        object.__setattr__(self, "env_kwargs", env_kwargs)
-        object.__setattr__(self, "horizon", horizon)
-        object.__setattr__(self, "pgx_env", env)
-        object.__setattr__(self, "_spaces", _spaces(env))
+        self._fill(env_kwargs=env_kwargs, horizon=horizon, pgx_env=env, spaces=_spaces(env))
 
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> PgxState:
         inner = self.pgx_env.init(key)
-        return PgxState(jax.tree.map(_strong, inner), *start_counters())
+        return PgxState(jax.tree.map(strong, inner), *start_counters())
 
     def transition(self, state: PgxState, action: jax.Array, key: jax.Array | None):
         inner = self.pgx_env.step(state.inner, action, key)
@@ -181,27 +174,13 @@ class PgxEnv(SuiteEnvironment):
 
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pgx")
-    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
-        return "?"
-
-
 def _build(pgx, name, env_kwargs: dict):
     """The Pgx environment ``name`` built with ``env_kwargs``; ``ValueError`` for an unknown
     id, a multi-player game or options the game's class does not take."""
     valid = list(pgx.available_envs())
     if not isinstance(name, str) or name not in valid:
         singles = [n for n in SINGLE_PLAYER if n in valid]
-        close = difflib.get_close_matches(str(name), singles, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(PGX_PREFIX + c for c in close)}?" if close else ""
-        raise ValueError(
-            f"unknown pgx environment {name!r}{hint} (pgx {_version()} single-player games: "
-            f"{', '.join(singles)})"
-        )
+        raise unknown_id("pgx", name, singles, listed="single-player games")
     env = pgx.make(name)
     if env.num_players != 1:
         raise ValueError(
@@ -212,9 +191,7 @@ def _build(pgx, name, env_kwargs: dict):
         try:
             env = type(env)(**env_kwargs)
         except TypeError as error:
-            raise ValueError(
-                f"pgx environment {name!r} does not accept {env_kwargs!r}: {error}"
-            ) from error
+            raise rejected_options("pgx", name, env_kwargs, error) from error
     return env
 
 
@@ -231,17 +208,16 @@ def _resolve_horizon(name: str, horizon) -> int:
     return int(horizon)
 
 
-def _spaces(env) -> tuple[Box, Discrete, tuple[int, ...]]:
+def _spaces(env) -> Spaces:
     """Observation and action spaces from the abstract shape of ``init`` (nothing computed)."""
     shapes = jax.eval_shape(env.init, jax.random.key(0))
     raw_shape = tuple(int(d) for d in shapes.observation.shape)
-    size = int(np.prod(raw_shape))
     if shapes.observation.dtype == jnp.bool_:
-        low, high = np.zeros(size, np.float32), np.ones(size, np.float32)
+        low, high = 0.0, 1.0
     else:  # no single-player game of pgx 2.6 has one; kept general
-        low, high = np.full(size, -np.inf, np.float32), np.full(size, np.inf, np.float32)
+        low, high = -np.inf, np.inf
     action = Discrete(int(shapes.legal_action_mask.shape[0]))
-    return Box(low, high, (size,)), action, raw_shape
+    return Spaces(flat_box(low, high, raw_shape), action, raw_shape)
 
 
 def make_pgx(env_id: str, horizon: int | None = None, **env_kwargs) -> PgxEnv:

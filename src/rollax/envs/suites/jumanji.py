@@ -37,15 +37,23 @@ limit get the natural bound above as horizon (never reached by a terminating epi
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment, start_counters
-from rollax.envs.suites import import_suite
+from rollax.envs.base import Box, Discrete, start_counters
+from rollax.envs.suites.base import (
+    Options,
+    Spaces,
+    SuiteEnvironment,
+    hashable_options,
+    import_suite,
+    raw_key,
+    rejected_options,
+    unknown_id,
+)
 from rollax.validate import check_horizon
 
 JUMANJI_PREFIX = "jumanji:"
@@ -104,36 +112,22 @@ def ids() -> tuple[str, ...]:
     return tuple(i for i in SUPPORTED if i in jumanji.registered_environments())
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("jumanji")
-    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
-        return "?"
-
-
 def _check_name(jumanji, name) -> None:
-    registered = sorted(jumanji.registered_environments())
-    supported = ", ".join(JUMANJI_PREFIX + i for i in SUPPORTED)
+    registered = jumanji.registered_environments()
     if isinstance(name, str) and name in SUPPORTED and name in registered:
         return
     if isinstance(name, str) and name in registered:
+        supported = ", ".join(JUMANJI_PREFIX + i for i in SUPPORTED)
         raise ValueError(
             f"{JUMANJI_PREFIX}{name} is not supported: the adapter takes single-agent Jumanji "
             f"environments with one discrete action and a scalar reward (multi-agent, "
             f"multi-discrete and continuous actions are not); supported: {supported}"
         )
-    close = difflib.get_close_matches(str(name), registered, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(JUMANJI_PREFIX + c for c in close)}?" if close else ""
-    raise ValueError(
-        f"unknown jumanji environment {name!r}{hint} (jumanji {_version()}; supported: "
-        f"{supported})"
-    )
+    raise unknown_id("jumanji", name, list(SUPPORTED), listed="supported ids")
 
 
 @dataclasses.dataclass(frozen=True)
-class JumanjiEnv(Environment):
+class JumanjiEnv(SuiteEnvironment):
     """A Jumanji environment with rollax's contracts (built by ``make("jumanji:<id>")``).
 
     - ``stochastic = False``: Jumanji's ``step`` is deterministic given the state, whose key
@@ -164,22 +158,21 @@ class JumanjiEnv(Environment):
     """Jumanji id, e.g. ``"Snake-v1"`` (without the ``jumanji:`` prefix)."""
     horizon: int | None = None
     """Live steps after which an episode is truncated; ``None``: the environment's own limit."""
-    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    env_kwargs: Options = ()
     """Sorted ``(name, value)`` pairs passed to Jumanji's environment constructor."""
 
     jumanji_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped Jumanji environment (built with ``time_limit = UNLIMITED`` where it has one)."""
-    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    observation_fields: tuple[tuple[str, tuple[int, ...]], ...] = dataclasses.field(
+        init=False, repr=False, compare=False, hash=False)
+    """``(field path, raw shape)`` of each part of the observation vector, in order (a nested
+    field is ``"outer.inner"``); ``raw_observation_shape`` is ``None``: Jumanji's observation is
+    a ``NamedTuple`` of fields, not one array."""
 
     def __post_init__(self):
         jumanji = _import_jumanji()
         _check_name(jumanji, self.name)
-        kwargs = dict(self.env_kwargs)
-        try:
-            hash(tuple(sorted(kwargs.items())))
-        except TypeError as error:
-            raise ValueError(f"jumanji environment options must be hashable, got {kwargs!r}"
-                             ) from error
+        kwargs = dict(hashable_options("jumanji", self.env_kwargs))
         rule = SUPPORTED[self.name]
         limit = kwargs.pop("time_limit", None)
         if limit is not None and rule != "time_limit":
@@ -193,17 +186,15 @@ class JumanjiEnv(Environment):
             horizon = _default_horizon(jumanji, self.name, kwargs, rule)
         check_horizon(horizon)
         _check_actions(inner, self.name)
-        object.__setattr__(self, "env_kwargs", tuple(sorted(kwargs.items())))
-        object.__setattr__(self, "horizon", int(horizon))
-        object.__setattr__(self, "jumanji_env", inner)
-        object.__setattr__(self, "_spaces", _convert_spaces(inner, self.name))
+        spaces, fields = _convert_spaces(inner, self.name)
+        self._fill(env_kwargs=tuple(sorted(kwargs.items())), horizon=int(horizon),
+                   jumanji_env=inner, spaces=spaces, observation_fields=fields)
 
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> JumanjiState:
-        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-            key = jax.random.key_data(key)  # a raw uint32 key: states stay plain arrays
-        inner, timestep = self.jumanji_env.reset(key)
+        # a raw uint32 key: states stay plain arrays
+        inner, timestep = self.jumanji_env.reset(raw_key(key))
         return JumanjiState(inner, timestep.observation, *start_counters())
 
     def transition(self, state: JumanjiState, action: jax.Array, key: jax.Array | None):
@@ -225,28 +216,13 @@ class JumanjiEnv(Environment):
             return jnp.ones((self.action_space.n,), bool)  # type: ignore[union-attr]
         return jnp.asarray(mask, bool)
 
-    @property
-    def observation_space(self) -> Box:
-        return self._spaces[0]
-
-    @property
-    def action_space(self) -> Discrete:
-        return self._spaces[1]
-
-    @property
-    def observation_fields(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """``(field path, raw shape)`` of each part of the observation vector, in order (a
-        nested field is ``"outer.inner"``)."""
-        return self._spaces[2]
-
 
 def _build(jumanji, name: str, kwargs: dict, limited: bool):
     options = dict(kwargs, time_limit=UNLIMITED) if limited else kwargs
     try:
         return jumanji.make(name, **options)
     except TypeError as error:
-        raise ValueError(
-            f"jumanji environment {name!r} does not accept {kwargs!r}: {error}") from error
+        raise rejected_options("jumanji", name, kwargs, error) from error
     except Exception as error:  # e.g. Sokoban's level download failing offline
         raise ValueError(f"jumanji could not build {name!r}: {error}") from error
 
@@ -302,7 +278,8 @@ def _fields(spec, value, prefix: str = ""):
             yield from _fields(sub, leaf, path + ".")
 
 
-def _convert_spaces(env, name: str):
+def _convert_spaces(env, name: str) -> tuple[Spaces, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """The spaces (no raw shape) and the observation fields."""
     spec = env.observation_spec
     fields = list(_fields(spec, spec.generate_value()))
     bounds = [_leaf_bounds(sub, shape) for _, sub, shape in fields]
@@ -313,7 +290,8 @@ def _convert_spaces(env, name: str):
     high = np.concatenate([b[1] for b in bounds])
     observation = Box(low, high, (int(low.size),))
     action = Discrete(int(env.action_spec.num_values))
-    return observation, action, tuple((path, shape) for path, _, shape in fields)
+    return (Spaces(observation, action, None),
+            tuple((path, shape) for path, _, shape in fields))
 
 
 def make_jumanji(env_id: str, horizon: int | None = None, **env_kwargs) -> JumanjiEnv:

@@ -1,6 +1,6 @@
 """MuJoCo Playground environments behind rollax's interface: ``make("playground:<Name>")``.
 
-The adapter is :class:`~rollax.envs.brax_adapter.StateApiEnv` (shared with Brax: same
+The adapter is :class:`~rollax.envs.suites.brax.StateApiEnv` (shared with Brax: same
 ``State`` API); this module only builds Playground's raw environment
 (``mujoco_playground.registry.load``). Install with ``pip install rollax[playground]``.
 
@@ -39,8 +39,8 @@ import dataclasses
 import subprocess
 from typing import ClassVar
 
-from rollax.envs.brax_adapter import StateApiEnv, package_version, unknown_id
-from rollax.envs.suites import import_suite
+from rollax.envs.suites.base import import_suite, unknown_id
+from rollax.envs.suites.brax import StateApiEnv
 
 DEFAULT_IMPL = "jax"
 """The physics implementation used unless the option ``impl=`` says otherwise."""
@@ -56,7 +56,7 @@ def _import_registry():
 @dataclasses.dataclass(frozen=True)
 class PlaygroundEnv(StateApiEnv):
     """A raw MuJoCo Playground environment (``registry.load(name, config_overrides=...)``)
-    with rollax's contracts (:class:`~rollax.envs.brax_adapter.StateApiEnv`); built by
+    with rollax's contracts (:class:`~rollax.envs.suites.brax.StateApiEnv`); built by
     ``make("playground:<Name>")``. ``env_kwargs`` are config overrides (``impl`` filled in with
     :data:`DEFAULT_IMPL`); the horizon defaults to the config's ``episode_length``."""
 
@@ -66,7 +66,7 @@ class PlaygroundEnv(StateApiEnv):
         registry = _import_registry()
         names = tuple(registry.ALL_ENVS)
         if not isinstance(name, str) or name not in names:
-            raise unknown_id(self.prefix, name, names, package_version("playground"))
+            raise unknown_id(self.prefix, name, names)
         overrides = dict(options)
         overrides.setdefault("impl", DEFAULT_IMPL)
         try:

@@ -1,6 +1,6 @@
 """Brax environments behind rollax's functional interface: ``make("brax:<name>")``.
 
-Also the shared base of :mod:`rollax.envs.playground_adapter` (MuJoCo Playground), whose
+Also the shared base of :mod:`rollax.envs.suites.playground` (MuJoCo Playground), whose
 environments have the same ``State`` API: ``reset(rng) -> State`` and ``step(state, action) ->
 State`` with ``State.obs``, ``State.reward``, ``State.done`` (and ``metrics``, ``info`` and the
 physics state, ``pipeline_state`` in Brax, ``data`` in Playground). Both suites are imported
@@ -31,7 +31,6 @@ it with a fresh key); Brax's wrappers and their cached-state auto-reset are neve
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -39,7 +38,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Box, start_counters
-from rollax.envs.suites import SuiteEnvironment, import_suite
+from rollax.envs.suites.base import (
+    Options,
+    Spaces,
+    SuiteEnvironment,
+    flat_box,
+    hashable_options,
+    import_suite,
+    raw_key,
+    rejected_options,
+    strong,
+    unknown_id,
+)
 from rollax.validate import check_horizon
 
 BRAX_DEFAULT_HORIZON = 1000
@@ -62,56 +72,17 @@ class SuiteState(NamedTuple):
     """bool ``()``: the episode has terminated or been truncated."""
 
 
-def _strong(x):
-    """``x`` as an array of its canonical dtype without weak typing (stable scan carries)."""
-    x = jnp.asarray(x)
-    return jnp.asarray(x, dtype=x.dtype)
-
-
-def _raw_key(key: jax.Array) -> jax.Array:
-    """Both suites split and store (``info["rng"]``) raw ``uint32[2]`` keys: a typed key is
-    passed as its key data."""
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return jax.random.key_data(key)
-    return key
-
-
-def _hashable_options(suite: str, options) -> tuple[tuple[str, Any], ...]:
-    items = tuple(sorted(dict(options).items()))
-    try:
-        hash(items)
-    except TypeError as error:
-        raise ValueError(f"{suite} environment options must be hashable, got {dict(items)!r}"
-                         ) from error
-    return items
-
-
-def unknown_id(prefix: str, name, valid, version: str) -> ValueError:
-    """The error for an id the suite does not have, with close matches."""
-    close = difflib.get_close_matches(str(name), list(valid), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(f'{prefix}:{c}' for c in close)}?" if close else ""
-    return ValueError(f"unknown {prefix} environment {name!r}{hint} "
-                      f"({prefix} {version} has: {', '.join(valid)})")
-
-
-def package_version(distribution: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(distribution)
-    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
-        return "?"
-
-
 @dataclasses.dataclass(frozen=True)
 class StateApiEnv(SuiteEnvironment):
     """A Brax-style environment (``State`` with ``obs``/``reward``/``done``) with rollax's
     contracts. Subclasses name the suite (``prefix``) and build the suite's raw environment
-    (:meth:`_build`).
+    (:meth:`_build`). It lives here, with Brax, because the ``State`` API is Brax's: Playground's
+    environments implement it (and Playground's own wrappers are Brax's).
 
     - ``stochastic = False``: the suite's ``step`` takes no key; ``reset(key)`` hands the key's
-      raw data to the suite's ``reset`` (its only randomness; Playground keeps it in
-      ``info["rng"]`` for later draws, which makes those draws part of the state).
+      raw data to the suite's ``reset`` (its only randomness; both suites split and store raw
+      ``uint32[2]`` keys: Playground keeps it in ``info["rng"]`` for later draws, which makes
+      those draws part of the state).
     - ``terminated`` is the suite's ``done != 0`` after a raw step; ``truncated`` is rollax's
       ``horizon``. The suite's wrappers (time limit, auto-reset) are never used.
     - Observations: the suite's array observation as float32, flattened to a vector (already
@@ -130,29 +101,25 @@ class StateApiEnv(SuiteEnvironment):
     """The suite's environment id (without the prefix)."""
     horizon: int | None = None
     """Live steps after which an episode is truncated; ``None``: the suite's episode length."""
-    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    env_kwargs: Options = ()
     """Sorted ``(name, value)`` options handed to the suite's constructor."""
 
     suite_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The suite's raw environment object."""
-    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
-        options = _hashable_options(self.prefix, self.env_kwargs)
+        options = hashable_options(self.prefix, self.env_kwargs)
         env, options, default_horizon = self._build(self.name, options)
         horizon = default_horizon if self.horizon is None else self.horizon
         check_horizon(horizon)
-        object.__setattr__(self, "env_kwargs", options)
-        object.__setattr__(self, "horizon", int(horizon))
-        object.__setattr__(self, "suite_env", env)
-        object.__setattr__(self, "_spaces", self._convert_spaces(env))
+        self._fill(env_kwargs=options, horizon=int(horizon), suite_env=env,
+                   spaces=self._convert_spaces(env))
 
-    def _build(self, name: str, options: tuple[tuple[str, Any], ...]
-               ) -> tuple[Any, tuple[tuple[str, Any], ...], int]:
+    def _build(self, name: str, options: Options) -> tuple[Any, Options, int]:
         """``(raw env, resolved options, default horizon)``."""
         raise NotImplementedError
 
-    def _convert_spaces(self, env) -> tuple[Box, Box, tuple[int, ...]]:
+    def _convert_spaces(self, env) -> Spaces:
         shape = jax.eval_shape(env.reset, jax.random.key_data(jax.random.key(0))).obs
         if not hasattr(shape, "shape"):
             keys = list(shape) if isinstance(shape, dict) else type(shape).__name__
@@ -161,18 +128,15 @@ class StateApiEnv(SuiteEnvironment):
                 f"array observations only"
             )
         raw_shape = tuple(int(d) for d in shape.shape)
-        size = int(np.prod(raw_shape))
-        observation = Box(np.full(size, -np.inf, np.float32), np.full(size, np.inf, np.float32),
-                          (size,))
         n = int(env.action_size)
         action = Box(np.full(n, -1.0, np.float32), np.full(n, 1.0, np.float32), (n,))
-        return observation, action, raw_shape
+        return Spaces(flat_box(-np.inf, np.inf, raw_shape), action, raw_shape)
 
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> SuiteState:
-        inner = self.suite_env.reset(_raw_key(key))
-        return SuiteState(jax.tree.map(_strong, inner), *start_counters())
+        inner = self.suite_env.reset(raw_key(key))
+        return SuiteState(jax.tree.map(strong, inner), *start_counters())
 
     def transition(self, state: SuiteState, action: jax.Array, key: jax.Array | None):
         # fresh containers: both suites update ``metrics``/``info`` dicts in place, which
@@ -210,13 +174,11 @@ class BraxEnv(StateApiEnv):
         envs = _import_brax_envs()
         names = _brax_names(envs)
         if not isinstance(name, str) or name not in names:
-            raise unknown_id(self.prefix, name, names, package_version("brax"))
+            raise unknown_id(self.prefix, name, names)
         try:
             env = envs.get_environment(name, **dict(options))
         except TypeError as error:
-            raise ValueError(
-                f"brax environment {name!r} does not accept {dict(options)!r}: {error}"
-            ) from error
+            raise rejected_options(self.prefix, name, dict(options), error) from error
         return env, options, BRAX_DEFAULT_HORIZON
 
 

@@ -30,7 +30,6 @@ for termination (the tests check this for every environment they cover).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Any, NamedTuple
 
@@ -39,7 +38,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Box, Discrete, start_counters
-from rollax.envs.suites import SuiteEnvironment, import_suite
+from rollax.envs.suites.base import (
+    Options,
+    Spaces,
+    SuiteEnvironment,
+    flat_box,
+    hashable_options,
+    import_suite,
+    rejected_options,
+    strong,
+    unknown_id,
+)
 from rollax.validate import check_horizon
 
 GYMNAX_PREFIX = "gymnax:"
@@ -76,16 +85,6 @@ def ids() -> tuple[str, ...]:
     return tuple(gymnax.registered_envs)
 
 
-def _strong(x) -> jax.Array:
-    """``x`` as an array of its canonical dtype without weak typing (stable scan carries)."""
-    x = jnp.asarray(x)
-    return jnp.asarray(x, dtype=x.dtype)
-
-
-def _bounds(value, shape) -> np.ndarray:
-    return np.broadcast_to(np.asarray(value, np.float32), shape).astype(np.float32)
-
-
 @dataclasses.dataclass(frozen=True)
 class GymnaxEnv(SuiteEnvironment):
     """A gymnax environment with rollax's contracts (built by ``make("gymnax:<id>")``).
@@ -116,54 +115,35 @@ class GymnaxEnv(SuiteEnvironment):
     horizon: int | None = None
     """Live steps after which an episode is truncated; ``None`` (resolved at construction):
     the environment's ``max_steps_in_episode``."""
-    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    env_kwargs: Options = ()
     """Sorted ``(name, value)`` pairs passed to gymnax's environment constructor."""
 
     gymnax_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped gymnax environment object."""
     gymnax_params: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """Its default ``EnvParams`` (used unchanged)."""
-    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         gymnax = _import_gymnax()
         if not isinstance(self.name, str) or self.name not in gymnax.registered_envs:
-            valid = list(gymnax.registered_envs)
-            close = difflib.get_close_matches(str(self.name), valid, n=3, cutoff=0.5)
-            names = ", ".join(GYMNAX_PREFIX + c for c in close)
-            hint = f"; did you mean {names}?" if close else ""
-            raise ValueError(
-                f"unknown gymnax environment {self.name!r}{hint} "
-                f"(gymnax {_version(gymnax)} has: {', '.join(valid)})"
-            )
-        env_kwargs = tuple(sorted(dict(self.env_kwargs).items()))
-        try:
-            hash(env_kwargs)
-        except TypeError as error:
-            raise ValueError(
-                f"gymnax environment options must be hashable, got {dict(env_kwargs)!r}"
-            ) from error
+            raise unknown_id("gymnax", self.name, list(gymnax.registered_envs))
+        env_kwargs = hashable_options("gymnax", self.env_kwargs)
         try:
             env, params = gymnax.make(self.name, **dict(env_kwargs))
         except TypeError as error:
-            raise ValueError(
-                f"gymnax environment {self.name!r} does not accept {dict(env_kwargs)!r}: {error}"
-            ) from error
+            raise rejected_options("gymnax", self.name, dict(env_kwargs), error) from error
         horizon = self.horizon
         if horizon is None:
             horizon = _default_horizon(params.max_steps_in_episode)
         check_horizon(horizon)
-        object.__setattr__(self, "env_kwargs", env_kwargs)
-        object.__setattr__(self, "horizon", int(horizon))
-        object.__setattr__(self, "gymnax_env", env)
-        object.__setattr__(self, "gymnax_params", params)
-        object.__setattr__(self, "_spaces", _convert_spaces(gymnax, env, params, self.name))
+        self._fill(env_kwargs=env_kwargs, horizon=int(horizon), gymnax_env=env,
+                   gymnax_params=params, spaces=_convert_spaces(gymnax, env, params, self.name))
 
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> GymnaxState:
         obs, inner = self.gymnax_env.reset_env(key, self.gymnax_params)
-        return GymnaxState(jax.tree.map(_strong, inner), _strong(obs), *start_counters())
+        return GymnaxState(jax.tree.map(strong, inner), strong(obs), *start_counters())
 
     def transition(self, state: GymnaxState, action: jax.Array, key: jax.Array | None):
         obs, inner, reward, terminated, _ = self.gymnax_env.step_env(
@@ -180,15 +160,6 @@ class GymnaxEnv(SuiteEnvironment):
 
 
 
-def _version(gymnax) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("gymnax")
-    except PackageNotFoundError:  # pragma: no cover - imported from a source tree
-        return getattr(gymnax, "__version__", "?")
-
-
 def _default_horizon(max_steps) -> int:
     value = float(np.asarray(max_steps))
     if not math.isfinite(value) or value < 1 or value != int(value):
@@ -198,19 +169,14 @@ def _default_horizon(max_steps) -> int:
     return int(value)
 
 
-def _convert_spaces(gymnax, env, params, name):
+def _convert_spaces(gymnax, env, params, name) -> Spaces:
     spaces = gymnax.environments.spaces
     obs_space, act_space = env.observation_space(params), env.action_space(params)
     if isinstance(obs_space, spaces.Discrete):
         observation, raw_shape = Discrete(int(obs_space.n)), ()
     elif isinstance(obs_space, spaces.Box):
         raw_shape = tuple(int(d) for d in obs_space.shape)
-        size = int(np.prod(raw_shape))
-        observation = Box(
-            _bounds(obs_space.low, raw_shape).reshape(size),
-            _bounds(obs_space.high, raw_shape).reshape(size),
-            (size,),
-        )
+        observation = flat_box(obs_space.low, obs_space.high, raw_shape)
     else:
         # ValueError, as for every unusable environment choice (the user picked the id)
         raise ValueError(
@@ -221,13 +187,15 @@ def _convert_spaces(gymnax, env, params, name):
         action = Discrete(int(act_space.n))
     elif isinstance(act_space, spaces.Box):
         shape = tuple(int(d) for d in act_space.shape)
-        action = Box(_bounds(act_space.low, shape), _bounds(act_space.high, shape), shape)
+        low, high = (np.broadcast_to(np.asarray(bound, np.float32), shape).copy()
+                     for bound in (act_space.low, act_space.high))
+        action = Box(low, high, shape)
     else:
         raise ValueError(
             f"{GYMNAX_PREFIX}{name} has a {type(act_space).__name__} action space; the adapter "
             f"supports Box and Discrete"
         )
-    return observation, action, raw_shape
+    return Spaces(observation, action, raw_shape)
 
 
 def make_gymnax(env_id: str, horizon: int | None = None, **env_kwargs) -> GymnaxEnv:

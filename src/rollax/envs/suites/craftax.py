@@ -46,15 +46,25 @@ must be hashable (equality and hash are on ``(name, horizon, params)``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, start_counters
-from rollax.envs.suites import SuiteEnvironment, import_suite
+from rollax.envs.base import Discrete, start_counters
+from rollax.envs.suites.base import (
+    Options,
+    Spaces,
+    SuiteEnvironment,
+    flat_box,
+    hashable_options,
+    import_suite,
+    is_typed_key,
+    raw_key,
+    strong,
+    unknown_id,
+)
 from rollax.validate import check_horizon
 
 CRAFTAX_PREFIX = "craftax:"
@@ -98,24 +108,16 @@ def ids() -> tuple[str, ...]:
     return CRAFTAX_IDS
 
 
-def _strong(x) -> jax.Array:
-    """``x`` as an array of its canonical dtype without weak typing (stable scan carries:
-    Classic's world generator returns some Python scalars, e.g. ``timestep=0``)."""
-    x = jnp.asarray(x)
-    return jnp.asarray(x, dtype=x.dtype)
-
-
 def _stored(inner):
-    """Craftax's state as the adapter keeps it: weak types made strong, and ``state_rng`` (a
+    """Craftax's state as the adapter keeps it: weak types made strong (Classic's world
+    generator returns some Python scalars, e.g. ``timestep=0``), and ``state_rng`` (a
     key of the caller's kind, read by the pixel renderer) as its raw ``key_data`` (uint32),
     wrapped back with the transition key's implementation before each ``step_env``. rollax's
     contract checker hands states back through host arrays, which turns typed keys into their
     data, so the state holds none."""
-    inner = jax.tree.map(_strong, inner)
-    rng = inner.state_rng
-    if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
-        inner = inner.replace(state_rng=jax.random.key_data(rng))
-    if any(jnp.issubdtype(x.dtype, jax.dtypes.prng_key) for x in jax.tree.leaves(inner)):
+    inner = jax.tree.map(strong, inner)
+    inner = inner.replace(state_rng=raw_key(inner.state_rng))
+    if any(is_typed_key(x) for x in jax.tree.leaves(inner)):
         raise ValueError("craftax state holds a typed key besides state_rng; the adapter "
                          "does not support this craftax version")
     return inner
@@ -144,41 +146,33 @@ class CraftaxEnv(SuiteEnvironment):
     horizon: int | None = None
     """Live steps after which an episode is truncated; ``None`` (resolved at construction):
     ``params.max_timesteps``."""
-    params: tuple[tuple[str, Any], ...] = ()
+    params: Options = ()
     """Sorted ``(field, value)`` replacements of Craftax's default ``EnvParams``."""
 
     craftax_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped Craftax environment (its no-auto-reset class)."""
     craftax_params: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """Its ``EnvParams`` (defaults with ``params`` replaced), passed to every call."""
-    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         module = _import_craftax()
         if self.name not in CRAFTAX_IDS:
-            close = difflib.get_close_matches(str(self.name), CRAFTAX_IDS, n=3, cutoff=0.5)
-            names = ", ".join(CRAFTAX_PREFIX + c for c in close)
-            hint = f"; did you mean {names}?" if close else ""
-            raise ValueError(f"unknown craftax environment {self.name!r}{hint} "
-                             f"(craftax has: {', '.join(CRAFTAX_IDS)})")
+            raise unknown_id("craftax", self.name, CRAFTAX_IDS)
         env = module.make_craftax_env_from_name(self.name, auto_reset=False)
-        overrides = tuple(sorted(dict(self.params).items()))
+        overrides = hashable_options("craftax", self.params, what="params")
         craftax_params = _replace_params(env.default_params, overrides, self.name)
         horizon = self.horizon
         if horizon is None:
             horizon = _default_horizon(craftax_params.max_timesteps)
         check_horizon(horizon)
-        object.__setattr__(self, "params", overrides)
-        object.__setattr__(self, "horizon", int(horizon))
-        object.__setattr__(self, "craftax_env", env)
-        object.__setattr__(self, "craftax_params", craftax_params)
-        object.__setattr__(self, "_spaces", _convert_spaces(env, craftax_params))
+        self._fill(params=overrides, horizon=int(horizon), craftax_env=env,
+                   craftax_params=craftax_params, spaces=_convert_spaces(env, craftax_params))
 
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> CraftaxState:
         obs, inner = self.craftax_env.reset_env(key, self.craftax_params)
-        return CraftaxState(_stored(inner), _strong(obs), *start_counters())
+        return CraftaxState(_stored(inner), strong(obs), *start_counters())
 
     def transition(self, state: CraftaxState, action: jax.Array, key: jax.Array | None):
         env, params = self.craftax_env, self.craftax_params
@@ -199,13 +193,7 @@ class CraftaxEnv(SuiteEnvironment):
 
 
 
-def _replace_params(defaults, overrides, name):
-    try:
-        hash(overrides)
-    except TypeError as error:
-        raise ValueError(
-            f"craftax params must be hashable, got {dict(overrides)!r}"
-        ) from error
+def _replace_params(defaults, overrides: Options, name):
     fields = {f.name for f in dataclasses.fields(defaults)}
     unknown = sorted(set(dict(overrides)) - fields)
     if unknown:
@@ -222,14 +210,11 @@ def _default_horizon(max_timesteps) -> int:
     return int(value)
 
 
-def _convert_spaces(env, params):
+def _convert_spaces(env, params) -> Spaces:
     obs_space = env.observation_space(params)
     raw_shape = tuple(int(d) for d in obs_space.shape)
-    size = int(np.prod(raw_shape))
-    low = np.broadcast_to(np.asarray(obs_space.low, np.float32), (size,)).copy()
-    high = np.broadcast_to(np.asarray(obs_space.high, np.float32), (size,)).copy()
     action = Discrete(int(env.action_space(params).n))
-    return Box(low, high, (size,)), action, raw_shape
+    return Spaces(flat_box(obs_space.low, obs_space.high, raw_shape), action, raw_shape)
 
 
 def make_craftax(env_id: str, horizon: int | None = None, **params) -> CraftaxEnv:

@@ -44,15 +44,24 @@ Actions are ``Discrete(6)`` (xminigrid's ``num_actions``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from rollax.envs.base import Box, Discrete, start_counters
-from rollax.envs.suites import SuiteEnvironment, import_suite
+from rollax.envs.base import Discrete, start_counters
+from rollax.envs.suites.base import (
+    Options,
+    Spaces,
+    SuiteEnvironment,
+    flat_box,
+    hashable_options,
+    import_suite,
+    raw_key,
+    rejected_options,
+    strong,
+    unknown_id,
+)
 from rollax.validate import check_horizon
 
 XMINIGRID_PREFIX = "xminigrid:"
@@ -94,13 +103,10 @@ def ids() -> tuple[str, ...]:
     return tuple(i for i in xminigrid.registered_environments() if i.startswith(OFFERED))
 
 
-def _strong(x) -> jax.Array:
+def _stored(x) -> jax.Array:
     """``x`` without weak typing (stable scan carries); a typed key becomes its raw data, which
     ``jnp.where`` can select (xminigrid's step never reads the key)."""
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-        return jax.random.key_data(x)
-    x = jnp.asarray(x)
-    return jnp.asarray(x, dtype=x.dtype)
+    return strong(raw_key(x))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,32 +131,22 @@ class XMiniGridEnv(SuiteEnvironment):
     horizon: int | None = None
     """Live steps after which an episode is truncated; ``None`` (resolved at construction):
     xminigrid's ``params.max_steps``. At most ``max_steps``."""
-    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    env_kwargs: Options = ()
     """Sorted ``(name, value)`` pairs replacing fields of xminigrid's ``EnvParams``."""
 
     xminigrid_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped xminigrid environment object."""
     xminigrid_params: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """Its ``EnvParams`` (defaults with ``env_kwargs`` applied)."""
-    _spaces: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         xminigrid = _import_xminigrid()
-        _check_name(xminigrid, self.name)
-        env_kwargs = tuple(sorted(dict(self.env_kwargs).items()))
-        try:
-            hash(env_kwargs)
-        except TypeError as error:
-            raise ValueError(
-                f"xminigrid environment options must be hashable, got {dict(env_kwargs)!r}"
-            ) from error
+        _check_name(self.name)
+        env_kwargs = hashable_options("xminigrid", self.env_kwargs)
         try:
             env, params = xminigrid.make(self.name, **dict(env_kwargs))
         except TypeError as error:
-            raise ValueError(
-                f"xminigrid environment {self.name!r} does not accept {dict(env_kwargs)!r}: "
-                f"{error}"
-            ) from error
+            raise rejected_options("xminigrid", self.name, dict(env_kwargs), error) from error
         max_steps = params.max_steps
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
             raise ValueError(f"xminigrid max_steps must be a positive integer, got {max_steps!r}")
@@ -162,17 +158,14 @@ class XMiniGridEnv(SuiteEnvironment):
                 f"its reward 1 - 0.9 * step / max_steps assumes step <= max_steps; pass "
                 f"max_steps={horizon} as an option to lengthen its episodes instead"
             )
-        object.__setattr__(self, "env_kwargs", env_kwargs)
-        object.__setattr__(self, "horizon", int(horizon))
-        object.__setattr__(self, "xminigrid_env", env)
-        object.__setattr__(self, "xminigrid_params", params)
-        object.__setattr__(self, "_spaces", _spaces(env, params))
+        self._fill(env_kwargs=env_kwargs, horizon=int(horizon), xminigrid_env=env,
+                   xminigrid_params=params, spaces=_spaces(env, params))
 
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> XMiniGridState:
         timestep = self.xminigrid_env.reset(self.xminigrid_params, key)
-        return XMiniGridState(jax.tree.map(_strong, timestep), *start_counters())
+        return XMiniGridState(jax.tree.map(_stored, timestep), *start_counters())
 
     def transition(self, state: XMiniGridState, action: jax.Array, key: jax.Array | None):
         timestep = self.xminigrid_env.step(self.xminigrid_params, state.timestep, action)
@@ -185,7 +178,7 @@ class XMiniGridEnv(SuiteEnvironment):
 
 
 
-def _check_name(xminigrid, name) -> None:
+def _check_name(name) -> None:
     if isinstance(name, str) and name.startswith("XLand-"):
         raise ValueError(
             f"xminigrid:{name} is not supported: XLand-MiniGrid environments play rulesets that "
@@ -194,26 +187,18 @@ def _check_name(xminigrid, name) -> None:
         )
     valid = ids()
     if not isinstance(name, str) or name not in valid:
-        close = difflib.get_close_matches(str(name), valid, n=3, cutoff=0.5)
-        names = ", ".join(XMINIGRID_PREFIX + c for c in close)
-        hint = f"; did you mean {names}?" if close else ""
-        raise ValueError(
-            f"unknown xminigrid environment {name!r}{hint} (xminigrid "
-            f"{getattr(xminigrid, '__version__', '?')} has: {', '.join(valid)})"
-        )
+        raise unknown_id("xminigrid", name, valid)
 
 
-def _spaces(env, params) -> tuple[Box, Discrete, tuple[int, ...]]:
+def _spaces(env, params) -> Spaces:
     constants = import_suite("xminigrid.core.constants", "xminigrid")
 
     raw_shape = tuple(int(d) for d in env.observation_shape(params))
     if len(raw_shape) != 3 or raw_shape[-1] != 2:  # pragma: no cover - xminigrid 0.9's layout
         raise ValueError(f"unexpected xminigrid observation shape {raw_shape}")
     top = [constants.NUM_TILES - 1, constants.NUM_COLORS - 1]  # largest tile and colour ids
-    high = np.broadcast_to(np.asarray(top, np.float32), raw_shape)
-    size = int(np.prod(raw_shape))
-    observation = Box(np.zeros(size, np.float32), high.reshape(size).copy(), (size,))
-    return observation, Discrete(int(env.num_actions(params))), raw_shape
+    return Spaces(flat_box(0.0, top, raw_shape), Discrete(int(env.num_actions(params))),
+                  raw_shape)
 
 
 def make_xminigrid(env_id: str, horizon: int | None = None, **env_kwargs) -> XMiniGridEnv:
