@@ -46,9 +46,11 @@ from rollax.envs.base import Box, Environment
 from rollax.envs.registry import make
 from rollax.evaluation import evaluate_policy
 from rollax.losses import actor_critic_loss
-from rollax.networks import RECURRENT, Network, actor_critic, image_shape, network_choice
+from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
+from rollax.nets.cnn import image_shape
+from rollax.nets.heads import ActorCriticParams
+from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
-    ActorCriticParams,
     NormalizedPolicy,
     ObsNormState,
     obs_norm_init,
@@ -57,7 +59,6 @@ from rollax.policies import (
 )
 from rollax.recurrent import (
     NormalizedRecurrent,
-    RecurrentActorCritic,
     episode_starts,
     initial_carries,
     is_recurrent,
@@ -307,7 +308,7 @@ class PPOResult(NamedTuple):
 
 def make_network(env: Environment, config: PPOConfig) -> Network:
     """The actor-critic of ``config`` for ``env``'s spaces
-    (:func:`rollax.networks.actor_critic`)."""
+    (:func:`rollax.nets.actor_critic`)."""
     return actor_critic(env, config.network, config.hidden, config.activation,
                         config.init_log_std, config.memory_size)
 
