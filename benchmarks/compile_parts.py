@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 
 import rollax
-from rollax import networks, policies, recurrent
 from rollax.algos import ppo, registry
-from rollax.initializers import orthogonal_many
+from rollax.nets import heads
+from rollax.nets.initializers import orthogonal_many
 
 
 def lapack_per_layer(key, shapes, gains, dtype=jnp.float32):
@@ -37,8 +37,7 @@ VARIANTS = {"householder, batched (rollax)": orthogonal_many,
 
 
 def use(init) -> None:
-    for module in (policies, networks, recurrent):
-        module.orthogonal_many = init
+    heads.orthogonal_many = init  # every network draws through heads.orthogonal_plans
 
 
 def compile_seconds(fn, *args) -> float:

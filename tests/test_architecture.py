@@ -13,8 +13,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
-MATH = ("envs", "policies", "networks", "recurrent", "initializers", "distributions", "collect",
-        "returns", "losses", "exact")
+MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact")
 OUTER = ("run", "cli")
 ALGORITHM_NAMES = {"tabular", "ppo", "reinforce"}
 

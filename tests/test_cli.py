@@ -23,18 +23,23 @@ def test_train_json_and_run_folder(capsys, tmp_path):
                          "--out", str(out_dir))
     assert code == 0, err
     obj = json.loads(out)  # exactly one JSON object on stdout
-    assert len(obj["exact_return"]) == 4 and len(obj["params"]) == 3
-    np.testing.assert_allclose(obj["exact_return"][0], 0.466875, rtol=1e-5)
+    # every per-lane value is a list over lanes, the same for every algorithm
+    assert len(obj["exact_return"]) == 1 and len(obj["params"]) == 1 and len(obj["params"][0]) == 3
+    np.testing.assert_allclose(obj["exact_return_initial"][0], 0.466875, rtol=1e-5)
+    assert obj["exact_return_mean"] == obj["exact_return"][0]
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "checkpoints", "config.json", "figures", "metrics.jsonl", "summary.json"]
     config = json.loads((out_dir / "config.json").read_text())["config"]
     assert config["epochs"] == 3 and config["horizon"] == 8 and config["algo"] == "ppo"
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [0, 1, 2, 3]
-    assert [r["exact_return"] for r in rows] == pytest.approx(obj["exact_return"])
+    assert [r["exact_return"] for r in rows] == pytest.approx(
+        [*obj["exact_return_initial"], rows[1]["exact_return"], rows[2]["exact_return"],
+         *obj["exact_return"]])
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["lanes"][0]["seed"] == 0
-    assert summary["lanes"][0]["exact_return"] == pytest.approx(obj["exact_return"][-1])
+    assert summary["lanes"][0]["exact_return"] == pytest.approx(obj["exact_return"][0])
+    assert summary["lanes"][0]["exact_return_initial"] == obj["exact_return_initial"][0]
     assert summary["params_sha256"] == obj["params_sha256"]
     png = (out_dir / "figures" / "training_curve.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
@@ -53,7 +58,7 @@ def test_train_several_seeds_tabular(capsys, tmp_path):
     # seed k of a multi-seed run is the single run with root key key(seed + k)
     code, single, _ = run(capsys, "train", "--json", "--updates", "2", "--batch-size", "16",
                           "--seed", "5", "--out", str(tmp_path / "one"))
-    assert json.loads(single)["params"] == pytest.approx(obj["params"][1], rel=1e-6)
+    assert json.loads(single)["params"][0] == pytest.approx(obj["params"][1], rel=1e-6)
     rows = (tmp_path / "s" / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 9 and {json.loads(r)["seed"] for r in rows} == {4, 5, 6}
 
@@ -81,7 +86,8 @@ def test_train_table_output(capsys, tmp_path):
     code, out, _ = run(capsys, "train", "--algo", "reinforce", "--updates", "2",
                        "--batch-size", "16", "--out", str(tmp_path / "t"))
     assert code == 0
-    assert "exact return before: 0.466875" in out and "exact return after:" in out
+    assert "exact return before training: seed=0: 0.466875" in out
+    assert "exact return: seed=0: " in out and "params: [" in out
 
 
 def test_rollout_json(capsys, tmp_path):

@@ -44,7 +44,7 @@ def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
             stdout=subprocess.PIPE, stderr=err, text=True)
         assert proc.stdout is not None
         first = proc.stdout.readline()  # arrives before the run ends (flushed)
-        assert first.startswith("ppo on corridor: 4 updates x B=16")
+        assert first.startswith("ppo on corridor: updates=4, batch_size=16")
         assert proc.poll() is None or proc.returncode == 0
         # Read the rest through the same buffered reader: communicate() reads the raw pipe and
         # would lose whatever readline() had already buffered past the first line.

@@ -14,8 +14,7 @@ from rollax.algos import ppo
 from rollax.algos.ppo import make_network
 from rollax.cli.parse import parse_train
 from rollax.envs.registry import make
-from rollax.networks import CNNActorCritic, image_shape
-from rollax.policies import MLPActorCritic
+from rollax.nets import CNNActorCritic, MLPActorCritic, image_shape
 from rollax.run.config import from_settings
 
 MINATAR = "gymnax:Breakout-MinAtar"

@@ -1,8 +1,11 @@
 """The run files shown in docs/metrics.md are what rollax writes: each ```json block is compared
 with the file it shows, made afresh by the command the page names.
 
-Tabular runs are compared exactly; a neural run's numbers within 5 % and without its parameter
-hashes (their last float32 bits depend on the CPU's instruction set, see tests/test_docs.py).
+Tabular runs are compared exactly, apart from their float metrics, within 1e-5 (a sum over the
+batch ends in other last float32 bits on another CPU's kernels: 0.4113273 here, 0.4113282 on an
+AMD EPYC; their parameter hashes are equal); a neural run's numbers within 5 % and without its
+parameter hashes (their last float32 bits depend on the CPU's instruction set, see
+tests/test_docs.py).
 Times, throughputs, the compile cache's folder and the jax version are measurements of the
 machine, not results: their keys must be there, their values are not compared.
 """
@@ -57,6 +60,8 @@ def _same(doc, real, neural: bool, where: str) -> None:
             _same(a, b, neural, f"{where}[{i}]")
     elif isinstance(doc, float) and neural:
         assert math.isclose(doc, real, rel_tol=0.05, abs_tol=1e-6), (where, doc, real)
+    elif isinstance(doc, float):
+        assert math.isclose(doc, real, rel_tol=1e-5, abs_tol=1e-7), (where, doc, real)
     else:
         assert doc == real, (where, doc, real)
 

@@ -52,7 +52,7 @@ def test_greedy_return_logged_every_n_updates(runs):
 
 def test_greedy_return_equals_an_independent_evaluation(runs):
     folder, result = runs["eval"]
-    params = jnp.asarray(result["params"], jnp.float32)
+    params = jnp.asarray(result["params"][0], jnp.float32)
     env = rollax.make("corridor")
     key = jax.random.fold_in(jax.random.fold_in(jax.random.key(0), EVAL_STREAM), 6)
     expected = rollax.evaluate_policy(env, rollax.BernoulliPolicy(3), params, key, 50)

@@ -200,7 +200,7 @@ def test_sweep_lane_equals_single_run(capsys, tmp_path):
     swept = json.loads(out)
     _, out, _ = run(capsys, "train", "--updates", "5", "--batch-size", "32", "--lr", "1.0",
                        "--json", "--out", str(tmp_path / "one"))
-    np.testing.assert_allclose(swept["params"][1], json.loads(out)["params"], rtol=1e-6)
+    np.testing.assert_allclose(swept["params"][1], json.loads(out)["params"][0], rtol=1e-6)
 
 
 def test_run_folder_logs_figures_eval_and_plot(capsys, tmp_path):

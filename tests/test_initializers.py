@@ -10,10 +10,8 @@ import pytest
 
 import rollax
 from rollax.algos import ppo
-from rollax.initializers import householder_q, orthogonal, orthogonal_many
-from rollax.networks import CNNActorCritic
-from rollax.policies import MLPActorCritic
-from rollax.recurrent import RecurrentActorCritic
+from rollax.nets import CNNActorCritic, MLPActorCritic, RecurrentActorCritic
+from rollax.nets.initializers import householder_q, orthogonal, orthogonal_many
 
 SHAPES = [(64, 4), (4, 64), (64, 64), (1, 64), (2, 64), (384, 64), (256, 1024), (16, 4, 3, 3)]
 

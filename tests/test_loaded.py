@@ -80,9 +80,9 @@ def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path
     out = tmp_path / "run"
     obj = _train(capsys, "--updates", "4", "--batch-size", "16", "--out", str(out))
     loaded = rollax.load_run(out)
-    np.testing.assert_array_equal(loaded.lane_params(0), np.float32(obj["params"]))
+    np.testing.assert_array_equal(loaded.lane_params(0), np.float32(obj["params"][0]))
     observations = jnp.arange(loaded.env.observation_space.n)
-    greedy = jax.vmap(lambda o: loaded.policy.greedy(jnp.float32(obj["params"]), o))
+    greedy = jax.vmap(lambda o: loaded.policy.greedy(jnp.float32(obj["params"][0]), o))
     np.testing.assert_array_equal(jax.vmap(loaded.act)(observations), greedy(observations))
     np.testing.assert_array_equal(jax.jit(jax.vmap(loaded.act))(observations),
                                   greedy(observations))
@@ -93,7 +93,7 @@ def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path
     np.testing.assert_array_equal(sampled, expected)
     assert sampled.shape == observations.shape and sampled.dtype == jnp.int32
     exact = rollax.policy_return(loaded.env.to_mdp(), loaded.policy, loaded.lane_params(0))
-    assert float(exact) == obj["exact_return"][-1]
+    assert float(exact) == obj["exact_return"][0]
 
 
 def test_load_run_lanes_of_seeds_and_sweeps(capsys, tmp_path):
@@ -207,3 +207,24 @@ def test_custom_env_train_resume_eval_plot_in_new_processes(env_package, tmp_pat
     assert any((tmp_path / "figs").iterdir())
     loaded = rollax.load_run(run)
     assert type(loaded.env).__name__ == "ShortCorridor" and loaded.env.horizon == 5
+
+
+@pytest.mark.parametrize("network", ["mlp", "gru"])
+def test_checkpoint_template_is_the_initial_state_without_running_init(network):
+    """``load_latest`` reads a checkpoint into ``state_template`` (shapes from
+    ``jax.eval_shape``): the same tree, shapes and dtypes as the state the run starts from, its
+    typed keys of the same implementation."""
+    from rollax.algos import ppo
+    from rollax.run.experiment import make_lanes
+    from rollax.run.training import state_template
+
+    algo = ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=256, num_envs=2,
+                                         num_steps=8, minibatches=1, network=network))
+    lanes = make_lanes(seed=0, seeds=2, sweep={})
+    template = state_template(algo, lanes)
+    state = Runner(algo, lanes, 1).initial_state()
+    assert jax.tree_util.tree_structure(template) == jax.tree_util.tree_structure(state)
+    for got, want in zip(jax.tree_util.tree_leaves(template), jax.tree_util.tree_leaves(state)):
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        if jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):
+            assert jax.random.key_impl(got) == jax.random.key_impl(want)

@@ -10,7 +10,7 @@ import pytest
 
 import rollax
 from rollax.algos import ppo
-from rollax.policies import MLPActorCritic
+from rollax.nets import MLPActorCritic
 
 
 def seeds(n, start=0):

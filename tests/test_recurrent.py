@@ -17,8 +17,8 @@ import rollax
 from rollax.algos import ppo
 from rollax.collect import AutoResetTrajectory, collect_autoreset_recurrent, reset_batch
 from rollax.contracts import RECURRENT_CHECKS, CountingPolicy, check_recurrent
+from rollax.nets import RecurrentActorCritic
 from rollax.recurrent import (
-    RecurrentActorCritic,
     episode_starts,
     initial_carries,
     replay_log_prob,

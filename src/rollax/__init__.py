@@ -20,7 +20,6 @@ from rollax.contracts import (
     check_env,
     check_recurrent,
 )
-from rollax.distributions import Categorical, DiagGaussian
 from rollax.envs import (
     Box,
     Corridor,
@@ -51,16 +50,20 @@ from rollax.losses import (
     ratio_stats,
     reinforce_loss,
 )
-from rollax.networks import CNNActorCritic
+from rollax.nets import (
+    Categorical,
+    CNNActorCritic,
+    DiagGaussian,
+    MLPActorCritic,
+    RecurrentActorCritic,
+)
 from rollax.policies import (
     BernoulliPolicy,
     GreedyPolicy,
-    MLPActorCritic,
     Policy,
     SoftmaxPolicy,
     default_policy,
 )
-from rollax.recurrent import RecurrentActorCritic
 from rollax.returns import discounted_returns, gae, reward_to_go
 
 if TYPE_CHECKING:

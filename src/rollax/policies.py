@@ -1,5 +1,6 @@
-"""Policies: tabular ones written directly (no distribution library), the MLP actor-critic,
-observation normalisation, and the greedy wrapper used for evaluation.
+"""Policies: the :class:`Policy` protocol, tabular policies written directly (no distribution
+library), observation normalisation (:class:`NormalizedPolicy`), and the greedy wrapper used
+for evaluation. The neural actor-critics are in :mod:`rollax.nets`.
 
 A policy is an immutable object with pure methods over one environment's observation
 (``vmap`` adds the batch); :class:`Policy` types what collectors and algorithms call:
@@ -14,16 +15,10 @@ Tabular policies start from ``init() -> params`` (zero logits); networks from ``
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import math
 from typing import NamedTuple, Protocol, runtime_checkable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-
-from rollax.distributions import Categorical, DiagGaussian
-from rollax.initializers import orthogonal_many
 
 
 @runtime_checkable
@@ -112,134 +107,7 @@ def default_policy(env):
 
 
 # ---------------------------------------------------------------------------------------------
-# Neural actor-critic
-
-
-class ActorCriticParams(NamedTuple):
-    """Parameters of :class:`MLPActorCritic` (a pytree of arrays only)."""
-
-    actor: tuple
-    """Actor layers (``equinox.nn.Linear``), the last one giving logits or the Gaussian mean."""
-    critic: tuple
-    """Critic layers, the last one giving the scalar value."""
-    log_std: jax.Array
-    """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
-
-
-def linear(weight: jax.Array) -> eqx.nn.Linear:
-    """The ``equinox.nn.Linear`` with this ``(n_out, n_in)`` weight and a zero bias (its own
-    random initialisation is only shape-evaluated, so no draw is compiled)."""
-    n_out, n_in = weight.shape
-    layer = jax.eval_shape(lambda: eqx.nn.Linear(n_in, n_out, key=jax.random.key(0)))
-    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer,
-                       (weight, jnp.zeros(n_out, weight.dtype)))
-
-
-def mlp_plan(sizes: tuple[int, ...], out_gain: float) -> tuple[list, list]:
-    """Weight shapes ``(n_out, n_in)`` and orthogonal gains of an MLP with these layer sizes:
-    sqrt(2) for the hidden layers, ``out_gain`` for the last."""
-    shapes = [(b, a) for a, b in itertools.pairwise(sizes)]
-    return shapes, [math.sqrt(2.0)] * (len(shapes) - 1) + [out_gain]
-
-
-ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
-"""Hidden activations of the actor-critics, by name."""
-
-
-def check_head(net) -> None:
-    """What every actor-critic checks of its settings: exactly one of ``num_actions``
-    (categorical) or ``action_size`` (Gaussian), and an ``activation`` of
-    :data:`ACTIVATIONS`."""
-    if (net.num_actions is None) == (net.action_size is None):
-        raise ValueError("give exactly one of num_actions (discrete) or action_size")
-    if net.activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
-                         f"got {net.activation!r}")
-
-
-class ActorCriticHeads:
-    """The policy and value methods of an actor-critic, from its ``forward(layers,
-    observation)`` (the output of the actor's or the critic's layers) and ``discrete``: the
-    actor's output is categorical logits (discrete) or the mean of a diagonal Gaussian with
-    ``params.log_std``; the value is the critic's single output."""
-
-    @property
-    def discrete(self) -> bool:
-        raise NotImplementedError
-
-    def forward(self, layers, observation: jax.Array) -> jax.Array:
-        raise NotImplementedError
-
-    def distribution(self, params: ActorCriticParams, observation: jax.Array):
-        out = self.forward(params.actor, observation)
-        if self.discrete:
-            return Categorical(out)
-        return DiagGaussian(out, params.log_std)
-
-    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
-        return self.forward(params.critic, observation)[0]
-
-    def sample(self, params, observation, key):
-        dist = self.distribution(params, observation)
-        action = dist.sample(key)
-        return action, dist.log_prob(action)
-
-    def log_prob(self, params, observation, action) -> jax.Array:
-        return self.distribution(params, observation).log_prob(action)
-
-    def greedy(self, params, observation) -> jax.Array:
-        return self.distribution(params, observation).mode()
-
-
-@dataclasses.dataclass(frozen=True)
-class MLPActorCritic(ActorCriticHeads):
-    """Separate MLP actor and critic (orthogonal initialisation, as in CleanRL/PureJaxRL).
-
-    Hidden layers use gain sqrt(2), the actor's output gain 0.01 and the critic's 1.0. With
-    ``num_actions`` the actor gives categorical logits; with ``action_size`` it gives the mean
-    of a diagonal Gaussian whose log standard deviation is a free parameter vector.
-
-    Shapes: one observation ``(observation_size,)``; ``vmap`` adds batch axes.
-
-    Example::
-
-        net = MLPActorCritic(observation_size=4, num_actions=2)
-        params = net.init(jax.random.key(0))
-        action, log_prob = net.sample(params, jnp.zeros(4), jax.random.key(1))
-    """
-
-    observation_size: int
-    num_actions: int | None = None
-    action_size: int | None = None
-    hidden: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    init_log_std: float = 0.0
-
-    def __post_init__(self):
-        check_head(self)
-
-    @property
-    def discrete(self) -> bool:
-        return self.num_actions is not None
-
-    def init(self, key: jax.Array) -> ActorCriticParams:
-        out = self.num_actions if self.discrete else self.action_size
-        assert out is not None
-        sizes = (self.observation_size, *self.hidden)
-        actor_shapes, actor_gains = mlp_plan((*sizes, out), 0.01)
-        critic_shapes, critic_gains = mlp_plan((*sizes, 1), 1.0)
-        weights = [linear(w) for w in orthogonal_many(
-            key, actor_shapes + critic_shapes, actor_gains + critic_gains)]
-        actor, critic = tuple(weights[:len(actor_shapes)]), tuple(weights[len(actor_shapes):])
-        log_std = jnp.full((0 if self.discrete else self.action_size,), self.init_log_std,
-                           jnp.float32)
-        return ActorCriticParams(actor, critic, log_std)
-
-    def forward(self, layers, x):
-        act = ACTIVATIONS[self.activation]
-        for layer in layers[:-1]:
-            x = act(layer(x))
-        return layers[-1](x)
+# Observation normalisation and the greedy wrapper
 
 
 class ObsNormState(NamedTuple):
@@ -281,7 +149,7 @@ class NormalizedPolicy:
     """A policy that normalises observations first: its params are ``(inner_params, stats)``."""
 
     inner: Policy
-    """The actor-critic (:class:`MLPActorCritic` or ``rollax.networks.CNNActorCritic``)."""
+    """The actor-critic (``rollax.nets.MLPActorCritic`` or ``rollax.nets.CNNActorCritic``)."""
 
     def sample(self, params, observation, key):
         inner_params, stats = params

@@ -7,7 +7,7 @@ environment (``vmap`` adds the batch)::
     carry', features = step(params, carry, observation)       # read one observation
     dist = distribution(params, features)                       # then act from the features
 
-``initial_carry(params)`` is the memory an episode starts from (zeros for the networks here).
+``initial_carry(params)`` is the memory an episode starts from (zeros for rollax's GRU/LSTM).
 :class:`RecurrentHeads` derives what collectors call from those two:
 ``sample(params, carry, observation, key) -> (carry', action, log_prob)`` and
 ``greedy(params, carry, observation) -> (carry', action)``.
@@ -23,26 +23,28 @@ Where the memory is reset (``docs/contract.md`` §7):
   (``done`` of the previous cell; never the first cell, whose carry is the stored one), and
   :func:`unroll` resets the carry before reading those observations. Replaying with the
   parameters that collected gives the stored log-probabilities back exactly.
+
+This module holds that machinery: the protocol, :class:`RecurrentHeads`, the carry helpers
+(:func:`reset_where`, :func:`initial_carries`, :func:`episode_starts`), the replay
+(:func:`unroll`, :func:`replay_log_prob`) and the wrappers :class:`NormalizedRecurrent` and
+:class:`GreedyRecurrent`. The GRU/LSTM network itself is
+:class:`rollax.nets.rnn.RecurrentActorCritic`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.distributions import Categorical, DiagGaussian
-from rollax.initializers import orthogonal_many
-from rollax.policies import ACTIVATIONS, check_head, linear, mlp_plan, obs_normalize
+from rollax.policies import obs_normalize
 
 __all__ = [
-    "RecurrentActorCritic",
+    "GreedyRecurrent",
+    "NormalizedRecurrent",
     "RecurrentHeads",
-    "RecurrentParams",
     "RecurrentPolicy",
     "Replay",
     "episode_starts",
@@ -178,121 +180,7 @@ def replay_log_prob(policy, params, carry, traj) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# The recurrent actor-critic
-
-
-class RecurrentParams(NamedTuple):
-    """Parameters of :class:`RecurrentActorCritic` (arrays only)."""
-
-    embed: eqx.nn.Linear
-    """Observation -> ``embed_size`` features (then the activation)."""
-    cell: eqx.nn.GRUCell | eqx.nn.LSTMCell
-    """The memory: ``cell(features, carry) -> carry``."""
-    actor: tuple
-    """Actor layers from the memory's output: hidden layers, then logits or Gaussian mean."""
-    critic: tuple
-    """Critic layers from the memory's output: hidden layers, then the value."""
-    log_std: jax.Array
-    """State-independent log standard deviations; ``(0,)`` when discrete."""
-
-
-def _cell(kind: str, weight_ih: jax.Array, weight_hh: jax.Array):
-    """A GRU or LSTM cell with these input and recurrent matrices and zero biases (no random
-    draw compiled)."""
-    cell_type = eqx.nn.GRUCell if kind == "gru" else eqx.nn.LSTMCell
-    n_hidden, n_in = weight_hh.shape[1], weight_ih.shape[1]
-    cell = jax.eval_shape(lambda: cell_type(n_in, n_hidden, key=jax.random.key(0)))
-    zeros = jnp.zeros(weight_ih.shape[0], jnp.float32)
-    cell = eqx.tree_at(lambda c: (c.weight_ih, c.weight_hh, c.bias), cell,
-                       (weight_ih, weight_hh, zeros))
-    if kind == "gru":
-        cell = eqx.tree_at(lambda c: c.bias_n, cell, jnp.zeros(n_hidden, jnp.float32))
-    return cell
-
-
-@dataclasses.dataclass(frozen=True)
-class RecurrentActorCritic(RecurrentHeads):
-    """A GRU (or LSTM) actor-critic: ``embed -> cell -> separate actor and critic heads``.
-
-    Each step reads one observation ``(observation_size,)``: ``x = act(embed(o))``, the memory
-    moves on, ``h = cell(x, carry)`` (GRU: the carry is ``h (memory_size,)``; LSTM: ``(h, c)``),
-    and the heads read ``h``: ``len(hidden)`` layers then logits (``num_actions``) or a Gaussian
-    mean (``action_size``), and the same shape ending in one value for the critic. The actor and
-    critic share the embedding and the memory (as in PureJaxRL's recurrent PPO); each episode
-    starts from a zero carry.
-
-    Initialisation follows the MLP: orthogonal dense layers with gain sqrt(2), 0.01 on the
-    actor's output and 1.0 on the critic's, zero biases; the cell's input and recurrent
-    matrices orthogonal (gain 1) with zero biases.
-
-    Example::
-
-        net = RecurrentActorCritic(observation_size=3, num_actions=2)
-        params = net.init(jax.random.key(0))
-        carry = net.initial_carry(params)
-        carry, action, log_prob = net.sample(params, carry, jnp.zeros(3), jax.random.key(1))
-    """
-
-    observation_size: int
-    num_actions: int | None = None
-    action_size: int | None = None
-    cell: str = "gru"
-    embed_size: int = 128
-    memory_size: int = 128
-    hidden: tuple[int, ...] = (128,)
-    activation: str = "relu"
-    init_log_std: float = 0.0
-
-    def __post_init__(self):
-        check_head(self)
-        if self.cell not in ("gru", "lstm"):
-            raise ValueError(f"cell must be one of gru, lstm, got {self.cell!r}")
-
-    @property
-    def discrete(self) -> bool:
-        return self.num_actions is not None
-
-    def init(self, key: jax.Array) -> RecurrentParams:
-        out = self.num_actions if self.discrete else self.action_size
-        assert out is not None
-        gates = (3 if self.cell == "gru" else 4) * self.memory_size
-        actor_shapes, actor_gains = mlp_plan((self.memory_size, *self.hidden, out), 0.01)
-        critic_shapes, critic_gains = mlp_plan((self.memory_size, *self.hidden, 1), 1.0)
-        shapes = [(self.embed_size, self.observation_size), (gates, self.embed_size),
-                  (gates, self.memory_size), *actor_shapes, *critic_shapes]
-        gains = [math.sqrt(2.0), 1.0, 1.0, *actor_gains, *critic_gains]
-        embed, weight_ih, weight_hh, *heads = orthogonal_many(key, shapes, gains)
-        heads = [linear(w) for w in heads]
-        log_std = jnp.full((0 if self.discrete else out,), self.init_log_std, jnp.float32)
-        return RecurrentParams(
-            embed=linear(embed), cell=_cell(self.cell, weight_ih, weight_hh),
-            actor=tuple(heads[:len(actor_shapes)]), critic=tuple(heads[len(actor_shapes):]),
-            log_std=log_std)
-
-    def initial_carry(self, params: RecurrentParams):
-        """Zeros: ``(memory_size,)`` for a GRU, a pair of them ``(h, c)`` for an LSTM."""
-        zeros = jnp.zeros(self.memory_size, jnp.float32)
-        return zeros if self.cell == "gru" else (zeros, zeros)
-
-    def step(self, params: RecurrentParams, carry, observation):
-        x = ACTIVATIONS[self.activation](params.embed(observation))
-        carry = params.cell(x, carry)
-        features = carry if self.cell == "gru" else carry[0]
-        return carry, features
-
-    def _head(self, layers, x):
-        act = ACTIVATIONS[self.activation]
-        for layer in layers[:-1]:
-            x = act(layer(x))
-        return layers[-1](x)
-
-    def distribution(self, params: RecurrentParams, features):
-        out = self._head(params.actor, features)
-        return Categorical(out) if self.discrete else DiagGaussian(out, params.log_std)
-
-    def value(self, params: RecurrentParams, features) -> jax.Array:
-        """The critic's value of a step's features."""
-        return self._head(params.critic, features)[0]
+# Wrappers
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,18 +98,10 @@ class Algorithm(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class Column:
-    """One column of the per-update table ``rollax train`` prints."""
-
-    title: str
-    metric: str
-    format: str
-
-
-@dataclasses.dataclass(frozen=True)
 class AlgorithmSpec:
     """The static facts of an algorithm family (registered once, looked up by name, config
-    type or task)."""
+    type or task). They are facts, not text: the command line, summaries and figures derive
+    their columns, labels and reports from the metric and field names declared here."""
 
     name: str
     """Stored in a run's config.json (``kind``) and named in messages."""
@@ -129,25 +121,15 @@ class AlgorithmSpec:
     requirement: str
     """What ``accepts`` asks of an environment, as messages say it (e.g. 'a finite task')."""
     score: str
-    """The output of ``evaluate`` that scores a finished lane."""
+    """The output of ``evaluate`` that scores a finished lane (summaries, reports, sweeps)."""
     progress: str
-    """The per-update metric that shows learning (progress bar, curves)."""
-    progress_label: str
-    """Axis label of ``progress`` in figures."""
-    progress_from_start: bool
-    """Whether ``progress`` is known before the first update (row 0 of the metrics)."""
-    columns: tuple[Column, ...]
-    """The per-update table's columns."""
-    describe: Callable[[Any, int], str]
-    """``(config, lanes) -> str``: the headline of a run."""
-    report: Callable[..., dict]
-    """``(summary, history, params, single) -> dict``: the algorithm's part of
-    ``rollax train --json`` (``history``: (lanes, updates + 1) of ``progress``)."""
-    lines: Callable[..., list[str]]
-    """``(summary, history, params, labels) -> list[str]``: its closing lines in text mode
-    (``labels``: each lane's seed and swept values, to name the lanes)."""
-    lane_facts: Callable[[Any], dict]
-    """``history row (updates + 1,) of progress -> dict``: extra entries of a lane summary."""
+    """The per-update metric that shows learning (progress bar, curves, lane facts). Known
+    before the first update when ``evaluate`` outputs it too (row 0 of the metrics)."""
+    shown: tuple[str, ...]
+    """The per-update metrics ``rollax train`` tabulates, in order (names of the metrics
+    ``update`` returns)."""
+    headline: tuple[str, ...]
+    """The config fields that name a run's shape in its headline (e.g. batch and step sizes)."""
     default: bool = True
     """Whether it trains the environments it accepts when ``--algo`` is not given. Default
     algorithms accept disjoint sets of environments (:func:`rollax.algos.registry.for_env`)."""
@@ -161,6 +143,11 @@ class AlgorithmSpec:
     def fields(self) -> tuple[str, ...]:
         """Its config's field names: each one a ``rollax train`` flag and a config-file key."""
         return tuple(f.name for f in dataclasses.fields(self.config_type))
+
+    def method(self, config) -> str:
+        """The method ``config`` trains: its ``algo`` field for an algorithm that offers
+        several (``methods``), else the algorithm's name."""
+        return getattr(config, "algo", self.name)
 
     def preset(self, env: str) -> Mapping[str, Any]:
         """The tuned settings for ``env`` (empty when it has none)."""
@@ -184,12 +171,6 @@ class AlgorithmSpec:
                 value = tuple(value)
             fields[name] = value
         return self.config_type(**fields)
-
-
-def lane_name(label: Mapping[str, Any]) -> str:
-    """``{"seed": 0, "lr": 0.001}`` -> ``"seed=0, lr=0.001"``: how reports name a lane."""
-    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in label.items())
 
 
 def _is_tuple_type(hint) -> bool:

@@ -31,17 +31,14 @@ from typing import Any, Literal, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from rollax import guards
 from rollax.algos.base import (
     Algorithm,
     AlgorithmSpec,
-    Column,
     hyperparams_of,
     hyperparams_type,
-    lane_name,
     traced,
 )
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
@@ -49,9 +46,11 @@ from rollax.envs.base import Box, Environment
 from rollax.envs.registry import make
 from rollax.evaluation import evaluate_policy
 from rollax.losses import actor_critic_loss
-from rollax.networks import RECURRENT, Network, actor_critic, image_shape, network_choice
+from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
+from rollax.nets.cnn import image_shape
+from rollax.nets.heads import ActorCriticParams
+from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
-    ActorCriticParams,
     NormalizedPolicy,
     ObsNormState,
     obs_norm_init,
@@ -60,7 +59,6 @@ from rollax.policies import (
 )
 from rollax.recurrent import (
     NormalizedRecurrent,
-    RecurrentActorCritic,
     episode_starts,
     initial_carries,
     is_recurrent,
@@ -310,7 +308,7 @@ class PPOResult(NamedTuple):
 
 def make_network(env: Environment, config: PPOConfig) -> Network:
     """The actor-critic of ``config`` for ``env``'s spaces
-    (:func:`rollax.networks.actor_critic`)."""
+    (:func:`rollax.nets.actor_critic`)."""
     return actor_critic(env, config.network, config.hidden, config.activation,
                         config.init_log_std, config.memory_size)
 
@@ -660,40 +658,12 @@ def accepts(env: Environment) -> bool:
             and not hasattr(env, "to_mdp"))
 
 
-def _describe(config: PPOConfig, lanes: int) -> str:
-    return (f"PPO on {config.env}: {config.num_envs} envs x {config.num_steps} steps per "
-            f"update, {config.epochs} epochs x "
-            f"{config.minibatches} minibatches, lr {config.lr}, {lanes} lane(s)")
-
-
-def _report(summary: dict, history, params, single: bool) -> dict:
-    evals = [lane["eval_return"] for lane in summary["lanes"]]
-    return {"eval_return": evals, "eval_return_mean": float(np.mean(evals)),
-            "env_steps": summary["env_steps_per_lane"]}
-
-
-def _lines(summary: dict, history, params, labels: list[dict]) -> list[str]:
-    return ["greedy evaluation return per lane: " + "; ".join(
-        f"{lane_name(label)}: {lane['eval_return']:.1f}"
-        for label, lane in zip(labels, summary["lanes"]))]
-
-
-def _lane_facts(history) -> dict:
-    finished = np.asarray(history[1:], np.float64)
-    last = finished[np.isfinite(finished)][-10:]
-    return {"final_episode_return": float(last.mean()) if last.size else None}
-
-
 SPEC = AlgorithmSpec(
     name="ppo", task="neural", config_type=PPOConfig, methods=("ppo",), accepts=accepts,
     build=make_algorithm, requirement="vector (Box) observations", presets=PRESETS,
     score="eval_return", progress="episode_return",
-    progress_label="episode return (finished episodes)", progress_from_start=False,
-    columns=(Column("episode return", "episode_return", ".1f"),
-             Column("approx_kl", "approx_kl", ".2e"),
-             Column("clip frac", "clip_fraction", ".3f"), Column("entropy", "entropy", ".3f"),
-             Column("expl. var", "explained_variance", ".2f")),
-    describe=_describe, report=_report, lines=_lines, lane_facts=_lane_facts,
+    shown=("episode_return", "approx_kl", "clip_fraction", "entropy", "explained_variance"),
+    headline=("num_envs", "num_steps", "epochs", "minibatches", "lr"),
     stored_defaults={"network": "mlp"},  # runs written before --network trained an MLP
 )
 """PPO's facts: the default for every non-finite task with vector observations."""

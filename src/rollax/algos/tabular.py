@@ -24,17 +24,14 @@ from typing import Any, Literal, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from rollax import guards
 from rollax.algos.base import (
     Algorithm,
     AlgorithmSpec,
-    Column,
     hyperparams_of,
     hyperparams_type,
-    lane_name,
     traced,
 )
 from rollax.collect import Trajectory, collect
@@ -275,44 +272,12 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
 
 # --- what the layers above ask (rollax.algos.registry) ---------------------------------------
 
-def _describe(config: TabularConfig, lanes: int) -> str:
-    return (f"{config.algo} on {config.env}: {config.updates} updates x B={config.batch_size}, "
-            f"horizon {config.horizon}, {config.epochs} epoch(s), lr {config.lr}, "
-            f"{lanes} lane(s)")
-
-
-def _flat_params(params) -> list[list[float]]:
-    return [np.asarray(p, np.float64).reshape(-1).tolist() for p in np.asarray(params)]
-
-
-def _report(summary: dict, history, params, single: bool) -> dict:
-    flat = _flat_params(params)
-    return {"exact_return": history[0].tolist() if single else history.tolist(),
-            "params": flat[0] if single else flat}
-
-
-def _lines(summary: dict, history, params, labels: list[dict]) -> list[str]:
-    lines = [f"exact return before: {history[0, 0]:.6f}"]
-    if len(labels) == 1:
-        lines.append(f"exact return after:  {history[0, -1]:.6f}")
-    else:
-        lines.append("exact return after:  " + "; ".join(
-            f"{lane_name(label)}: {h:.6f}" for label, h in zip(labels, history[:, -1])))
-    if len(labels) == 1 and set(labels[0]) == {"seed"}:
-        lines.append("params: [" + ", ".join(f"{v:.4g}" for v in _flat_params(params)[0]) + "]")
-    return lines
-
-
 SPEC = AlgorithmSpec(
     name="tabular", task="tabular", config_type=TabularConfig, methods=METHODS,
     accepts=lambda env: hasattr(env, "to_mdp"), build=make_algorithm,
     requirement="a finite task, one with to_mdp", score="exact_return",
-    progress="exact_return", progress_label="exact expected return", progress_from_start=True,
-    columns=(Column("exact return", "exact_return", ".4f"),
-             Column("batch return", "episode_return", ".4f"), Column("loss", "loss", "+.4f"),
-             Column("approx_kl", "approx_kl", ".2e"),
-             Column("clip frac", "clip_fraction", ".3f")),
-    describe=_describe, report=_report, lines=_lines,
-    lane_facts=lambda history: {"exact_return_initial": float(history[0])},
+    progress="exact_return",
+    shown=("exact_return", "episode_return", "loss", "approx_kl", "clip_fraction"),
+    headline=("updates", "batch_size", "horizon", "epochs", "lr"),
 )
 """The tabular trainer's facts: the default for every finite task (one with ``to_mdp``)."""

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from rollax.run.files import finite_or_none
+from rollax.run.folder import metric_label, metric_table
 
 
 def emit(obj: Any) -> None:
@@ -30,8 +31,8 @@ def console(stderr: bool = False):
     return out
 
 
-def _value(x: float, fmt: str = ".3f") -> str:
-    return "—" if not np.isfinite(x) else format(x, fmt)
+def _value(x: float | None, fmt: str = ".3f") -> str:
+    return "—" if x is None or not np.isfinite(x) else format(x, fmt)
 
 
 class Progress:
@@ -83,7 +84,7 @@ def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
     """The run's settings and folder, printed (and flushed) before anything compiles: the
     headline, the budget, and which settings came from the preset, the file and the flags."""
     out = console()
-    out.print(run.spec.describe(run.algorithm, len(run.lanes())))
+    out.print(headline(run))
     out.print(f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
               f"{algo.num_updates * algo.env_steps_per_update:,} env steps per lane; "
               f"run folder: {folder.path}")
@@ -91,6 +92,15 @@ def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
     if line:
         out.print(line)
     out.file.flush()
+
+
+def headline(run) -> str:
+    """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane(s)``: the method, the
+    environment and the settings the algorithm names as its run's shape (``spec.headline``)."""
+    config, spec = run.algorithm, run.spec
+    shape = "".join(f"{name}={_shown(getattr(config, name), run, name)}, "
+                    for name in spec.headline)
+    return f"{spec.method(config)} on {config.env}: {shape}{len(run.lanes())} lane(s)"
 
 
 def settings_line(run, sources: dict[str, str], file=None) -> str:
@@ -126,19 +136,18 @@ def _shown(value, run, name: str) -> str:
 def run_train(request) -> None:
     from rollax.run import training
     from rollax.run.config import assemble
-    from rollax.run.loggers import check_loggers, combine, make_loggers, resume_loggers
+    from rollax.run.loggers import check_loggers, combine, make_loggers
     from rollax.run.plots import plot_runs
 
 
     cmd, file = request.cmd, request.file
     names = check_loggers(cmd.log)  # before anything is compiled or written
     if cmd.resume is not None:
-        folder = training.RunFolder(cmd.resume)
-        folder.check_exists("resume: ")
-        name = training.read_run(folder).spec.progress
-        with Progress(not cmd.json, name) as bar, resume_loggers(names, cmd.resume) as logs:
-            folder, run, (summary, params) = training.resume_run(cmd.resume, cmd.devices,
-                                                                 combine(bar, logs))
+        stopped = training.open_resume(cmd.resume, cmd.devices)
+        folder, run = stopped.folder, stopped.run
+        with Progress(not cmd.json, run.spec.progress) as bar, \
+                make_loggers(names, folder, run) as logs:
+            summary, params = stopped.execute(combine(bar, logs))
     else:
         try:
             run, algo = assemble(request.config, request.env, request.settings, request.given)
@@ -159,18 +168,50 @@ def run_train(request) -> None:
     report(cmd.json, folder, run, summary, params)
 
 
-def report(as_json: bool, folder, run, summary: dict, params) -> None:
-    """The closing report: one JSON object, or the per-update table and summary lines."""
-    spec = run.spec
-    labels = [{k: lane[k] for k in ("seed", *run.sweep)} for lane in summary["lanes"]]
-    rows = folder.read_metrics()
-    from rollax.run.folder import metric_table
+READABLE_PARAMS = 256
+"""A lane whose policy has at most this many parameters has them in the report (a table a
+person can read, e.g. a tabular policy); larger ones are named by their ``params_sha256``."""
 
-    history = metric_table(rows, labels, spec.progress)
-    single = len(labels) == 1 and not run.sweep
+
+def lane_name(label: Mapping[str, Any]) -> str:
+    """``{"seed": 0, "lr": 0.001}`` -> ``"seed=0, lr=0.001"``: how reports name a lane."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in label.items())
+
+
+def readable_params(params, lanes: int) -> list[list[float]] | None:
+    """Each lane's parameters flattened (leaves in tree order), or ``None`` when a lane has
+    more than :data:`READABLE_PARAMS` of them."""
+    import jax
+
+    leaves = [np.asarray(leaf, np.float64).reshape(lanes, -1)
+              for leaf in jax.tree_util.tree_leaves(params)]
+    if sum(leaf.shape[1] for leaf in leaves) > READABLE_PARAMS:
+        return None
+    return np.concatenate(leaves, axis=1).tolist()
+
+
+def lane_values(run, summary: dict) -> dict[str, list]:
+    """Each per-lane number of summary.json (the score and the lane facts), as lists over
+    lanes, the score last."""
+    labels = {"seed", *run.sweep, "params_sha256", run.spec.score}
+    keys = [k for k in summary["lanes"][0] if k not in labels] + [run.spec.score]
+    return {key: [lane[key] for lane in summary["lanes"]] for key in keys}
+
+
+def report(as_json: bool, folder, run, summary: dict, params) -> None:
+    """The closing report, the same for every algorithm: one JSON object, or the per-update
+    table of the algorithm's ``shown`` metrics and the summary lines."""
+    labels = [{k: lane[k] for k in ("seed", *run.sweep)} for lane in summary["lanes"]]
+    values = lane_values(run, summary)
+    flat = readable_params(params, len(labels))
     if as_json:
-        obj: dict = spec.report(summary, history, params, single)
-        if not single:
+        score = values[run.spec.score]
+        obj: dict = {**values, f"{run.spec.score}_mean": float(np.mean(score)),
+                     "env_steps": summary["env_steps_per_lane"]}
+        if flat is not None:
+            obj["params"] = flat
+        if len(labels) > 1 or run.sweep:
             obj["seeds"] = [label["seed"] for label in labels]
         if run.sweep:
             obj["lanes"] = labels
@@ -181,16 +222,27 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
         obj["compile_cache"] = summary["compile_cache"]
         emit(obj)
         return
-    _print_report(folder, run, summary, params, rows, labels, history, single)
+    out = console()
+    out.print(_table(run.spec, folder.read_metrics(), labels))
+    for agg in summary["aggregate"]:
+        line = _aggregate_line(summary["score"], agg)
+        if line is not None:
+            out.print(line)
+    for key, column in values.items():
+        out.print(f"{metric_label(key)}: " + "; ".join(
+            f"{lane_name(label)}: {_value(v, '.6g')}" for label, v in zip(labels, column)))
+    if flat is not None and len(labels) == 1 and not run.sweep:
+        out.print("params: [" + ", ".join(f"{v:.4g}" for v in flat[0]) + "]")
+    _print_timings(out, folder, summary)
 
 
-def _table(spec, rows, labels, updates: int):
+def _table(spec, rows, labels):
     from rich.table import Table
 
-    from rollax.run.folder import metric_table
 
-    tables = {c.metric: metric_table(rows, labels, c.metric) for c in spec.columns}
-    table = Table("update", *[c.title for c in spec.columns],
+    tables = {name: metric_table(rows, labels, name) for name in spec.shown}
+    updates = next(iter(tables.values())).shape[1] - 1
+    table = Table("update", *[metric_label(name) for name in spec.shown],
                   title="mean over lanes" if len(labels) > 1 else None)
     every = max(1, updates // 20)
     with warnings.catch_warnings():  # NaN where no episode finished: shown as nan
@@ -198,8 +250,8 @@ def _table(spec, rows, labels, updates: int):
         for i in range(1, updates + 1):
             if i % every and i != updates:
                 continue
-            table.add_row(str(i), *[_value(float(np.nanmean(tables[c.metric][:, i])), c.format)
-                                    for c in spec.columns])
+            table.add_row(str(i), *[_value(float(np.nanmean(tables[name][:, i])), ".4g")
+                                    for name in spec.shown])
     return table
 
 
@@ -216,15 +268,7 @@ def _aggregate_line(score: str, agg: dict) -> str | None:
             f"IQM {stats['iqm']:.4f} over {n} seed" + ("s" if n != 1 else ""))
 
 
-def _print_report(folder, run, summary, params, rows, labels, history, single) -> None:
-    spec, out = run.spec, console()
-    out.print(_table(spec, rows, labels, history.shape[1] - 1))
-    for agg in summary["aggregate"]:
-        line = _aggregate_line(summary["score"], agg)
-        if line is not None:
-            out.print(line)
-    for line in spec.lines(summary, history, params, labels):
-        out.print(line)
+def _print_timings(out, folder, summary: dict) -> None:
     if summary["mesh"] is not None:
         mesh = summary["mesh"]
         out.print(f"{summary['devices']} devices: lanes split {mesh['lanes']} ways, "

@@ -31,8 +31,8 @@ from rollax.contracts.report import (
     judge,
     outcome,
 )
-from rollax.distributions import Categorical
 from rollax.envs.base import Discrete
+from rollax.nets.distributions import Categorical
 from rollax.recurrent import RecurrentHeads, initial_carries, replay_log_prob
 from rollax.validate import check_count
 

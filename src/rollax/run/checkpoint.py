@@ -42,8 +42,9 @@ def _leaf_info(leaf) -> dict:
         data = jax.random.key_data(leaf)
         return {"kind": "key", "impl": str(jax.random.key_impl(leaf)),
                 "shape": list(data.shape), "dtype": str(data.dtype)}
-    arr = np.asarray(leaf)
-    return {"kind": "array", "shape": list(arr.shape), "dtype": str(arr.dtype)}
+    if not isinstance(leaf, jax.ShapeDtypeStruct):  # a template may give shapes only
+        leaf = np.asarray(leaf)
+    return {"kind": "array", "shape": list(leaf.shape), "dtype": str(np.dtype(leaf.dtype))}
 
 
 def fingerprint(config: dict) -> str:
@@ -102,6 +103,8 @@ def load(path: Path, template, config: dict):
 
     Refuses (``CheckpointError``, nothing modified) a checkpoint whose data does not match its
     recorded hash, whose config fingerprint differs, or whose leaves differ from the template's.
+    ``template``'s array leaves may be ``jax.ShapeDtypeStruct``s (its typed keys must be
+    arrays: their implementation is read from them).
     """
     try:
         meta = json.loads((path / "meta.json").read_text())

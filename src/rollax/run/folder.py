@@ -63,6 +63,15 @@ def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") ->
     return path
 
 
+def metric_label(name: str) -> str:
+    """How tables, reports and figures name a metric (docs/metrics.md defines each):
+    ``"episode_return"`` -> ``"episode return"``, ``"exact_return_initial"`` -> ``"exact
+    return before training"``."""
+    if name.endswith("_initial"):
+        return metric_label(name.removesuffix("_initial")) + " before training"
+    return name.replace("_", " ")
+
+
 def metric_table(rows: list[dict], labels: list[dict], name: str) -> np.ndarray:
     """``(lanes, updates + 1)`` array of metric ``name`` from metric rows (NaN where
     missing); lane ``i`` is the one labelled ``labels[i]``."""

@@ -22,12 +22,11 @@ import importlib.util
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rollax.run.config import RunConfig
 from rollax.run.folder import RunFolder
-from rollax.run.training import ChunkDone, read_run
+from rollax.run.training import ChunkDone
 
 PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb"}
 """Each logger and the package it needs (the extra of the same name installs it)."""
@@ -181,17 +180,6 @@ def make_loggers(names: Sequence[str], folder: RunFolder, run: RunConfig) -> Log
     """One listener logging ``run``'s metric rows to each of ``names`` (``--log`` values,
     checked by :func:`check_loggers`); trackers open at the first chunk, in ``folder``."""
     return Logger(check_loggers(names), folder, run)
-
-
-def resume_loggers(names: Sequence[str], path: str | Path) -> Logger:
-    """:func:`make_loggers` for ``rollax train --resume PATH`` (reads its config.json when
-    any logger is asked for)."""
-    folder = RunFolder(path)
-    checked = check_loggers(names)
-    if not checked:
-        return Logger([], folder, RunConfig(None))
-    folder.check_exists("resume: ")
-    return Logger(checked, folder, read_run(folder))
 
 
 def combine(*listeners: Callable[[ChunkDone], None]) -> Callable[[ChunkDone], None]:

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from rollax.algos.registry import by_name
 from rollax.run.config import from_json
-from rollax.run.folder import RunFolder, metric_table
+from rollax.run.folder import RunFolder, metric_label, metric_table
 from rollax.run.stats import curve_band
 
 
@@ -81,12 +81,15 @@ class RunCurves:
         config, self.rows = folder.read_config(), folder.read_metrics()
         self.name, self.spec = run.name, by_name(config["kind"])
         self.env = config["config"]["env"]
-        self.method = config["config"].get("algo", self.spec.name)
+        run_config = from_json(config)
+        self.method = self.spec.method(run_config.algorithm)
         self.labels = _lane_labels(self.rows, config.get("sweep", {}))
-        self.table = carry_forward(metric_table(self.rows, self.labels, self.spec.progress))
+        table = metric_table(self.rows, self.labels, self.spec.progress)
+        # from update 0 where the progress metric is known before training (row 0)
+        self.start = 0 if np.isfinite(table[:, 0]).any() else 1
+        self.table = carry_forward(table)
         self.greedy = metric_table(self.rows, self.labels, "greedy_return")  # --eval-every
-        self.start = 0 if self.spec.progress_from_start else 1
-        self.steps_per_update = from_json(config).build().env_steps_per_update
+        self.steps_per_update = run_config.build().env_steps_per_update
 
     def groups(self) -> dict[str, list[int]]:
         """Lane indices per hyperparameter combination (named by its swept values)."""
@@ -158,7 +161,7 @@ def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path
     has_diag = False
     for c in curves:
         ax = axes[metrics.index(c.spec.progress)]
-        ax.set(ylabel=c.spec.progress_label)
+        ax.set(ylabel=metric_label(c.spec.progress))
         for name, idx in c.groups().items():
             color, tag = next(colors), c.name + (f" ({name})" if name else "")
             _draw_group(ax, c, idx, c.x(x_axis), color, tag)

@@ -229,7 +229,7 @@ def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: di
     history = metric_table(rows, labels, spec.progress)
     sha = lane_params_sha256(params, len(labels))
     lanes = [{**label, spec.score: float(final[spec.score][i]), "params_sha256": sha[i],
-              **spec.lane_facts(history[i])} for i, label in enumerate(labels)]
+              **lane_facts(spec, history[i])} for i, label in enumerate(labels)]
     groups: dict[str, list[float]] = {}
     for lane, label in zip(lanes, labels):
         key = json.dumps({k: v for k, v in label.items() if k != "seed"}, sort_keys=True)
@@ -240,9 +240,25 @@ def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: di
             "env_steps_per_lane": algo.num_updates * algo.env_steps_per_update}
 
 
+def lane_facts(spec, history: np.ndarray) -> dict:
+    """A lane's facts about its progress metric, from its row ``(updates + 1,)`` of it:
+    ``<progress>_initial``, its value before the first update, where it is known then (an
+    exact one such as a tabular policy's exact return); and, where the progress metric is not
+    the score, ``final_<progress>``, its mean over the last 10 updates that have one (a noisy
+    one such as the return of the episodes that finished; ``None`` if none did)."""
+    facts: dict = {}
+    if np.isfinite(history[0]):
+        facts[f"{spec.progress}_initial"] = float(history[0])
+    if spec.progress != spec.score:
+        finished = np.asarray(history[1:], np.float64)
+        last = finished[np.isfinite(finished)][-10:]
+        facts[f"final_{spec.progress}"] = float(last.mean()) if last.size else None
+    return facts
+
+
 def run_name(run: RunConfig) -> str:
     """The default folder name: ``<env>-<method>-seed<S>``."""
-    method = getattr(run.algorithm, "algo", run.spec.name)
+    method = run.spec.method(run.algorithm)
     return f"{run.algorithm.env.replace(':', '-')}-{method}-seed{run.seed}"
 
 
@@ -271,10 +287,24 @@ def read_run(folder: RunFolder) -> RunConfig:
     return from_json(folder.read_config(), str(folder.path / "config.json"))
 
 
-def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener | None = None
-               ) -> tuple[RunFolder, RunConfig, tuple[dict, Any]]:
-    """Continue the run in ``path`` from its latest checkpoint, on the device count of its
-    config.json or on ``devices`` (a layout only: the checkpoint fits any count)."""
+class Resumable(NamedTuple):
+    """A stopped run read back, checked and ready to continue (:func:`open_resume`)."""
+
+    folder: RunFolder
+    run: RunConfig
+    algo: Algorithm
+    started: bool
+    """Whether it has a checkpoint to continue from (else it starts again from update 0)."""
+
+    def execute(self, on_chunk: Listener | None = None) -> tuple[dict, Any]:
+        return execute(self.run, self.algo, self.folder, resume=self.started,
+                       on_chunk=on_chunk)
+
+
+def open_resume(path: str | Path, devices: int | None = None) -> Resumable:
+    """The run in ``path`` (config.json read once), checked before anything compiles: it
+    exists, has not finished, its latest checkpoint pointer is sound, and it fits the device
+    count of its config.json or ``devices`` (a layout only: the checkpoint fits any count)."""
     folder = RunFolder(path)
     folder.check_exists("resume: ")
     run = read_run(folder)
@@ -288,7 +318,14 @@ def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener 
     started = folder.has_checkpoint
     if started:
         folder.check_checkpoint()
-    return folder, run, execute(run, algo, folder, resume=started, on_chunk=on_chunk)
+    return Resumable(folder, run, algo, started)
+
+
+def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener | None = None
+               ) -> tuple[RunFolder, RunConfig, tuple[dict, Any]]:
+    """Continue the run in ``path`` from its latest checkpoint (:func:`open_resume`)."""
+    stopped = open_resume(path, devices)
+    return stopped.folder, stopped.run, stopped.execute(on_chunk)
 
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
@@ -299,9 +336,28 @@ def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any
     run = read_run(folder)
     algo = run.build()
     lanes = run.lanes()
-    runner = Runner(algo, lanes, 1)
-    update, state = folder.load_checkpoint(runner.initial_state(), run.identity())
+    update, state = folder.load_checkpoint(state_template(algo, lanes), run.identity())
     return run, algo, lanes, update, state
+
+
+def state_template(algo: Algorithm, lanes: Lanes):
+    """Every lane's state as shapes and dtypes, what a checkpoint is read into, from
+    ``jax.eval_shape`` (nothing compiled or run); its typed keys are concrete zeros of the
+    run's key implementation, so they read back as typed keys."""
+    import jax
+
+    keys = lanes.keys()
+    shapes = jax.eval_shape(jax.vmap(algo.init), keys, lanes.hyperparams(algo.hyperparams))
+    impl = jax.random.key_impl(keys)
+
+    def concrete_key(leaf):
+        # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
+        if not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # pyright: ignore[reportPrivateImportUsage]
+            return leaf
+        data = jax.eval_shape(jax.random.key_data, leaf)
+        return jax.random.wrap_key_data(jax.numpy.zeros(data.shape, data.dtype), impl=impl)
+
+    return jax.tree_util.tree_map(concrete_key, shapes)
 
 
 def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> dict:

@@ -1,0 +1,41 @@
+"""The networks: actor-critics, their distributions and their initialisation.
+
+- ``heads``: the head all three actor-critics share (settings check, dense layers drawn by
+  one orthogonal rule, the forward loop, the action distribution), and the feed-forward
+  policy methods;
+- ``mlp``: :class:`MLPActorCritic`; ``cnn``: :class:`CNNActorCritic` (and ``image_shape``);
+  ``rnn``: the GRU/LSTM :class:`RecurrentActorCritic`;
+- ``distributions``: ``Categorical`` and ``DiagGaussian``; ``initializers``: orthogonal
+  weights written in ``jnp`` (no LAPACK call);
+- ``build``: the actor-critic for an environment (:func:`network_choice`,
+  :func:`actor_critic`).
+
+What a policy is (the ``Policy`` and ``RecurrentPolicy`` protocols, tabular policies,
+observation normalisation, carries and replay) lives in :mod:`rollax.policies` and
+:mod:`rollax.recurrent`; the networks build on those. A network's parameters are a pytree of
+arrays (equinox layers in NamedTuples) whose structure checkpoints rely on.
+"""
+
+from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
+from rollax.nets.cnn import CNNActorCritic, image_shape
+from rollax.nets.distributions import Categorical, DiagGaussian
+from rollax.nets.heads import ActorCriticHead, ActorCriticParams, FeedForwardHeads
+from rollax.nets.mlp import MLPActorCritic
+from rollax.nets.rnn import RecurrentActorCritic, RecurrentParams
+
+__all__ = [
+    "RECURRENT",
+    "ActorCriticHead",
+    "ActorCriticParams",
+    "CNNActorCritic",
+    "Categorical",
+    "DiagGaussian",
+    "FeedForwardHeads",
+    "MLPActorCritic",
+    "Network",
+    "RecurrentActorCritic",
+    "RecurrentParams",
+    "actor_critic",
+    "image_shape",
+    "network_choice",
+]

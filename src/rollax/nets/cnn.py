@@ -1,0 +1,129 @@
+"""The convolutional actor-critic, for image-like observations such as MinAtar's 10x10xC planes.
+
+Environments hand policies rank-1 observations (adapters flatten images in C order and keep
+the original shape as ``raw_observation_shape``, read by :func:`image_shape`);
+:class:`CNNActorCritic` takes that vector and reshapes it to ``image_shape = (H, W, C)`` inside,
+so collectors, PPO and observation normalisation see the same shapes as with
+:class:`rollax.nets.mlp.MLPActorCritic`. :func:`conv` builds a convolution from a drawn matrix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from rollax.nets.heads import ActorCriticParams, FeedForwardHeads, linear, orthogonal_plans
+
+__all__ = ["CNNActorCritic", "conv", "image_shape"]
+
+
+def image_shape(env) -> tuple[int, int, int] | None:
+    """``env``'s observation as an image ``(H, W, C)``: its ``raw_observation_shape`` when that
+    has rank 3 and flattens to the observation vector, else ``None``."""
+    shape = getattr(env, "raw_observation_shape", None)
+    space_shape = getattr(env.observation_space, "shape", None)
+    if shape is None or len(shape) != 3 or space_shape is None or len(space_shape) != 1:
+        return None
+    if math.prod(shape) != space_shape[0]:
+        return None
+    h, w, c = (int(n) for n in shape)
+    return h, w, c
+
+
+def conv(matrix: jax.Array, kernel: int) -> eqx.nn.Conv2d:
+    """The stride-1, unpadded ``equinox.nn.Conv2d`` whose kernel is this ``(n_out, n_in *
+    kernel**2)`` matrix, with a zero bias (no random draw compiled)."""
+    n_out, n_in = matrix.shape[0], matrix.shape[1] // (kernel * kernel)
+    layer = jax.eval_shape(lambda: eqx.nn.Conv2d(n_in, n_out, kernel, key=jax.random.key(0)))
+    return eqx.tree_at(lambda c: (c.weight, c.bias), layer,
+                       (matrix.reshape(n_out, n_in, kernel, kernel),
+                        jnp.zeros((n_out, 1, 1), matrix.dtype)))
+
+
+@dataclasses.dataclass(frozen=True)
+class CNNActorCritic(FeedForwardHeads):
+    """Separate convolutional actor and critic over an image observation ``(H, W, C)``.
+
+    Each of the two networks is a torso of ``len(channels)`` convolutions (``kernel_size``
+    square, stride 1, no padding, ReLU), flattened, then the shared dense head
+    (:class:`rollax.nets.heads.ActorCriticHead`): ``hidden`` layers (``activation``) and one
+    output layer, categorical logits (``num_actions``) or a Gaussian mean (``action_size``, with
+    a free log standard deviation) for the actor, a scalar for the critic. Initialisation is
+    the MLP's: orthogonal with gain sqrt(2) for every hidden layer (convolutions included, their
+    kernels taken as ``(out, in * k * k)`` matrices), 0.01 for the actor's output and 1.0 for
+    the critic's, zero biases.
+
+    Shapes: one observation ``(H * W * C,)`` (C order, as the adapters flatten it); ``vmap``
+    adds batch axes. Parameters are an :class:`rollax.nets.heads.ActorCriticParams` whose
+    ``actor`` and ``critic`` tuples hold the convolutions then the linear layers.
+
+    Example::
+
+        net = CNNActorCritic(image_shape=(10, 10, 4), num_actions=3)
+        params = net.init(jax.random.key(0))
+        action, log_prob = net.sample(params, jnp.zeros(400), jax.random.key(1))
+    """
+
+    image_shape: tuple[int, int, int]
+    num_actions: int | None = None
+    action_size: int | None = None
+    channels: tuple[int, ...] = (16,)
+    kernel_size: int = 3
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    init_log_std: float = 0.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.image_shape) != 3 or min(self.image_shape) < 1:
+            raise ValueError(f"image_shape must be (H, W, C), got {self.image_shape!r}")
+        if not self.channels or min(self.channels) < 1 or self.kernel_size < 1:
+            raise ValueError(f"channels and kernel_size must be positive, got "
+                             f"{self.channels!r} and {self.kernel_size!r}")
+        if min(self.feature_map[1:]) < 1:
+            raise ValueError(f"{len(self.channels)} convolution(s) of size {self.kernel_size} "
+                             f"leave nothing of an image {self.image_shape!r}")
+
+    @property
+    def observation_size(self) -> int:
+        """Length of the flattened observation, ``H * W * C``."""
+        return math.prod(self.image_shape)
+
+    @property
+    def feature_map(self) -> tuple[int, int, int]:
+        """Shape ``(channels, H', W')`` of the last convolution's output."""
+        shrink = len(self.channels) * (self.kernel_size - 1)
+        h, w, _ = self.image_shape
+        return self.channels[-1], h - shrink, w - shrink
+
+    def init(self, key: jax.Array) -> ActorCriticParams:
+        """Drawn in the order actor convolutions, actor head, critic convolutions, critic head
+        (one ``orthogonal_many`` call)."""
+        k = self.kernel_size
+        ins = (self.image_shape[2], *self.channels[:-1])
+        torso = ([(b, a * k * k) for a, b in zip(ins, self.channels)],
+                 [math.sqrt(2.0)] * len(self.channels))
+        actor_head, critic_head = self.head_plans(math.prod(self.feature_map))
+        actor_convs, actor_dense, critic_convs, critic_dense = orthogonal_plans(
+            key, [torso, actor_head, torso, critic_head])
+        return ActorCriticParams(self._layers(actor_convs, actor_dense),
+                                 self._layers(critic_convs, critic_dense),
+                                 self.initial_log_std())
+
+    def _layers(self, convs: list, dense: list) -> tuple:
+        return (*(conv(w, self.kernel_size) for w in convs), *(linear(w) for w in dense))
+
+    def torso(self, layers: tuple, observation: jax.Array) -> jax.Array:
+        """The flattened features ``(channels * H' * W',)`` of the convolutions in ``layers``."""
+        x = jnp.transpose(observation.reshape(self.image_shape), (2, 0, 1))  # (C, H, W)
+        for layer in layers[:len(self.channels)]:
+            x = jax.nn.relu(layer(x))
+        return x.reshape(-1)
+
+    def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
+        """The torso's features through the dense head (the layers after the convolutions)."""
+        return self.dense(layers[len(self.channels):], self.torso(layers, observation))

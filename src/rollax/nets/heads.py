@@ -1,0 +1,165 @@
+"""The head every actor-critic here ends in (MLP, CNN, GRU/LSTM), written once.
+
+Each network reads its features (the observation itself, the flattened convolutions, or the
+memory's output), then two separate dense heads: the actor, ``len(hidden)`` layers with the
+activation then the output layer (categorical logits for ``num_actions``, the mean of a
+diagonal Gaussian with a free ``log_std`` for ``action_size``), and the critic, the same hidden
+sizes then one value. The heads are drawn by one rule: orthogonal weights with gain sqrt(2) for
+hidden layers, 0.01 for the actor's output and 1.0 for the critic's, zero biases.
+
+- :data:`ACTIVATIONS`, :func:`linear`, :func:`mlp_plan`: the dense layers' activations, an
+  ``equinox.nn.Linear`` from a drawn matrix, the shapes and gains of a stack of them;
+- :func:`orthogonal_plans`: a whole network's matrices from one
+  :func:`rollax.nets.initializers.orthogonal_many` draw, split back by part;
+- :class:`ActorCriticHead`: the settings check (:func:`check_head`), the heads' plan, the
+  forward loop (:meth:`ActorCriticHead.dense`), the action distribution and the initial
+  ``log_std``, the base of all three networks;
+- :class:`ActorCriticParams` and :class:`FeedForwardHeads`: the feed-forward networks' (MLP,
+  CNN) parameters, and their policy methods from one ``forward(layers, observation)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from rollax.nets.distributions import Categorical, DiagGaussian
+from rollax.nets.initializers import orthogonal_many
+
+__all__ = ["ACTIVATIONS", "ActorCriticHead", "ActorCriticParams", "FeedForwardHeads",
+           "check_head", "linear", "mlp_plan", "orthogonal_plans"]
+
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+"""Hidden activations of the actor-critics, by name."""
+
+Plan = tuple[list, list]
+"""Weight shapes ``(n_out, n_in)`` (kernels as matrices) and their orthogonal gains."""
+
+
+def linear(weight: jax.Array) -> eqx.nn.Linear:
+    """The ``equinox.nn.Linear`` with this ``(n_out, n_in)`` weight and a zero bias (its own
+    random initialisation is only shape-evaluated, so no draw is compiled)."""
+    n_out, n_in = weight.shape
+    layer = jax.eval_shape(lambda: eqx.nn.Linear(n_in, n_out, key=jax.random.key(0)))
+    return eqx.tree_at(lambda lin: (lin.weight, lin.bias), layer,
+                       (weight, jnp.zeros(n_out, weight.dtype)))
+
+
+def mlp_plan(sizes: tuple[int, ...], out_gain: float) -> Plan:
+    """Weight shapes ``(n_out, n_in)`` and orthogonal gains of an MLP with these layer sizes:
+    sqrt(2) for the hidden layers, ``out_gain`` for the last."""
+    shapes = [(b, a) for a, b in itertools.pairwise(sizes)]
+    return shapes, [math.sqrt(2.0)] * (len(shapes) - 1) + [out_gain]
+
+
+def orthogonal_plans(key: jax.Array, plans: Sequence[Plan]) -> list[list[jax.Array]]:
+    """The matrices of every plan, drawn together by one ``orthogonal_many`` call in the order
+    given (so the order of ``plans`` fixes the draw), split back into one list per plan."""
+    shapes = [s for plan_shapes, _ in plans for s in plan_shapes]
+    gains = [g for _, plan_gains in plans for g in plan_gains]
+    weights = orthogonal_many(key, shapes, gains)
+    starts = list(itertools.accumulate((len(s) for s, _ in plans), initial=0))
+    return [weights[a:b] for a, b in itertools.pairwise(starts)]
+
+
+def check_head(net) -> None:
+    """What every actor-critic checks of its settings: exactly one of ``num_actions``
+    (categorical) or ``action_size`` (Gaussian), and an ``activation`` of
+    :data:`ACTIVATIONS`."""
+    if (net.num_actions is None) == (net.action_size is None):
+        raise ValueError("give exactly one of num_actions (discrete) or action_size")
+    if net.activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                         f"got {net.activation!r}")
+
+
+class ActorCriticHead:
+    """The actor and critic heads of a network. A subclass is a frozen dataclass with the
+    fields below; its construction checks them (:func:`check_head`)."""
+
+    num_actions: int | None
+    action_size: int | None
+    hidden: tuple[int, ...]
+    activation: str
+    init_log_std: float
+
+    def __post_init__(self) -> None:
+        check_head(self)
+
+    @property
+    def discrete(self) -> bool:
+        return self.num_actions is not None
+
+    @property
+    def num_outputs(self) -> int:
+        """The actor's output size: ``num_actions`` logits or ``action_size`` means."""
+        out = self.num_actions if self.discrete else self.action_size
+        assert out is not None
+        return out
+
+    def head_plans(self, num_features: int) -> tuple[Plan, Plan]:
+        """The actor's and the critic's dense heads over ``num_features`` inputs."""
+        sizes = (num_features, *self.hidden)
+        return mlp_plan((*sizes, self.num_outputs), 0.01), mlp_plan((*sizes, 1), 1.0)
+
+    def initial_log_std(self) -> jax.Array:
+        """``init_log_std`` for each action dimension; ``(0,)`` when discrete."""
+        size = 0 if self.discrete else self.num_outputs
+        return jnp.full((size,), self.init_log_std, jnp.float32)
+
+    def dense(self, layers: Sequence, x: jax.Array) -> jax.Array:
+        """The MLP forward loop: the activation after every layer but the last."""
+        act = ACTIVATIONS[self.activation]
+        for layer in layers[:-1]:
+            x = act(layer(x))
+        return layers[-1](x)
+
+    def action_distribution(self, out: jax.Array,
+                            log_std: jax.Array) -> Categorical | DiagGaussian:
+        """The actor's output as a distribution: logits, or a Gaussian mean with ``log_std``."""
+        return Categorical(out) if self.discrete else DiagGaussian(out, log_std)
+
+
+class ActorCriticParams(NamedTuple):
+    """Parameters of a feed-forward actor-critic (:class:`rollax.nets.mlp.MLPActorCritic`,
+    :class:`rollax.nets.cnn.CNNActorCritic`): a pytree of arrays only."""
+
+    actor: tuple
+    """Actor layers, the last one giving logits or the Gaussian mean."""
+    critic: tuple
+    """Critic layers, the last one giving the scalar value."""
+    log_std: jax.Array
+    """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
+
+
+class FeedForwardHeads(ActorCriticHead):
+    """The policy methods (:class:`rollax.policies.Policy`) and ``value`` of a feed-forward
+    actor-critic, from ``forward(layers, observation)``: the output of the actor's or the
+    critic's layers (by default :meth:`ActorCriticHead.dense` on the observation)."""
+
+    def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
+        return self.dense(layers, observation)
+
+    def distribution(self, params: ActorCriticParams,
+                     observation: jax.Array) -> Categorical | DiagGaussian:
+        return self.action_distribution(self.forward(params.actor, observation), params.log_std)
+
+    def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
+        return self.forward(params.critic, observation)[0]
+
+    def sample(self, params, observation, key):
+        dist = self.distribution(params, observation)
+        action = dist.sample(key)
+        return action, dist.log_prob(action)
+
+    def log_prob(self, params, observation, action) -> jax.Array:
+        return self.distribution(params, observation).log_prob(action)
+
+    def greedy(self, params, observation) -> jax.Array:
+        return self.distribution(params, observation).mode()
