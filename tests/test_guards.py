@@ -43,7 +43,7 @@ def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
                          "--total-steps", "256", "--num-envs", "4", "--num-steps", "64",
                          "--out", str(tmp_path / "r"))
     # stdout holds only the header printed before training started
-    assert code == 2 and out.startswith("PPO on test-nan-observation") and out.count("\n") == 3
+    assert code == 2 and out.startswith("ppo on test-nan-observation") and out.count("\n") == 3
     assert err.strip() == ("rollax train: error: checked mode: non-finite observation at "
                            "update 1, step 3, env 0: [nan nan nan nan]")
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained on garbage is kept
