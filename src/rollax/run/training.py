@@ -3,9 +3,9 @@ chunks, with metrics, checkpoints, resume and a summary, reporting each chunk to
 
 Data flow: :func:`rollax.run.config.from_settings` gives ``(run, algo)``; :func:`new_run`
 creates the folder (config.json first) and :func:`execute` drives a
-:class:`rollax.run.experiment.Runner` over it; :func:`resume_run` continues from a folder's latest
-checkpoint. Output to a person (progress bars, tables, figures) belongs to the caller, which
-passes ``on_chunk``.
+:class:`rollax.run.experiment.Runner` over it; :func:`open_resume` reads a stopped run back and
+its ``execute`` continues from the latest checkpoint. Output to a person (progress bars,
+tables, figures) belongs to the caller, which passes ``on_chunk``.
 """
 
 from __future__ import annotations
@@ -319,13 +319,6 @@ def open_resume(path: str | Path, devices: int | None = None) -> Resumable:
     if started:
         folder.check_checkpoint()
     return Resumable(folder, run, algo, started)
-
-
-def resume_run(path: str | Path, devices: int | None = None, on_chunk: Listener | None = None
-               ) -> tuple[RunFolder, RunConfig, tuple[dict, Any]]:
-    """Continue the run in ``path`` from its latest checkpoint (:func:`open_resume`)."""
-    stopped = open_resume(path, devices)
-    return stopped.folder, stopped.run, stopped.execute(on_chunk)
 
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
