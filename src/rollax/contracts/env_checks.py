@@ -12,6 +12,7 @@ from rollax.collect import collect_autoreset
 from rollax.contracts.autoreset_checks import final_observation_findings, record_rows
 from rollax.contracts.collector_checks import collector_results
 from rollax.contracts.env_run import EnvRun, state_step
+from rollax.contracts.key_checks import draws_from_key, key_used_once
 from rollax.contracts.probe import RandomPolicy, default_steps, describe
 from rollax.contracts.registry import ENV_REGISTRY, env_check
 from rollax.contracts.report import (
@@ -94,11 +95,15 @@ def step_output(run: EnvRun) -> CheckResult:
     if not _is(shapes.reward, (), np.float32):
         findings.append(Finding(None, None, "reward is not a float32 scalar",
                                 {"reward": _type(shapes.reward)}))
-    for name in ("terminated", "truncated"):
-        flag = getattr(shapes, name)
-        if not _is(flag, (), np.bool_):
-            findings.append(Finding(None, None, f"{name} is not a bool scalar",
-                                    {name: _type(flag)}, 1))
+    flags = {"terminated": shapes.terminated, "truncated": shapes.truncated}
+    if shapes.transition_terminated is not None:  # step casts it: look at what transition gives
+        flags["terminated"] = shapes.transition_terminated
+    for name, flag in flags.items():
+        if np.dtype(flag.dtype) != np.bool_:
+            findings.append(Finding(None, None, f"{name} must be bool", {name: _type(flag)}, 1))
+        elif flag.shape != ():
+            findings.append(Finding(None, None, f"{name} must be a scalar", {name: _type(flag)},
+                                    1))
     findings.append(_state_type_finding(shapes.state, shapes.next_state))
     if not _is(shapes.next_observation, tuple(space.shape), space.dtype):
         findings.append(Finding(None, None, "observation after a step does not match "
@@ -106,6 +111,16 @@ def step_output(run: EnvRun) -> CheckResult:
                                 {"observation": _type(shapes.next_observation),
                                  "space": f"{np.dtype(space.dtype)}{list(space.shape)}"}, 3))
     return judge(findings, "float32 reward, bool events, stable state types")
+
+
+env_check("key_used_once", "every key `reset` and `step` hold or make (the key argument, a key "
+          "in the state, each part of a split) feeds at most one `random_bits`, `random_split` "
+          "or `random_fold_in`; read off their jaxprs, nothing compiled.",
+          gated=False)(key_used_once)
+env_check("draws_from_key", "when `reset`, or the `step` of a stochastic environment, draws "
+          "random numbers, some derive from its key argument, not all from a constant key (or "
+          "the state); a `reset` that draws nothing is a deterministic start.",
+          gated=False)(draws_from_key)
 
 
 @env_check("observation_in_space", "every visited state's observation (start states "
@@ -297,9 +312,11 @@ def batch_permutation(run: EnvRun) -> CheckResult:
            "observation[t + 1]`; after an ending the next row is a fresh, live episode.")
 def autoreset_final_observation(run: EnvRun) -> CheckResult:
     """The auto-reset collector against absorbing re-steps (see ``autoreset_checks``)."""
-    trace = run.require_trace()
+    trace, shapes = run.require_trace(), run.require_shapes()
     if run.autoreset_fn is None:
         return outcome(SKIPPED, "autoreset_fn=None")
+    if not _is(shapes.terminated, (), np.bool_) or not _is(shapes.truncated, (), np.bool_):
+        return outcome(SKIPPED, "needs bool terminated and truncated (see 'step_output')")
     try:
         start_states = jax.tree.map(lambda x: x[0], trace.states)
         rows = record_rows(run.env, run.policy, run.params, run.autoreset_fn, start_states,
