@@ -15,7 +15,7 @@ from rollax.contracts.probe import Setup
 from rollax.contracts.registry import NotRun
 from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
 from rollax.contracts.trees import any_last, host, scalar_cells
-from rollax.envs.base import step_with_key
+from rollax.envs.base import Environment, step_with_key
 
 
 class Shapes(NamedTuple):
@@ -29,6 +29,9 @@ class Shapes(NamedTuple):
     terminated: Any
     truncated: Any
     next_observation: Any
+    transition_terminated: Any
+    """The ``terminated`` that ``transition`` returns (before ``step`` casts it to bool), or
+    None when the environment writes its own ``step``."""
 
 
 def abstract_shapes(env: Any, policy: Any, params: Any, key: jax.Array) -> Shapes:
@@ -40,7 +43,11 @@ def abstract_shapes(env: Any, policy: Any, params: Any, key: jax.Array) -> Shape
     next_state, reward, terminated, truncated = jax.eval_shape(
         lambda s, a, k: step_with_key(env, s, a, k), state, action, key)
     next_obs = jax.eval_shape(env.observation, next_state)
-    return Shapes(state, obs, done, next_state, reward, terminated, truncated, next_obs)
+    raw = None
+    if type(env).step is Environment.step:
+        raw = jax.eval_shape(env.transition, state, action,
+                             key if env.stochastic else None)[2]
+    return Shapes(state, obs, done, next_state, reward, terminated, truncated, next_obs, raw)
 
 
 class Flags(NamedTuple):

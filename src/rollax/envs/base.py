@@ -78,7 +78,8 @@ class Environment(abc.ABC):
 
     The transition contract: ``transition(state, action, key) -> (next_state, reward,
     terminated)`` gives the task's next state (the ``elapsed`` and ``done`` it returns are
-    ignored), the reward of that step and whether it reaches a terminal state. It is traced for
+    ignored), the reward of that step and whether it reaches a terminal state (a bool scalar;
+    ``step`` reads another dtype as ``!= 0`` and ``check_env`` fails it). It is traced for
     finished states too and its result discarded there, so it must be a pure, branch-free
     function of its arguments; ``key`` is the transition key (``None`` when not
     ``stochastic``). ``step`` casts each leaf of ``next_state`` back to the dtype of the same
@@ -111,6 +112,7 @@ class Environment(abc.ABC):
             )
         live = ~state.done
         moved, reward, ends = self.transition(state, action, key)
+        ends = jnp.asarray(ends).astype(bool)  # check_env's step_output fails a non-bool
         elapsed = state.elapsed + 1
         terminated = live & ends
         truncated = live & ~ends & (elapsed >= self.horizon)
