@@ -7,7 +7,7 @@ import functools
 import pathlib
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -434,3 +434,145 @@ def test_a_typed_key_inside_the_state_passes_every_check():
     assert report.ok, report
     final = next(r for r in report.results if r.name == "autoreset_final_observation")
     assert final.status == "passed" and "episode ends" in final.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Key ownership inside an environment (read off the jaxprs of reset and step) and flag dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class SlipCorridor(Corridor):
+    """A stochastic corridor that owns its keys correctly: the transition key is split, one
+    half slips the move (probability 1/4), the other draws three noise values in a vmap and a
+    scan that carries and splits its key; the reward is unchanged (noise times 0)."""
+
+    stochastic: ClassVar[bool] = True
+
+    def slip_key(self, key):
+        return key
+
+    def transition(self, state, action, key):
+        slip_key, noise_key, loop_key = jax.random.split(self.slip_key(key), 3)
+        slip = jax.random.bernoulli(slip_key, 0.25)
+        action = jnp.where(slip, 1 - action, action)
+        noise = jax.vmap(jax.random.uniform)(jax.random.split(noise_key, 2)).sum()
+        noise += jax.lax.scan(lambda k, _: (jax.random.split(k)[0], 0.0), loop_key, None,
+                              length=3)[1].sum()  # the carried key is split, not reused
+        state, reward, reached = super().transition(state, action, key)
+        return state, reward + 0 * noise, reached
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantKeySlip(SlipCorridor):
+    """Its transition ignores its key and slips with ``jax.random.key(0)``."""
+
+    def slip_key(self, key):
+        return jax.random.key(0)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopReuseSlip(SlipCorridor):
+    """Draws inside a scan from a captured key: the same numbers on every iteration."""
+
+    def transition(self, state, action, key):
+        noise = jax.lax.scan(lambda c, _: (c, jax.random.uniform(key)), 0, None, length=3)[1]
+        state, reward, reached = Corridor.transition(self, state, action, None)
+        return state, reward + 0 * noise.sum(), reached
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetDrawsTwice(Corridor):
+    """The start position and a bonus coin both drawn from the reset key."""
+
+    def reset(self, key):
+        state = super().reset(key)
+        coin = jax.random.bernoulli(key).astype(jnp.int32)
+        return state._replace(position=state.position * coin)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetReusesAfterSplit(Corridor):
+    """Splits its key, then draws from the key itself."""
+
+    def reset(self, key):
+        start_key, _ = jax.random.split(key)
+        state = super().reset(start_key)
+        bound = jax.random.randint(key, (), 1, 2)
+        return state._replace(position=jnp.minimum(state.position, bound))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResetConstantKey(Corridor):
+    """A random-looking start that is the same for every key."""
+
+    def reset(self, key):
+        return super().reset(jax.random.key(0))
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatTerminated(Corridor):
+    """``transition`` returns ``terminated`` as float32."""
+
+    def transition(self, state, action, key):
+        state, reward, reached = super().transition(state, action, key)
+        return state, reward, reached.astype(jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatTruncated(Corridor):
+    """A ``step`` of its own that returns ``truncated`` as float32."""
+
+    def step(self, state, action, key=None):
+        state, reward, terminated, truncated = super().step(state, action)
+        return state, reward, terminated, truncated.astype(jnp.float32)
+
+
+# bug: (environment, the check that fails, the start of its message)
+KEY_BUGS = {
+    "reset_draws_twice": (ResetDrawsTwice(), "key_used_once",
+                          "reset: its key is consumed by 2 random draws or splits "
+                          "(random_split at corridor.py:"),
+    "reset_reuses_after_split": (ResetReusesAfterSplit(), "key_used_once",
+                                 "reset: its key is consumed by 2 random draws or splits "
+                                 "(random_split at test_contracts.py:"),
+    "loop_reuse": (LoopReuseSlip(), "key_used_once",
+                   "transition: its key is consumed by 3 random draws or splits (random_bits x3 "
+                   "at test_contracts.py:"),
+    "transition_constant_key": (ConstantKeySlip(), "draws_from_key",
+                                "transition: draws random numbers (random_bits at "
+                                "test_contracts.py:"),
+    "reset_constant_key": (ResetConstantKey(), "draws_from_key",
+                           "reset: draws random numbers (random_bits at corridor.py:"),
+    "float_terminated": (FloatTerminated(), "step_output", "terminated must be bool"),
+    "float_truncated": (FloatTruncated(), "step_output", "truncated must be bool"),
+}
+
+
+@functools.cache
+def key_report(name):
+    env = SlipCorridor() if name == "slip" else KEY_BUGS[name][0]
+    return check_env(env, batch_size=2, autoreset_fn=None)
+
+
+def test_keys_owned_correctly_pass():
+    report = key_report("slip")
+    assert report.ok, str(report)
+    assert report["draws_from_key"].message == ("reset draws from its key; transition draws "
+                                                "from its key")
+
+
+@pytest.mark.parametrize("bug", KEY_BUGS)
+def test_planted_key_or_flag_bug_is_caught(bug):
+    _, check, message = KEY_BUGS[bug]
+    report = key_report(bug)
+    assert report.failures == [report[check]], str(report)  # that check only; all others ran
+    assert report[check].message.startswith(message), report[check].message
+    skipped = [r.name for r in report if r.status == "skipped"]
+    assert skipped == ["autoreset_final_observation"], str(report)  # autoreset_fn=None
+
+
+def test_key_messages_name_the_draws():
+    assert key_report("transition_constant_key")["draws_from_key"].message.endswith(
+        "from a key that is not its own (a constant key); use the key argument")
+    loop = key_report("loop_reuse")["key_used_once"].message
+    assert "on every iteration of a scan); split it and use each part once" in loop
