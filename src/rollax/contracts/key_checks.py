@@ -266,7 +266,8 @@ class Walker:
         out = self.walk(body.jaxpr, [], consts + carry + xs, sub, where)
         kept = [c.atoms is not None and o.atoms is c.atoms for c, o in zip(carry, out)]
         repeated = {a for v in consts if v.atoms is not None for a in v.atoms.ravel()}
-        repeated |= {a for v, k in zip(carry, kept) if k for a in v.atoms.ravel()}
+        repeated |= {a for v, k in zip(carry, kept) if k and v.atoms is not None
+                     for a in v.atoms.ravel()}
         uses.merge(sub, repeated, kind, times)
         vals = [c if k else _new(aval, f"a key carried by a {kind}", o.dep)
                 for c, k, o, aval in zip(carry, kept, out, outs)]
