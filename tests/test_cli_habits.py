@@ -1,8 +1,10 @@
-"""Habits of the command line: counts written 1e6 or 1_000_000, live output when piped."""
+"""Habits of the command line: counts written 1e6 or 1_000_000, live output when piped, the
+rate and the time left while a run trains."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -11,6 +13,8 @@ import pytest
 from rollax.cli import main
 from rollax.cli.flags import parse_count
 from rollax.cli.parse import parse_train
+from rollax.cli.train import budget, eta
+from rollax.run.config import assemble
 
 
 def test_whole_numbers_in_exponent_form_are_counts():
@@ -52,6 +56,30 @@ def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
         proc.wait(timeout=600)
     lines = [first, *rest.splitlines()]
     assert lines[1].startswith("4 updates x 128 env steps = 512 env steps per lane; run folder:")
-    assert [line.split()[1] for line in lines if line.startswith("update ")] == [
-        "1/4", "2/4", "3/4", "4/4"]
+    updates = [line for line in lines if line.startswith("update ")]
+    assert [line.split()[1] for line in updates] == ["1/4", "2/4", "3/4", "4/4"]
+    # each chunk's line: the rate (the first chunk's, then since it ended) and the time left
+    pattern = re.compile(r"update \d/4  [\d,]+ env steps  [\d,]+ steps/s  exact_return "
+                         r"\d\.\d{3}  (\d+ (d|h|min|s) ?)+ left")
+    assert all(pattern.fullmatch(line) for line in updates), updates
+    assert updates[-1].endswith("  0 s left")
     assert proc.returncode == 0 and all(len(line) < 200 for line in lines)
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (0, "0 s"), (0.4, "0 s"), (45, "45 s"), (59.6, "1 min"), (90, "1 min 30 s"),
+    (3599, "1 h"), (8000, "2 h 13 min"),  # 2 h 13 min 20 s
+    (86_399, "1 d"), (200_000, "2 d 8 h"),  # 2 d 7 h 33 min 20 s
+    (float("inf"), "—"),
+])
+def test_the_time_left_reads_in_its_two_largest_units(seconds, text):
+    assert eta(seconds) == text
+
+
+def test_the_header_gives_the_budget_per_lane_and_over_all_lanes():
+    request = parse_train(["train", "--env", "CartPole-v1", "--total-steps", "4096",
+                           "--seeds", "2", "--sweep", "lr=1e-3,3e-4"])
+    run, algo = assemble(request.config, request.env, request.settings, request.given)
+    assert budget(algo, len(run.lanes())) == (
+        "8 updates x 512 env steps = 4,096 env steps per lane (16,384 over 4 lanes)")
+    assert budget(algo, 1) == "8 updates x 512 env steps = 4,096 env steps per lane"

@@ -141,8 +141,13 @@ def test_an_environment_without_a_preset_says_whose_defaults_it_got():
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--total-steps", "512"])
     run, _ = assemble(request.config, request.env, request.settings, request.given)
     assert settings_line(run, request.sources) == (
-        "settings: no preset for gymnax:CartPole-v1: PPOConfig's defaults; "
-        "flags: total_steps=512")
+        "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_envs=4, "
+        "num_steps=128, epochs=4, minibatches=4, lr=0.00025; flags: total_steps=512")
+    request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--num-envs", "8"])
+    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    assert settings_line(run, request.sources) == (  # a field given is no default
+        "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_steps=128, "
+        "epochs=4, minibatches=4, lr=0.00025; flags: num_envs=8")
 
 
 @pytest.mark.parametrize("text, message", [

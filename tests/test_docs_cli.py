@@ -8,8 +8,8 @@ that names a ``/tmp`` folder made by another block (``rollax eval /tmp/cli-b``) 
 folder from the command that writes it (``--out /tmp/cli-b``), run once per test session.
 
 Outputs are compared line by line (stdout, then stderr) after normalising what varies between
-runs: timings, throughputs and the timestamp of a generated run-folder name. A line ``...``
-stands for any number of lines. A JSON line is compared as a parsed object, without
+runs: timings, throughputs, times left and the timestamp of a generated run-folder name. A
+line ``...`` stands for any number of lines. A JSON line is compared as a parsed object, without
 ``run_dir`` and timing keys, floats to ``rtol 1e-6``. Everything else must match exactly.
 Error outputs (``rollax <command>: error: ...``) must come with exit status 2, the others
 with 0; ``$ echo $?`` prints the previous command's status. ``| cat`` (stdout not a terminal)
@@ -49,6 +49,7 @@ SLOW = ("--env CartPole-v1 --total-steps 4096 --seeds 2", "--devices 8 --out")
 VOLATILE = [
     (re.compile(r"\b(compile|run|final evaluation|wall) \d+(\.\d+)? s\b"), r"\1 <T> s"),
     (re.compile(r"\b\d[\d,]* (env )?steps/s\b"), r"<N> \1steps/s"),
+    (re.compile(r"\b(\d+ (d|h|min|s) )+left\b"), "<ETA> left"),
     (re.compile(r"-\d{8}-\d{6}\b"), "-<TIMESTAMP>"),
     (re.compile(r" \(cache: [^)]*\)"), " (cache: <FOLDER>)"),
 ]

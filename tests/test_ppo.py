@@ -128,8 +128,19 @@ def test_invalid_settings_raise_before_compiling(change, message):
 
 def test_presets_are_valid():
     for env in ppo.PRESETS:
-        if env.startswith("gymnax:") and importlib.util.find_spec("gymnax") is None:
-            continue  # the MinAtar presets need the optional gymnax
+        suite = env.split(":")[0] if ":" in env else None
+        if suite is not None and importlib.util.find_spec(suite) is None:
+            continue  # the MinAtar presets need the optional gymnax or pgx
         config = ppo.preset(env)
         ppo.validate(config)
         assert ppo.num_updates(config) >= 1
+
+
+@pytest.mark.parametrize("gymnax, pgx", [("Asterix", "asterix"), ("Breakout", "breakout"),
+                                         ("Freeway", "freeway"), ("Seaquest", "seaquest"),
+                                         ("SpaceInvaders", "space_invaders")])
+def test_a_minatar_game_has_one_preset_in_gymnax_and_pgx(gymnax, pgx):
+    """The same game through either suite trains with gymnax-blines' settings."""
+    config = ppo.preset(f"gymnax:{gymnax}-MinAtar")
+    assert (config.total_steps, config.num_envs, config.network) == (10_000_000, 64, "cnn")
+    assert ppo.PRESETS[f"pgx:minatar-{pgx}"] == ppo.PRESETS[f"gymnax:{gymnax}-MinAtar"]

@@ -1,7 +1,8 @@
 """PPO for neural actor-critics, compiled end to end: ``rollax.make_train(PPOConfig())(key)``.
 
-The whole algorithm, top to bottom: config and presets, state, network, rollout with GAE,
-loss, epochs of minibatch steps, the update, and the parts the runner takes. One update::
+The whole algorithm, top to bottom: config, state, network, rollout with GAE, loss, epochs of
+minibatch steps, the update, and the parts the runner takes (the presets, a table, are in
+:mod:`rollax.algos.ppo_presets`). One update::
 
     key, rollout_key, shuffle_key = split(key, 3)
     env_state, traj = collect_autoreset(env, policy, params, env_state, rollout_key, T)
@@ -41,6 +42,7 @@ from rollax.algos.base import (
     hyperparams_type,
     traced,
 )
+from rollax.algos.ppo_presets import PRESETS
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
 from rollax.envs.base import Box, Environment
 from rollax.envs.registry import make
@@ -141,30 +143,6 @@ class PPOConfig:
 PPOHyperparams = hyperparams_type(PPOConfig)
 """The traced fields of :class:`PPOConfig` as a NamedTuple (``lr``, ``gamma``, ``gae_lambda``,
 ``clip_eps``, ``vf_coef``, ``ent_coef``, ``max_grad_norm``, ``reward_scale``)."""
-
-
-PRESETS: dict[str, dict] = {
-    "CartPole-v1": {},
-    "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
-    "MountainCar-v0": dict(total_steps=1_000_000, num_envs=16, normalize_observations=True),
-    "Pendulum-v1": dict(
-        total_steps=1_000_000, num_envs=16, num_steps=256, epochs=10, minibatches=16, lr=1e-3,
-        gamma=0.95, gae_lambda=0.95, ent_coef=0.0, normalize_observations=True,
-        reward_scale=0.1, max_grad_norm=0.5,
-    ),
-    # MinAtar through gymnax: gymnax-blines' PPO settings (agents/<game>-MinAtar/ppo.yaml, the
-    # same for the four games; Adam eps 1e-5, a constant lr: its "warm-up" runs from 5e-4 to
-    # 5e-4). Not mapped: its actor-critic is an MLP over the flattened planes with flax's
-    # default weights and uniform(0.05) biases (here rollax's CNN, one 3x3 convolution of 16
-    # planes, under the same 256-256 heads, orthogonal), and its rollouts step 129 times.
-    **{f"gymnax:{game}-MinAtar": dict(
-        total_steps=10_000_000, num_envs=64, num_steps=128, epochs=4, minibatches=8, lr=5e-4,
-        anneal_lr=False, gamma=0.999, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5,
-        ent_coef=0.01, max_grad_norm=0.5, hidden=(256, 256), activation="relu",
-        network="cnn",
-    ) for game in ("Asterix", "Breakout", "Freeway", "SpaceInvaders")},
-}
-"""Tuned settings per task (overrides of the PPOConfig defaults)."""
 
 
 def preset(env: str, **overrides) -> PPOConfig:

@@ -35,17 +35,28 @@ def _value(x: float | None, fmt: str = ".3f") -> str:
     return "—" if x is None or not np.isfinite(x) else format(x, fmt)
 
 
+def eta(seconds: float) -> str:
+    """A time left as a person reads it, rounded to its two largest units: ``8000`` ->
+    ``"2 h 13 min"``, ``90`` -> ``"1 min 30 s"``, ``7190`` -> ``"2 h"``, ``200000`` ->
+    ``"2 d 8 h"``; ``"—"`` when unknown (not finite)."""
+    if not np.isfinite(seconds):
+        return "—"
+    for unit, size, small, small_size in (("d", 86_400, "h", 3600), ("h", 3600, "min", 60),
+                                          ("min", 60, "s", 1)):
+        count = round(max(seconds, 0) / small_size)  # in the smaller unit
+        if count * small_size >= size:
+            big, rest = divmod(count, size // small_size)
+            return f"{big} {unit}" + (f" {rest} {small}" if rest else "")
+    return f"{round(max(seconds, 0))} s"
+
+
 class Progress:
     """What a person sees while a run trains: on a terminal, a progress bar on stderr; piped
-    or in a batch job, one flushed line per compiled chunk on stdout. Silent in JSON mode."""
+    or in a batch job, one flushed line per compiled chunk on stdout. Both show the rate and
+    the time left (``ChunkDone``). Silent in JSON mode."""
 
     def __init__(self, enabled: bool, progress_name: str):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
         from rich.progress import Progress as Bar
 
         self.name, self.out = progress_name, console()
@@ -54,8 +65,8 @@ class Progress:
             TextColumn("[bold]updates"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[steps]} env steps"),
             TextColumn("{task.fields[sps]} steps/s"), TextColumn("{task.fields[ret]}"),
-            TimeRemainingColumn(), console=err, disable=not enabled or not err.is_terminal,
-            transient=False)
+            TextColumn("{task.fields[left]} left"), console=err,
+            disable=not enabled or not err.is_terminal, transient=False)
         self.lines = enabled and not err.is_terminal
         self.task = None
 
@@ -68,12 +79,15 @@ class Progress:
 
     def __call__(self, event) -> None:
         progress = f"{self.name} {_value(event.progress)}"
+        left = eta(event.seconds_left)
         if self.lines:
             self.out.print(f"update {event.done}/{event.total}  {event.env_steps:,} env steps  "
-                           f"{event.env_steps_per_second:,.0f} steps/s  {progress}")
+                           f"{event.env_steps_per_second:,.0f} steps/s  {progress}  "
+                           f"{left} left")
             self.out.file.flush()
         fields: dict[str, Any] = dict(completed=event.done, steps=f"{event.env_steps:,}",
-                                      sps=f"{event.env_steps_per_second:,.0f}", ret=progress)
+                                      sps=f"{event.env_steps_per_second:,.0f}", ret=progress,
+                                      left=left)
         if self.task is None:
             self.task = self.bar.add_task("train", total=event.total, **fields)
         else:
@@ -85,13 +99,20 @@ def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
     headline, the budget, and which settings came from the preset, the file and the flags."""
     out = console()
     out.print(headline(run))
-    out.print(f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
-              f"{algo.num_updates * algo.env_steps_per_update:,} env steps per lane; "
-              f"run folder: {folder.path}")
+    out.print(f"{budget(algo, len(run.lanes()))}; run folder: {folder.path}")
     line = settings_line(run, sources, file)
     if line:
         out.print(line)
     out.file.flush()
+
+
+def budget(algo, lanes: int) -> str:
+    """``8 updates x 512 env steps = 4,096 env steps per lane (8,192 over 2 lanes)``: the env
+    steps that will run."""
+    per_lane = algo.num_updates * algo.env_steps_per_update
+    return (f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
+            f"{per_lane:,} env steps per lane"
+            + (f" ({lanes * per_lane:,} over {lanes} lanes)" if lanes > 1 else ""))
 
 
 def headline(run) -> str:
@@ -105,8 +126,9 @@ def headline(run) -> str:
 
 def settings_line(run, sources: dict[str, str], file=None) -> str:
     """``settings: preset of Acrobot-v1: num_envs=8, ...; from FILE: lr=0.0003; flags: ...``
-    (the resolved values), or, for an algorithm with presets but none for this environment,
-    that its defaults apply."""
+    (the resolved values), led, for an algorithm with presets but none for this environment,
+    by the algorithm's defaults it takes among its headline fields (``no preset for E; using
+    ppo's defaults: num_envs=4, ...``)."""
     from rollax.run.config import RUN_SETTINGS
 
     config, spec = run.algorithm, run.spec
@@ -119,7 +141,10 @@ def settings_line(run, sources: dict[str, str], file=None) -> str:
         if values:
             parts.append(f"{title}: {', '.join(values)}")
     if spec.presets and config.env not in spec.presets:
-        parts.insert(0, f"no preset for {config.env}: {type(config).__name__}'s defaults")
+        defaults = [f"{n}={_shown(getattr(config, n), run, n)}" for n in spec.headline
+                    if n not in sources]
+        parts.insert(0, f"no preset for {config.env}; using {spec.name}'s defaults"
+                     + (f": {', '.join(defaults)}" if defaults else ""))
     return "settings: " + "; ".join(parts) if parts else ""
 
 

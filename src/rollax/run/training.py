@@ -56,7 +56,11 @@ class ChunkDone(NamedTuple):
     env_steps: int
     """Environment steps per lane so far."""
     env_steps_per_second: float
-    """All lanes, since this session of the run started (host clock)."""
+    """All lanes (host clock, compilation excluded): the rate of this session's first chunk,
+    then the rate since that chunk ended (the first call of the compiled chunk carries
+    one-time costs that would skew a long run's estimate for long)."""
+    seconds_left: float
+    """Estimated time to the last update at ``env_steps_per_second`` (0 when done)."""
     progress: float
     """Mean over lanes of the last finite value of the algorithm's progress metric (NaN when
     none is finite)."""
@@ -173,6 +177,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool,
     compile_s = time.perf_counter() - compile_start
     per_update = len(lanes) * algo.env_steps_per_update
     clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0}
+    steady: dict[str, float] = {}  # when the first chunk ended, and the updates done then
     greedy = (None if run.eval_every is None
               else greedy_evaluator(algo, lanes, run.eval_episodes))
 
@@ -189,9 +194,15 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool,
         folder.write_metrics(rows)
         clock["updates"] += done - first
         if on_chunk is not None:
-            sps = clock["updates"] * per_update / max(now - clock["run"], 1e-9)
+            if not steady:
+                steady.update(since=now, updates=clock["updates"])
+                sps = chunk_sps
+            else:
+                sps = ((clock["updates"] - steady["updates"]) * per_update
+                       / max(now - steady["since"], 1e-9))
+            left = (algo.num_updates - done) * per_update / sps
             on_chunk(ChunkDone(done, algo.num_updates, done * algo.env_steps_per_update, sps,
-                               _latest(metrics, run.spec.progress), rows))
+                               left, _latest(metrics, run.spec.progress), rows))
         clock["chunk"] = time.perf_counter()
 
     def save(done, state):

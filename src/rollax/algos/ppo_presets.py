@@ -1,0 +1,34 @@
+"""PPO's tuned settings per task: a table of overrides of the :class:`rollax.algos.ppo.PPOConfig`
+defaults, keyed by environment name (``AlgorithmSpec.presets``; ``rollax.ppo.preset``)."""
+
+from __future__ import annotations
+
+MINATAR: dict = dict(
+    total_steps=10_000_000, num_envs=64, num_steps=128, epochs=4, minibatches=8, lr=5e-4,
+    anneal_lr=False, gamma=0.999, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01,
+    max_grad_norm=0.5, hidden=(256, 256), activation="relu", network="cnn",
+)
+"""MinAtar: gymnax-blines' PPO settings (agents/<game>-MinAtar/ppo.yaml, the same for the five
+games; Adam eps 1e-5, a constant lr: its "warm-up" runs from 5e-4 to 5e-4). Not mapped: its
+actor-critic is an MLP over the flattened planes with flax's default weights and
+uniform(0.05) biases (here rollax's CNN, one 3x3 convolution of 16 planes, under the same
+256-256 heads, orthogonal), and its rollouts step 129 times."""
+
+MINATAR_GAMES = {"Asterix": "asterix", "Breakout": "breakout", "Freeway": "freeway",
+                 "Seaquest": "seaquest", "SpaceInvaders": "space_invaders"}
+"""Each MinAtar game's gymnax name (``gymnax:<name>-MinAtar``) and Pgx name
+(``pgx:minatar-<name>``): the same game, so the same preset."""
+
+PRESETS: dict[str, dict] = {
+    "CartPole-v1": {},
+    "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
+    "MountainCar-v0": dict(total_steps=1_000_000, num_envs=16, normalize_observations=True),
+    "Pendulum-v1": dict(
+        total_steps=1_000_000, num_envs=16, num_steps=256, epochs=10, minibatches=16, lr=1e-3,
+        gamma=0.95, gae_lambda=0.95, ent_coef=0.0, normalize_observations=True,
+        reward_scale=0.1, max_grad_norm=0.5,
+    ),
+    **{f"gymnax:{game}-MinAtar": dict(MINATAR) for game in MINATAR_GAMES},
+    **{f"pgx:minatar-{game}": dict(MINATAR) for game in MINATAR_GAMES.values()},
+}
+"""Tuned settings per task (overrides of the PPOConfig defaults)."""
