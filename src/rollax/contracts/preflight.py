@@ -66,7 +66,8 @@ def check_before_run(env: Any, name: str) -> None:
         shapes = trace_once(env, name)
     except ValueError as err:
         raise ValueError(f"{err}{hint}") from None
-    run = EnvRun(env, None, None, 1, 1, 0, False, None, shapes)
+    run = EnvRun(env=env, policy=None, params=None, batch_size=1, num_steps=1, seed=0,
+                 from_horizon=False, autoreset_fn=None, shapes=shapes)
     for check in (reset_output, step_output):
         try:
             result = check(run)
