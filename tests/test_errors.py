@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import jax
@@ -150,6 +151,67 @@ def _config_without_kind(run: Path) -> None:
     path.write_text(json.dumps(stored, indent=2) + "\n")
 
 
+USER_ENVS = '''"""Planted environments of a user's, each breaking the contract one way."""
+import jax.numpy as jnp
+
+import rollax
+from rollax.envs.cartpole import CartPole
+
+
+class ShortObservation(CartPole):
+    def observation(self, state):
+        return super().observation(state)[:3]  # observation_space says (4,)
+
+
+class FloatTerminated(CartPole):
+    def transition(self, state, action, key):
+        next_state, reward, terminated = super().transition(state, action, key)
+        return next_state, reward, terminated.astype(jnp.float32)
+
+
+class Unwritten(CartPole):
+    def transition(self, state, action, key):
+        raise NotImplementedError("transition is not written yet")
+
+
+def short_observation(horizon=500):
+    return ShortObservation(horizon=horizon)
+
+
+def float_terminated(horizon=500):
+    return FloatTerminated(horizon=horizon)
+
+
+def unwritten(horizon=500):
+    return Unwritten(horizon=horizon)
+
+
+def raising(horizon=500):
+    raise RuntimeError("no licence for the simulator")
+
+
+def fixed():
+    return rollax.Corridor(horizon=5)
+'''
+"""``userenvs/bad.py`` of the ``userenvs`` setups."""
+
+
+def _write_user_envs(base: Path) -> None:
+    (base / "userenvs").mkdir()
+    (base / "userenvs" / "__init__.py").write_text("")
+    (base / "userenvs" / "bad.py").write_text(USER_ENVS)
+
+
+def _user_env(factory: str):
+    def point(run: Path) -> None:
+        path = run / "config.json"
+        stored = json.loads(path.read_text())
+        stored["config"]["env"] = f"userenvs.bad:{factory}"
+        path.write_text(json.dumps(stored, indent=2) + "\n")
+
+    return point
+
+
 RUN_BREAKS = {
     "run": [],
     "run-unfinished": [_unfinish],
@@ -162,6 +224,9 @@ RUN_BREAKS = {
     "run-corrupt-config": [_corrupt_config],
     "run-config-without-kind": [_config_without_kind],
     "run-without-metrics": [lambda r: (r / "metrics.jsonl").unlink()],
+    "run-userenvs-raising": [_user_env("raising")],
+    "run-userenvs-float-terminated": [_user_env("float_terminated")],
+    "run-unfinished-userenvs-short-observation": [_unfinish, _user_env("short_observation")],
 }
 """Setups that copy the prepared run to ``run`` and then break it."""
 
@@ -170,6 +235,10 @@ def build_setup(name: str, base: Path, prepared: Path | None) -> None:
     """Build setup ``name`` (``-`` for none) in folder ``base``; ``prepared`` is the prepared run
     (needed by the ``run*`` setups only)."""
     if name == "-":
+        return
+    if "userenvs" in name:
+        _write_user_envs(base)
+    if name == "userenvs":
         return
     if name in RUN_BREAKS:
         run = base / "run"
@@ -239,7 +308,7 @@ def test_catalogue_table():
         if not cli:
             assert isinstance(getattr(builtins, e["exit"], None), type), e["id"]
         assert e["setup"] == "-" or e["setup"] in RUN_BREAKS or e["setup"] in CONFIG_FILES \
-            or e["setup"] in ("empty", "afile"), e["setup"]
+            or e["setup"] in ("empty", "afile", "userenvs"), e["setup"]
         assert "\n" not in e["message"] and e["message"], e["id"]
 
 
@@ -256,6 +325,11 @@ def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
     prepared = (request.getfixturevalue("prepared_run")
                 if needs_prepared_run(entry["setup"]) else None)
     build_setup(entry["setup"], tmp_path, prepared)
+    if "userenvs" in entry["setup"]:  # importable from the folder, leaving no __pycache__
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.setattr(sys, "dont_write_bytecode", True)
+        for name in ("userenvs.bad", "userenvs"):
+            monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.chdir(tmp_path)
     expected = entry["message"].replace("<cwd>", os.getcwd())
     before = snapshot(tmp_path)

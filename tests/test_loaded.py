@@ -15,6 +15,7 @@ import pytest
 
 import rollax
 from rollax.cli import main
+from rollax.run.config import from_json, from_settings
 from rollax.run.experiment import Runner, lane_params_sha256
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
@@ -143,6 +144,15 @@ def make(horizon: int = 6) -> rollax.Environment:
 
 def not_an_env(horizon: int = 6):
     return horizon
+
+
+def fixed() -> rollax.Environment:
+    """A factory without a horizon parameter."""
+    return ShortCorridor(horizon=4)
+
+
+def configurable(**options) -> rollax.Environment:
+    return ShortCorridor(**options)
 '''
 
 
@@ -169,6 +179,33 @@ def test_make_by_import_path(env_package):
         rollax.make("mypkg.envs:missing")
     with pytest.raises(ValueError, match="unknown environment 'mypkg:make'"):
         rollax.make("mypkg:make")  # no dot before the colon: not an import path
+    assert rollax.make("mypkg.envs:configurable", horizon=9).horizon == 9  # **options take it
+    assert rollax.make("mypkg.envs:fixed", horizon=4).horizon == 4  # not passed: its own
+    with pytest.raises(ValueError, match="fixed takes no horizon and its environment's horizon "
+                                         "is 4, not 9"):
+        rollax.make("mypkg.envs:fixed", horizon=9)
+
+
+def test_factory_without_horizon_runs_and_reopens(env_package):
+    """A run on a factory without ``horizon`` stores its environment's own horizon; reopening
+    the run (``RunConfig.build``, what ``rollax eval`` and ``--resume`` do) rebuilds the
+    environment without passing ``horizon=``; asking for a horizon is refused."""
+    run, algo = from_settings({"env": "mypkg.envs:fixed", "updates": 2, "batch_size": 16})
+    assert run.algorithm.horizon == 4 and algo.env.horizon == 4
+    assert from_json(json.loads(json.dumps(run.to_json()))).build().env == algo.env
+    with pytest.raises(ValueError, match="fixed takes no horizon parameter, so --horizon "):
+        from_settings({"env": "mypkg.envs:fixed", "horizon": 4})
+
+
+@pytest.mark.parametrize("name", ["corridor", "CartPole-v1", "mypkg.envs:make"])
+def test_check_before_run_traces_only(env_package, name):
+    """The check of a user's environment before a run computes nothing concretely (so it
+    compiles nothing): one reset and step under ``jax.eval_shape`` only."""
+    from rollax.contracts.preflight import check_before_run
+
+    env = rollax.make(name)
+    with jax.transfer_guard("disallow"):  # any concrete computation would transfer its inputs
+        check_before_run(env, name)
 
 
 def _cli(lib, cwd, *argv) -> subprocess.CompletedProcess:

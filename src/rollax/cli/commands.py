@@ -121,11 +121,14 @@ def run_exact(cmd: Exact) -> None:
 
 def run_check_env(cmd: CheckEnv) -> int:
     from rollax.contracts import check_env
+    from rollax.contracts.preflight import trace_once
     from rollax.envs.registry import make
 
     check_count("batch_size", cmd.batch_size)
     check_seed(cmd.seed)
-    report = check_env(make(cmd.name), batch_size=cmd.batch_size, seed=cmd.seed)
+    env = make(cmd.name)
+    trace_once(env, cmd.name)  # one line for an environment that cannot even be traced
+    report = check_env(env, batch_size=cmd.batch_size, seed=cmd.seed)
     if cmd.json:
         emit({"env": cmd.name, "ok": report.ok,
               "checks": [{"name": r.name, "status": r.status, "message": r.message,

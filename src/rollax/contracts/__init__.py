@@ -30,7 +30,9 @@ Modules: :mod:`~rollax.contracts.report` (results and reports), :mod:`~rollax.co
 (random and probe actions), :mod:`~rollax.contracts.trees` (comparing pytrees),
 :mod:`~rollax.contracts.tracer` (the jitted rollout), :mod:`~rollax.contracts.registry` (the
 ordered check registries), and the checks: :mod:`~rollax.contracts.env_checks`,
-:mod:`~rollax.contracts.autoreset_checks`, :mod:`~rollax.contracts.collector_checks`.
+:mod:`~rollax.contracts.autoreset_checks`, :mod:`~rollax.contracts.collector_checks`;
+:mod:`~rollax.contracts.preflight` holds the one-line check of an environment that the command
+line runs before it writes anything (one reset and step traced against the declared spaces).
 
 The check names and what each checks, in report order (generated from the registries):
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import inspect
 import re
 from collections.abc import Callable
 
@@ -44,9 +45,10 @@ def is_import_path(name) -> bool:
     return isinstance(name, str) and "." in name.partition(":")[0] and ":" in name
 
 
-def make_from_path(name: str, **kwargs) -> Environment:
-    """Import ``package.module`` and call its ``factory(**kwargs)``, which must return an
-    :class:`Environment`; ``ValueError`` naming ``name`` otherwise."""
+def factory_of(name: str) -> Callable:
+    """The factory ``package.module:factory`` names (``package.module`` imported);
+    ``ValueError`` naming ``name`` when the path is malformed, the module cannot be imported
+    or the attribute is missing or not callable."""
     if not _IMPORT_PATH.fullmatch(name):
         raise ValueError(f"environment {name!r} is not an import path package.module:factory")
     module_name, _, attr = name.partition(":")
@@ -63,14 +65,43 @@ def make_from_path(name: str, **kwargs) -> Environment:
     if not callable(target):
         raise ValueError(f"environment {name!r}: {attr!r} is a value of type "
                          f"{type(target).__name__}, not a factory (callable)")
+    return target
+
+
+def takes_horizon(factory: Callable) -> bool:
+    """Whether ``factory`` accepts a ``horizon`` keyword (a parameter of that name, or
+    ``**kwargs``); True when its signature cannot be read."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "horizon" and p.kind in (
+        p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) for p in parameters)
+
+
+def make_from_path(name: str, **kwargs) -> Environment:
+    """Import ``package.module`` and call its ``factory(**kwargs)``, which must return an
+    :class:`Environment`; ``ValueError`` naming ``name`` otherwise (the factory raising
+    included). ``horizon`` reaches a factory that takes one; for one that does not, the
+    environment it returns must have that horizon."""
+    factory = factory_of(name)
+    horizon = None
+    if "horizon" in kwargs and not takes_horizon(factory):
+        horizon = kwargs.pop("horizon")  # checked against the built environment's below
+    attr = name.partition(":")[2]
     call = f"{attr}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
     try:
-        env = target(**kwargs)
-    except TypeError as err:  # most often a factory without the keyword (e.g. horizon)
-        raise ValueError(f"environment {name!r}: {call} failed (TypeError: {err})") from err
+        env = factory(**kwargs)
+    except Exception as err:  # the factory's own failure, or arguments it does not take
+        first_line = str(err).strip().partition("\n")[0]
+        raise ValueError(f"environment {name!r}: {call} failed ({type(err).__name__}: "
+                         f"{first_line})") from err
     if not isinstance(env, Environment):
         raise ValueError(f"environment {name!r}: {call} returned a value of type "
                          f"{type(env).__name__}, not a rollax.Environment")
+    if horizon is not None and getattr(env, "horizon", None) != horizon:
+        raise ValueError(f"environment {name!r}: {attr} takes no horizon and its environment's "
+                         f"horizon is {getattr(env, 'horizon', None)!r}, not {horizon!r}")
     return env
 
 

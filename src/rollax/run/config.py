@@ -16,7 +16,8 @@ from typing import Any
 
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
-from rollax.envs.registry import make
+from rollax.contracts.preflight import check_before_run
+from rollax.envs.registry import factory_of, is_import_path, make, takes_horizon
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
 from rollax.validate import check_count, check_seed, closest
 
@@ -62,7 +63,11 @@ class RunConfig:
         return make_lanes(self.seed, self.seeds, dict(self.sweep))
 
     def build(self) -> Algorithm:
-        return self.spec.build(self.algorithm, checked=self.checked)
+        """The algorithm; a user's environment is rebuilt and checked first
+        (:func:`user_env`)."""
+        name = self.algorithm.env
+        env = user_env(name, self.algorithm.horizon) if is_import_path(name) else None
+        return self.spec.build(self.algorithm, checked=self.checked, env=env)
 
     def identity(self) -> dict:
         """What a checkpoint must match (chunking, checkpoint spacing, checked mode and the
@@ -131,9 +136,27 @@ def settings_names() -> list[str]:
     return names
 
 
+def user_env(name: str, horizon: int | None = None):
+    """A user's environment ``package.module:factory`` (``horizon`` passed when the factory
+    takes one: :func:`~rollax.envs.registry.make_from_path`), checked before anything is
+    compiled or written: one reset and one step traced against its declared spaces
+    (:func:`~rollax.contracts.preflight.check_before_run`). ``ValueError`` in one line."""
+    env = make(name) if horizon is None else make(name, horizon=horizon)
+    check_before_run(env, name)
+    return env
+
+
 def make_env(name: str, horizon: int | None = None):
-    """The environment ``name`` (with ``horizon`` when given), built once per run."""
-    return make(name) if horizon is None else make(name, horizon=horizon)
+    """The environment ``name`` (with ``horizon`` when given), built once per run. A user's
+    environment is refused when ``horizon`` is given but its factory takes none, and checked
+    by :func:`user_env`."""
+    if not is_import_path(name):
+        return make(name) if horizon is None else make(name, horizon=horizon)
+    if horizon is not None and not takes_horizon(factory_of(name)):
+        raise ValueError(f"environment {name!r}: {name.partition(':')[2]} takes no horizon "
+                         f"parameter, so --horizon cannot be given (its environment's own "
+                         f"horizon is used)")
+    return user_env(name, horizon)
 
 
 def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
