@@ -9,12 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import numpy as np
 
 from rollax.contracts.env_checks import reset_output, step_output
 from rollax.contracts.env_run import EnvRun, Shapes, abstract_shapes
 from rollax.contracts.probe import RandomPolicy
-from rollax.envs.base import Environment
 
 
 def _first_line(err: BaseException) -> str:
@@ -23,37 +21,17 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"
 
 
-def _terminated_not_bool(env: Any, policy: RandomPolicy, key: jax.Array) -> str | None:
-    """The usual reason an inherited ``Environment.step`` cannot be traced: ``transition``
-    returns a ``terminated`` that is not bool (``step`` combines it with bool masks)."""
-    if not isinstance(env, Environment) or type(env).step is not Environment.step:
-        return None
-    try:
-        state = jax.eval_shape(env.reset, key)
-        obs = jax.eval_shape(env.observation, state)
-        action = jax.eval_shape(lambda o, k: policy.sample(None, o, k)[0], obs, key)
-        _, _, terminated = jax.eval_shape(env.transition, state, action,
-                                          key if env.stochastic else None)
-    except Exception:
-        return None
-    if np.dtype(terminated.dtype) == np.bool_:
-        return None
-    return f"transition returns terminated of dtype {terminated.dtype} (terminated must be bool)"
-
-
 def trace_once(env: Any, name: str) -> Shapes:
     """The abstract values of one reset and one step of ``env`` (a uniformly random action,
     key 0); ``ValueError`` ``environment '<name>': ...`` in one line when they cannot be
     traced."""
     key = jax.eval_shape(jax.random.key, 0)  # abstract: nothing is compiled
-    policy = None
     try:
         policy = RandomPolicy.for_space(env.action_space)
         return abstract_shapes(env, policy, policy.init(), key)
     except Exception as err:
-        reason = None if policy is None else _terminated_not_bool(env, policy, key)
-        reason = reason or f"one reset and step cannot be traced ({_first_line(err)})"
-        raise ValueError(f"environment {name!r}: {reason}") from None
+        raise ValueError(f"environment {name!r}: one reset and step cannot be traced "
+                         f"({_first_line(err)})") from None
 
 
 def check_before_run(env: Any, name: str) -> None:
