@@ -148,6 +148,7 @@ def run_train(request) -> None:
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = stopped.execute(combine(bar, logs))
+            logs.finished(summary)
     else:
         try:
             run, algo = assemble(request.config, request.env, request.settings, request.given)
@@ -159,6 +160,7 @@ def run_train(request) -> None:
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
+            logs.finished(summary)
     try:
         plot_runs([folder.path], folder.figures)
     except OSError as err:  # the run itself is complete: only its figures are missing
