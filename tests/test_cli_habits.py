@@ -55,3 +55,15 @@ def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
     assert [line.split()[1] for line in lines if line.startswith("update ")] == [
         "1/4", "2/4", "3/4", "4/4"]
     assert proc.returncode == 0 and all(len(line) < 200 for line in lines)
+
+
+def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):
+    """``rollax envs | head``: Python's way with SIGPIPE, stdout to devnull, no message."""
+    reader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.close()"],
+                              stdin=subprocess.PIPE)
+    reader.wait()  # the pipe is closed before rollax writes
+    proc = subprocess.run([sys.executable, "-m", "rollax.cli", "envs"], stdout=reader.stdin,
+                          stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    reader.stdin.close()
+    assert proc.stderr == ""
+    assert proc.returncode == 1
