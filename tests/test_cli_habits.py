@@ -67,3 +67,11 @@ def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):
     reader.stdin.close()
     assert proc.stderr == ""
     assert proc.returncode == 1
+
+
+def test_help_lists_choices_in_order_without_none(capsys):
+    """A choice flag of another algorithm (unset unless given) shows its choices only."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "--network {auto,mlp,cnn,gru,lstm}" in out and "{None,auto" not in out
