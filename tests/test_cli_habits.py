@@ -83,3 +83,23 @@ def test_the_header_gives_the_budget_per_lane_and_over_all_lanes():
     assert budget(algo, len(run.lanes())) == (
         "8 updates x 512 env steps = 4,096 env steps per lane (16,384 over 4 lanes)")
     assert budget(algo, 1) == "8 updates x 512 env steps = 4,096 env steps per lane"
+
+
+def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):
+    """``rollax envs | head``: Python's way with SIGPIPE, stdout to devnull, no message."""
+    reader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.close()"],
+                              stdin=subprocess.PIPE)
+    reader.wait()  # the pipe is closed before rollax writes
+    proc = subprocess.run([sys.executable, "-m", "rollax.cli", "envs"], stdout=reader.stdin,
+                          stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    reader.stdin.close()
+    assert proc.stderr == ""
+    assert proc.returncode == 1
+
+
+def test_help_lists_choices_in_order_without_none(capsys):
+    """A choice flag of another algorithm (unset unless given) shows its choices only."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "--network {auto,mlp,cnn,gru,lstm}" in out and "{None,auto" not in out

@@ -47,7 +47,7 @@ SLOW = ("--env CartPole-v1 --total-steps 4096 --seeds 2", "--devices 8 --out")
 """Sessions that train for a while, or read a folder made so (marked slow; still run in CI)."""
 
 VOLATILE = [
-    (re.compile(r"\b(compile|run|final evaluation|wall) \d+(\.\d+)? s\b"), r"\1 <T> s"),
+    (re.compile(r"\b(compile|run|final evaluation|wall|command) \d+(\.\d+)? s\b"), r"\1 <T> s"),
     (re.compile(r"\b\d[\d,]* (env )?steps/s\b"), r"<N> \1steps/s"),
     (re.compile(r"\b(\d+ (d|h|min|s) )+left\b"), "<ETA> left"),
     (re.compile(r"-\d{8}-\d{6}\b"), "-<TIMESTAMP>"),

@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,20 @@ def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
     theirs = rollax.evaluate_policy(loaded.env, loaded.policy, loaded.lane_params(0), eval_key,
                                     episodes)
     assert float(theirs) == summary["lanes"][0]["eval_return"]
+    # a batch, as Stable-Baselines3's predict takes one: any leading axes, one action each
+    starts = jax.vmap(loaded.env.reset)(jax.random.split(jax.random.key(1), 8))
+    obs = jax.vmap(loaded.env.observation)(starts)
+    size = loaded.env.observation_space.shape[0]
+    np.testing.assert_array_equal(loaded.act(obs), jax.vmap(loaded.act)(obs))
+    np.testing.assert_array_equal(loaded.act(np.asarray(obs).reshape(2, 4, size)),
+                                  np.asarray(loaded.act(obs)).reshape(2, 4))
+    keys = jax.random.split(jax.random.key(2), 8)
+    np.testing.assert_array_equal(loaded.act(obs, jax.random.key(2)),
+                                  jax.vmap(loaded.act)(obs, keys))
+    expected = (f"expected an observation of shape ({size},) or a batch (..., {size}); "
+                f"got (8, {size - 1})")
+    with pytest.raises(ValueError, match="^" + re.escape(expected) + "$"):
+        loaded.act(obs[:, 1:])
 
 
 def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path):
@@ -93,6 +108,9 @@ def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path
         observations, keys)
     np.testing.assert_array_equal(sampled, expected)
     assert sampled.shape == observations.shape and sampled.dtype == jnp.int32
+    # a batch with one key: observation i samples with split(key, n)[i]
+    np.testing.assert_array_equal(loaded.act(observations, jax.random.key(0)), sampled)
+    np.testing.assert_array_equal(loaded.act(observations.tolist()), greedy(observations))
     exact = rollax.policy_return(loaded.env.to_mdp(), loaded.policy, loaded.lane_params(0))
     assert float(exact) == obj["exact_return"][0]
 

@@ -30,3 +30,29 @@ def test_plot_x_axis_choices(tmp_path, capsys):
     assert (tmp_path / "f" / "training_curve.png").is_file()
     with pytest.raises(ValueError, match="x must be one of env_steps, updates"):
         plot_runs([run], tmp_path / "g", x="time")
+
+
+def test_each_seed_line_in_the_legend_in_lane_order(tmp_path, capsys, monkeypatch):
+    """Lanes keep the run's order (each combination's seeds in turn, the sweep as given, not
+    sorted) in the figures as in summary.json, and each thin seed line has a legend entry."""
+    import json
+
+    from rollax.run import plots
+
+    run = tmp_path / "run"
+    assert main(["train", "--updates", "2", "--batch-size", "16", "--seeds", "2", "--sweep",
+                 "lr=0.5,0.25", "--json", "--out", str(run)]) == 0
+    capsys.readouterr()
+    lanes = json.loads((run / "summary.json").read_text())["lanes"]
+    figures = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out, name: figures.setdefault(name, fig)
+                        and [])
+    plot_runs([run], tmp_path / "f")
+    ax = figures["training_curve"].axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    seeds = [text for text in legend if ": seed " in text]
+    assert seeds == [f"run (lr={lane['lr']:g}): seed {lane['seed']}" for lane in lanes]
+    assert seeds == ["run (lr=0.5): seed 0", "run (lr=0.5): seed 1",
+                     "run (lr=0.25): seed 0", "run (lr=0.25): seed 1"]
+    seed_lines = [line for line in ax.get_lines() if ": seed " in line.get_label()]
+    assert len(seed_lines) == len(lanes)

@@ -85,3 +85,24 @@ def test_wandb_offline_run_in_run_folder(capsys, tmp_path, monkeypatch):
     assert len(runs) == 2  # one W&B run per lane
     for run in runs:
         assert list(run.glob("run-*.wandb"))
+
+
+def test_tensorboard_has_every_evaluation_at_its_env_step(capsys, tmp_path):
+    """The greedy evaluations, before, during (--eval-every) and after training (the score of
+    summary.json), are one series at their env steps; the last is the final evaluation."""
+    run_dir = tmp_path / "run"
+    code = main(["train", "--json", "--env", "CartPole-v1", "--total-steps", "256",
+                 "--num-envs", "4", "--num-steps", "16", "--minibatches", "1", "--epochs", "1",
+                 "--hidden", "8", "--chunk-size", "2", "--eval-every", "2",
+                 "--eval-episodes", "2", "--log", "tensorboard", "--out", str(run_dir)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    per_update, last = 64, summary["env_steps_per_lane"]
+    assert last == 4 * per_update
+    got = read_events(run_dir / "tensorboard" / "seed0")[tag("eval_return")]
+    assert [step for step, _ in got] == [0, 2 * per_update, last]
+    expected = [rows[0]["eval_return"], rows[2]["greedy_return"],
+                summary["lanes"][0]["eval_return"]]
+    np.testing.assert_allclose([value for _, value in got], expected, rtol=1e-6)

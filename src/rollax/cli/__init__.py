@@ -10,7 +10,13 @@ cache (:mod:`rollax.run.compile_cache`; ``rollax train --no-compile-cache`` or
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+
+STARTED = time.perf_counter()
+"""When the command line's module was first imported: where the process's start is not
+known, the start of the ``command`` time ``rollax train`` prints."""
 
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
@@ -54,12 +60,29 @@ def _dispatch(argv: list[str]) -> int:
     return RUNNERS[type(cmd)](cmd) or 0
 
 
+def _stdout_to_devnull() -> None:
+    """Point stdout at os.devnull, so that the interpreter's last flush of what is still
+    buffered cannot fail again (Python's documented way to handle SIGPIPE)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stdout that is no file: nothing to do
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv and argv[0] in COMMANDS else None
     prefix = f"rollax {name}" if name else "rollax"
     try:
-        return _dispatch(argv)
+        code = _dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:  # the reader went away (rollax envs | head): stop quietly
+        _stdout_to_devnull()
+        return 1
     except (UsageError, ValueError) as err:
         print(f"{prefix}: error: {err.args[0] if err.args else err}", file=sys.stderr)
         return 2

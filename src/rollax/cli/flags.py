@@ -132,8 +132,18 @@ class Field:
     help: str
 
     def as_field(self) -> tuple[str, Any, Any]:
-        return (self.name, Annotated[flag_type(self.hint), tyro.conf.arg(help=self.help)],
+        return (self.name, Annotated[flag_type(self.hint),
+                                     tyro.conf.arg(help=self.help, metavar=choices(self.hint))],
                 dataclasses.field(default=self.default))
+
+
+def choices(hint: Any) -> str | None:
+    """``{auto,mlp,cnn}`` for a ``Literal`` flag that may also be ``None`` (the field of
+    another algorithm, unset unless given): its choices in order, without ``None``."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(args) == 1 and typing.get_origin(args[0]) is Literal and len(typing.get_args(hint)) > 1:
+        return "{" + ",".join(map(str, typing.get_args(args[0]))) + "}"
+    return None
 
 
 def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> list[Field]:

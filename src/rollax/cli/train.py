@@ -173,6 +173,7 @@ def run_train(request) -> None:
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = stopped.execute(combine(bar, logs))
+            logs.finished(summary)
     else:
         try:
             run, algo = assemble(request.config, request.env, request.settings, request.given)
@@ -184,6 +185,7 @@ def run_train(request) -> None:
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
+            logs.finished(summary)
     try:
         plot_runs([folder.path], folder.figures)
     except OSError as err:  # the run itself is complete: only its figures are missing
@@ -302,5 +304,22 @@ def _print_timings(out, folder, summary: dict) -> None:
     cache = summary.get("compile_cache") or "off"
     out.print(f"compile {summary['compile_time_s']:.1f} s (cache: {cache}), run "
               f"{summary['run_time_s']:.1f} s" + (f" ({sps:,.0f} env steps/s)" if sps else "")
-              + f", final evaluation {summary['final_eval_time_s']:.1f} s, wall "
-              f"{summary['wall_time_s']:.1f} s; run folder: {folder.path}")
+              + f", final evaluation {summary['final_eval_time_s']:.1f} s, command "
+              f"{_command_seconds():.1f} s; run folder: {folder.path}")
+
+
+def _command_seconds() -> float:
+    """Seconds since the process started (Linux: ``/proc``), Python's and rollax's imports,
+    settings, compiling, training and figures included; elsewhere since the command line's
+    module was imported (:data:`rollax.cli.STARTED`)."""
+    import os
+    import time
+
+    from rollax.cli import STARTED
+
+    try:  # starttime, field 22 of /proc/self/stat, in clock ticks after boot
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return float(uptime.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.perf_counter() - STARTED

@@ -194,6 +194,10 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
     _check_sweep(spec, algo.config, env, sweep, given)
     chunk = settings.get("chunk_size") or max(1, -(-algo.num_updates // 20))
     every = settings.get("checkpoint_every") or max(chunk, -(-algo.num_updates // 5))
+    if (not hasattr(algo.config, "eval_episodes") and "eval_episodes" in given
+            and settings.get("eval_every") is None):
+        raise ValueError("eval_episodes counts the episodes of --eval-every evaluations, and "
+                         "this task's score after training is exact: give --eval-every N too")
     episodes = getattr(algo.config, "eval_episodes", settings.get("eval_episodes", 32))
     run = RunConfig(algo.config, settings.get("seeds", 1),
                     {k: tuple(v) for k, v in sweep.items()}, min(chunk, algo.num_updates),

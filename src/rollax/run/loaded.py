@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Environment
@@ -50,21 +51,51 @@ class LoadedPolicy:
                              f"{str(self.path)!r}, got {lane}")
         return jax.tree_util.tree_map(lambda x: x[lane], self.params)
 
-    def act(self, obs: jax.Array, key: jax.Array | None = None,
+    def act(self, obs, key: jax.Array | None = None,
             lane: int | jax.Array = 0) -> jax.Array:
-        """The action for one observation ``obs`` (shape ``env.observation_space.shape``):
-        the policy's mode (``policy.greedy``) without a ``key``, a sample
-        (``policy.sample(params, obs, key)[0]``) with one. Returns one action (shape
-        ``env.action_space.shape``). Pure: works under ``jit``, and ``vmap`` over
-        observations (and keys) gives a batch of actions."""
+        """The action for one observation of shape ``env.observation_space.shape`` (``S``), or
+        the actions for a batch of shape ``(..., *S)`` (any leading axes; a numeric list or
+        NumPy array is converted with ``jnp.asarray``): the policy's mode (``policy.greedy``)
+        without a ``key``, a sample (``policy.sample(params, obs, key)[0]``) with one, each
+        observation of a batch with its own key of ``jax.random.split(key, n)`` (``n``
+        observations, flattened in C order). Returns actions of shape ``(..., *A)``
+        (``env.action_space.shape``). ``ValueError`` naming the expected shape for anything
+        else. Pure: works under ``jit``, and ``vmap`` over observations (and keys)."""
         if self.recurrent:
             raise ValueError("this run's policy is recurrent (it remembers earlier "
                              "observations): act with loaded.initial_carry() and "
                              "loaded.step(carry, obs)")
+        obs, lead = self._observations(obs)
         params = self.lane_params(lane)
+        if lead is None:  # one observation
+            return self._act(params, obs, key)
+        flat = obs.reshape(-1, *self.env.observation_space.shape)
+        keys = None if key is None else jax.random.split(key, flat.shape[0])
+        actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0))(
+            params, flat, keys)
+        return actions.reshape(*lead, *actions.shape[1:])
+
+    def _act(self, params, obs: jax.Array, key: jax.Array | None) -> jax.Array:
         if key is None:
             return self.policy.greedy(params, obs)
         return self.policy.sample(params, obs, key)[0]
+
+    def _observations(self, obs) -> tuple[jax.Array, tuple[int, ...] | None]:
+        """``obs`` as an array and its leading (batch) axes, ``None`` for one observation;
+        ``ValueError`` unless it is numeric and ends with the observation shape."""
+        shape = tuple(self.env.observation_space.shape)
+        expected = (f"expected an observation of shape {shape} or a batch "
+                    f"({', '.join(['...', *map(str, shape)])})")
+        try:
+            array = jnp.asarray(obs)
+        except (TypeError, ValueError):
+            raise ValueError(f"{expected}; got {type(obs).__name__} {obs!r:.40}") from None
+        if not jnp.issubdtype(array.dtype, jnp.number):
+            raise ValueError(f"{expected} of numbers; got {array.dtype}")
+        cut = array.ndim - len(shape)
+        if cut < 0 or array.shape[cut:] != shape:
+            raise ValueError(f"{expected}; got {array.shape}")
+        return array, (array.shape[:cut] or None)
 
     @property
     def recurrent(self) -> bool:

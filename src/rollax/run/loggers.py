@@ -14,6 +14,10 @@ env_steps_per_update``. Nothing is opened before the first chunk; then the whole
 ``metrics.jsonl`` so far is logged (update 0, and on ``--resume`` everything before the
 checkpoint, replacing the events of the interrupted session), and each later chunk's rows.
 Non-finite values (``null`` in ``metrics.jsonl``) are left out.
+
+Every greedy evaluation is one series, ``rollax/eval_return``: the initial one (update 0), each
+``--eval-every`` one (``greedy_return``) and, from :meth:`Logger.finished`, the evaluation after
+training (summary.json's score) at the last step, in place of that step's ``greedy_return``.
 """
 
 from __future__ import annotations
@@ -43,9 +47,11 @@ TAGS = {
     "old_approx_kl": "losses/old_approx_kl",
     "clip_fraction": "losses/clipfrac",
     "explained_variance": "losses/explained_variance",
+    "greedy_return": "rollax/eval_return",
 }
 """Metric names as CleanRL and Stable-Baselines3 write them; any other metric is
-``rollax/<metric>``."""
+``rollax/<metric>``. ``greedy_return`` (the ``--eval-every`` evaluations) joins the series of
+the evaluations before and after training."""
 
 
 def tag(metric: str) -> str:
@@ -146,11 +152,15 @@ class Logger:
         self.keys = ("seed", *run.sweep)
         self.sinks = [SINKS[name](folder, run) for name in names]
         self.per_update: int | None = None
+        self.total = 0
+        self.score = run.spec.score
+        self.last: dict[str, Mapping[str, Any]] = {}
+        """Each lane's last row logged."""
 
     def __call__(self, event: ChunkDone) -> None:
         if not self.sinks:
             return
-        rows = event.rows
+        rows, self.total = event.rows, event.total
         if self.per_update is None:  # first chunk: everything in metrics.jsonl so far
             self.per_update = event.env_steps // max(event.done, 1)
             rows = self.folder.read_metrics()
@@ -161,8 +171,26 @@ class Logger:
         assert self.per_update is not None
         lane, step = lane_tag(row, self.keys), int(row["update"]) * self.per_update
         label, values = {k: row[k] for k in self.keys}, scalars(row, self.keys)
+        if row["update"] == self.total and tag(self.score) == tag("greedy_return"):
+            values.pop(tag("greedy_return"), None)  # the final evaluation takes its place
+        self.last[lane] = row
         for sink in self.sinks:
             sink.write(lane, label, step, values)
+
+    def finished(self, summary: Mapping[str, Any]) -> None:
+        """Log the evaluation after training, each lane's score in ``summary`` (summary.json),
+        at the last step, unless the lane's last metric row already holds it (a tabular run's
+        ``exact_return``). Nothing when no chunk ran in this session."""
+        if not self.sinks or self.per_update is None:
+            return
+        score, step = summary["score"], int(summary["env_steps_per_lane"])
+        for entry in summary["lanes"]:
+            label = {k: entry[k] for k in self.keys}
+            lane, value = lane_tag(label, self.keys), entry[score]
+            if score in self.last.get(lane, {}) or value is None or not math.isfinite(value):
+                continue
+            for sink in self.sinks:
+                sink.write(lane, label, step, {tag(score): float(value)})
 
     def close(self, failed: bool = False) -> None:
         sinks, self.sinks = self.sinks, []

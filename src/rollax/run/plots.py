@@ -67,10 +67,11 @@ def smooth(curve: np.ndarray, window: int) -> np.ndarray:
 
 
 def _lane_labels(rows: list[dict], sweep: dict) -> list[dict]:
-    """The lanes of metric rows, sorted by seed and swept values."""
+    """The lanes of metric rows in the order they are written, the run's lane order
+    (:class:`rollax.run.experiment.Lanes`: each combination's seeds in turn), as everywhere."""
     keys = ["seed", *sweep]
-    unique = {json.dumps({k: r[k] for k in keys}, sort_keys=True) for r in rows}
-    return sorted((json.loads(s) for s in unique), key=lambda label: [label[k] for k in keys])
+    unique = dict.fromkeys(json.dumps({k: r[k] for k in keys}) for r in rows)
+    return [json.loads(s) for s in unique]
 
 
 class RunCurves:
@@ -105,10 +106,12 @@ class RunCurves:
 
 
 def _draw_group(ax, curves: RunCurves, idx: list[int], x, color, tag) -> None:
-    """Thin seed lines, the raw mean (faint), its smoothed curve and the seeds' band."""
+    """Thin seed lines (each in the legend), the raw mean (faint), its smoothed curve and
+    the seeds' band."""
     table = curves.table[idx, curves.start:]
-    for row in table:
-        ax.plot(x, row, color=color, linewidth=0.5, alpha=0.25)
+    for i, row in zip(idx, table):
+        ax.plot(x, row, color=color, linewidth=0.5, alpha=0.25,
+                label=f"{tag}: seed {curves.labels[i]['seed']}")
     mean, low, high = curve_band(table)
     ok = np.isfinite(mean)
     ax.plot(x[ok], mean[ok], color=color, linewidth=1, alpha=0.45)
