@@ -12,11 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-
-STARTED = time.perf_counter()
-"""When the command line's module was first imported: where the process's start is not
-known, the start of the ``command`` time ``rollax train`` prints."""
 
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS

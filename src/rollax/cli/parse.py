@@ -57,6 +57,29 @@ def one_line(box: str) -> str:
     return re.sub(r"\s+", " ", " ".join(message)).strip() or "invalid arguments"
 
 
+_PARSE_ERROR = re.compile(
+    r"Error parsing --([\w-]+): (?:'(.*)' is not a whole number"
+    r"|could not convert string to float: '(.*)'"
+    r"|no type matching \{None\}\|(INT|FLOAT) could be instantiated from \['(.*)'\]\.?)")
+_KINDS = {"INT": "a whole number", "FLOAT": "a number"}
+
+
+def readable(message: str) -> str:
+    """tyro's "Error parsing --flag: ..." for a count or a number in the form of every other
+    setting's error: ``seeds must be a whole number, got '2.5'``."""
+    match = _PARSE_ERROR.fullmatch(message)
+    if match is None:
+        return message
+    name, count, number, optional, value = match.groups()
+    if count is not None:
+        kind, got = "a whole number", count
+    elif number is not None:
+        kind, got = "a number", number
+    else:
+        kind, got = f"{_KINDS[optional]} or None", value
+    return f"{name.replace('-', '_')} must be {kind}, got {got!r}"
+
+
 def parse(argv: list[str], train: type | None = None):
     """The command object for ``argv`` (``SystemExit`` after ``--help``); ``train``: the
     ``rollax train`` command to parse a ``train`` argv as."""
@@ -76,7 +99,7 @@ def parse(argv: list[str], train: type | None = None):
             out.flush()
             sys.stdout.write(out.buffer.getvalue().decode("utf-8"))
             raise
-        raise UsageError(one_line(buffer.getvalue())) from None
+        raise UsageError(readable(one_line(buffer.getvalue()))) from None
 
 
 def peek(argv: list[str], name: str) -> str | None:

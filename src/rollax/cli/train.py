@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +14,10 @@ import numpy as np
 
 from rollax.run.files import finite_or_none
 from rollax.run.folder import metric_label, metric_table
+
+STARTED = time.perf_counter()
+"""When the command line was imported: where the process's start is not known, the start of
+the ``command`` time ``rollax train`` prints."""
 
 
 def emit(obj: Any) -> None:
@@ -311,12 +317,7 @@ def _print_timings(out, folder, summary: dict) -> None:
 def _command_seconds() -> float:
     """Seconds since the process started (Linux: ``/proc``), Python's and rollax's imports,
     settings, compiling, training and figures included; elsewhere since the command line's
-    module was imported (:data:`rollax.cli.STARTED`)."""
-    import os
-    import time
-
-    from rollax.cli import STARTED
-
+    module was imported (:data:`STARTED`)."""
     try:  # starttime, field 22 of /proc/self/stat, in clock ticks after boot
         with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
             ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
