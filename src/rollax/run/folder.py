@@ -194,14 +194,25 @@ class RunFolder:
     def has_checkpoint(self) -> bool:
         return (self.checkpoints / checkpoint.LATEST).exists()
 
-    def save_checkpoint(self, update: int, state: Any, identity: dict) -> None:
+    def save_checkpoint(self, update: int, state: Any, identity: dict,
+                        budget: str | None = None) -> None:
         with writing(self.checkpoints):
-            checkpoint.save(self.checkpoints, update, state, identity)
+            checkpoint.save(self.checkpoints, update, state, identity, budget=budget)
 
-    def load_checkpoint(self, template: Any, identity: dict) -> tuple[int, Any]:
-        """``(update, state)`` of the latest checkpoint, refused unless it matches."""
-        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity)
+    def load_checkpoint(self, template: Any, identity: dict,
+                        budget: str | None = None) -> tuple[int, Any]:
+        """``(update, state)`` of the latest checkpoint, refused unless it matches (only its
+        ``budget`` setting may differ, see :func:`rollax.run.checkpoint.load`)."""
+        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity, budget)
 
-    def check_checkpoint(self) -> None:
-        """Refuse a broken ``latest`` pointer early."""
-        checkpoint.latest(self.checkpoints)
+    def resume_point(self, template: Any, identity: dict,
+                     budget: str | None = None) -> checkpoint.Found | None:
+        """The checkpoint a stopped run continues from (:func:`rollax.run.checkpoint.resume_point`)."""
+        return checkpoint.resume_point(self.checkpoints, template, identity, budget)
+
+    def lengthen(self, config: dict) -> None:
+        """Make a finished or stopped run longer: summary.json removed, then config.json
+        replaced by ``config`` (in between, the folder is an unfinished run of the old length,
+        which ``--resume`` finishes)."""
+        (self.path / SUMMARY).unlink(missing_ok=True)
+        self.write_config(config)
