@@ -178,9 +178,11 @@ def parse_train(argv: list[str]) -> TrainRequest:
     if not isinstance(name, str):
         raise ValueError(f"config {path!r}: env must be text, got {name!r}")
     horizon = _count_or_none(peek(rest, "horizon") or table.get("horizon"))
-    env = None if resume is not None else make_env(name, horizon)
-    spec = (resumed_spec(resume) if env is None else
-            registry.for_env(env, peek(rest, "algo") or table.get("algo"), name))
+    if resume is not None:
+        env, spec = None, resumed_spec(resume)
+    else:
+        env = make_env(name, horizon)
+        spec = registry.for_env(env, peek(rest, "algo") or table.get("algo"), name)
     preset = dict(spec.preset(name))
     defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
                 **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}

@@ -207,7 +207,8 @@ class RunFolder:
 
     def resume_point(self, template: Any, identity: dict,
                      budget: str | None = None) -> checkpoint.Found | None:
-        """The checkpoint a stopped run continues from (:func:`rollax.run.checkpoint.resume_point`)."""
+        """The checkpoint a stopped run continues from
+        (:func:`rollax.run.checkpoint.resume_point`)."""
         return checkpoint.resume_point(self.checkpoints, template, identity, budget)
 
     def lengthen(self, config: dict) -> None:
