@@ -136,6 +136,18 @@ def _dangling(run: Path) -> None:
     (run / "checkpoints" / "latest").write_text("update-0000099\n")
 
 
+def _no_checkpoint_verifies(run: Path) -> None:
+    (run / "checkpoints" / "latest").unlink()
+    for name in ("update-0000002", "update-0000004"):
+        _flip_byte(run / "checkpoints" / name / "state.npz")
+
+
+def _corrupt_metrics(run: Path) -> None:
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    lines[2] = '{"seed": 0, "update": 2,\n'  # line 3 cut short
+    (run / "metrics.jsonl").write_text("".join(lines))
+
+
 def _no_checkpoints(run: Path) -> None:
     shutil.rmtree(run / "checkpoints")
 
@@ -220,7 +232,9 @@ RUN_BREAKS = {
     "run-other-config": [_other_config],
     "run-unfinished-other-config": [_unfinish, _other_config],
     "run-dangling-latest": [_dangling],
-    "run-unfinished-dangling-latest": [_unfinish, _dangling],
+    "run-unfinished-no-checkpoint-verifies": [_unfinish, _no_checkpoint_verifies],
+    "run-corrupt-metrics": [_corrupt_metrics],
+    "run-unfinished-corrupt-metrics": [_unfinish, _corrupt_metrics],
     "run-corrupt-config": [_corrupt_config],
     "run-config-without-kind": [_config_without_kind],
     "run-without-metrics": [lambda r: (r / "metrics.jsonl").unlink()],

@@ -135,6 +135,10 @@ class AlgorithmSpec:
     algorithms accept disjoint sets of environments (:func:`rollax.algos.registry.for_env`)."""
     presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """Tuned settings per environment name: overrides of the config's defaults."""
+    budget: str | None = None
+    """The config field that sets a run's length (e.g. ``updates``): a stopped or finished run
+    continues to a larger value of it (``rollax train --resume RUN --<budget> N``), and a
+    checkpoint still loads when only it differs; ``None``: runs cannot be made longer."""
     stored_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Values of config fields added after a config.json may have been written: what a run
     folder without them was trained with (so it resumes and evaluates as it was)."""

@@ -641,7 +641,7 @@ SPEC = AlgorithmSpec(
     build=make_algorithm, requirement="vector (Box) observations", presets=PRESETS,
     score="eval_return", progress="episode_return",
     shown=("episode_return", "approx_kl", "clip_fraction", "entropy", "explained_variance"),
-    headline=("num_envs", "num_steps", "epochs", "minibatches", "lr"),
+    headline=("num_envs", "num_steps", "epochs", "minibatches", "lr"), budget="total_steps",
     stored_defaults={"network": "mlp"},  # runs written before --network trained an MLP
 )
 """PPO's facts: the default for every non-finite task with vector observations."""

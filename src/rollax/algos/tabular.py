@@ -278,6 +278,6 @@ SPEC = AlgorithmSpec(
     requirement="a finite task, one with to_mdp", score="exact_return",
     progress="exact_return",
     shown=("exact_return", "episode_return", "loss", "approx_kl", "clip_fraction"),
-    headline=("updates", "batch_size", "horizon", "epochs", "lr"),
+    headline=("updates", "batch_size", "horizon", "epochs", "lr"), budget="updates",
 )
 """The tabular trainer's facts: the default for every finite task (one with ``to_mdp``)."""

@@ -17,6 +17,7 @@ from typing import Any
 import tyro
 
 from rollax.algos import registry
+from rollax.algos.base import AlgorithmSpec
 from rollax.cli.config_file import key_name, read_table, typed_settings
 from rollax.cli.flags import (
     ALIASES,
@@ -27,6 +28,7 @@ from rollax.cli.flags import (
     train_fields,
 )
 from rollax.run.config import RUN_SETTINGS, foreign_settings, make_env, refuse_foreign
+from rollax.run.folder import RunFolder
 from rollax.validate import closest
 
 
@@ -150,6 +152,9 @@ class TrainRequest:
     sources: dict = dataclasses.field(default_factory=dict)
     """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
     file: FileSettings | None = None
+    budget: int | None = None
+    """With ``--resume``: the new length given to train the run longer (the value of its
+    algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
 
     @property
     def given(self) -> set[str]:
@@ -165,7 +170,18 @@ def _count_or_none(text: Any) -> int | None:
 
 
 RESUME_TAKES = ("resume", "json", "devices", "compile_cache", "log")
-"""The flags ``--resume`` may come with (the rest is the run's config.json)."""
+"""The flags ``--resume`` may come with besides the run's length (the rest is the run's
+config.json)."""
+
+
+def resumed_spec(path: str) -> AlgorithmSpec:
+    """The algorithm of the run in ``path`` (whose flags ``--resume`` parses: its length may
+    be given); the first registered one when the folder is no readable run (``--resume``
+    then refuses it, naming what is wrong)."""
+    try:
+        return registry.by_name(RunFolder(path).read_config()["kind"])
+    except (ValueError, OSError, KeyError, TypeError):
+        return registry.algorithms()[0]
 
 
 def parse_train(argv: list[str]) -> TrainRequest:
@@ -185,9 +201,11 @@ def parse_train(argv: list[str]) -> TrainRequest:
     if not isinstance(name, str):
         raise ValueError(f"config {path!r}: env must be text, got {name!r}")
     horizon = _count_or_none(peek(rest, "horizon") or table.get("horizon"))
-    env = None if resume is not None else make_env(name, horizon)
-    spec = (registry.algorithms()[0] if env is None else
-            registry.for_env(env, peek(rest, "algo") or table.get("algo"), name))
+    if resume is not None:
+        env, spec = None, resumed_spec(resume)
+    else:
+        env = make_env(name, horizon)
+        spec = registry.for_env(env, peek(rest, "algo") or table.get("algo"), name)
     preset = dict(spec.preset(name))
     defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
                 **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}
@@ -201,12 +219,15 @@ def parse_train(argv: list[str]) -> TrainRequest:
                for f in fields if f.name in flags or f.name in file or f.name in preset}
     if cmd.resume is not None:
         extras = [n for n, source in sources.items()
-                  if source != "preset" and n not in RESUME_TAKES]
+                  if source != "preset" and n not in (*RESUME_TAKES, spec.budget)]
         if extras:
             flags = ", ".join("--" + n.replace("_", "-") for n in extras)
+            longer = (f"; --{spec.budget.replace('_', '-')} N trains it longer"
+                      if spec.budget else "")
             raise ValueError(f"--resume takes no other settings (the run's config.json is "
-                             f"used); got {flags}")
-        return TrainRequest(cmd)
+                             f"used{longer}); got {flags}")
+        budget = getattr(cmd, spec.budget) if spec.budget in flags else None
+        return TrainRequest(cmd, budget=budget)
     assert env is not None
     refuse_foreign(spec, name, foreign_settings(
         spec, [f.name for f in fields if getattr(cmd, f.name) is not None]))

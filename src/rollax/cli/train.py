@@ -121,6 +121,24 @@ def budget(algo, lanes: int) -> str:
             + (f" ({lanes * per_lane:,} over {lanes} lanes)" if lanes > 1 else ""))
 
 
+def resume_header(stopped) -> None:
+    """What a resumed run prints before anything compiles: the headline, the run folder and the
+    update it continues from, and the length it is trained to when it is made longer."""
+    run, algo, start = stopped.run, stopped.algo, stopped.start
+    out = console()
+    out.print(headline(run))
+    done = 0 if start is None else start.update
+    where = (f"checkpoint {start.path.name}" if start is not None
+             else "no checkpoint: starting again")
+    out.print(f"resuming the run in {stopped.folder.path} at update {done} of "
+              f"{algo.num_updates} ({where}); {algo.num_updates - done} x "
+              f"{algo.env_steps_per_update:,} env steps per lane to go")
+    if stopped.was is not None:
+        name = run.spec.budget
+        out.print(f"trained longer: {name}={getattr(run.algorithm, name)} (was {stopped.was})")
+    out.file.flush()
+
+
 def headline(run) -> str:
     """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane(s)``: the method, the
     environment and the settings the algorithm names as its run's shape (``spec.headline``)."""
@@ -174,8 +192,12 @@ def run_train(request) -> None:
     cmd, file = request.cmd, request.file
     names = check_loggers(cmd.log)  # before anything is compiled or written
     if cmd.resume is not None:
-        stopped = training.open_resume(cmd.resume, cmd.devices)
+        stopped = training.open_resume(cmd.resume, cmd.devices, request.budget)
         folder, run = stopped.folder, stopped.run
+        if stopped.start is not None and stopped.start.note is not None:
+            print(f"rollax train: {stopped.start.note}", file=sys.stderr, flush=True)
+        if not cmd.json:
+            resume_header(stopped)
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = stopped.execute(combine(bar, logs))

@@ -4,8 +4,8 @@ Layout of a checkpoint folder ``checkpoints/update-0000040/``:
 
 - ``state.npz``: the leaves as ``leaf_00000 ...`` (NumPy, read back with ``allow_pickle=False``);
   typed PRNG keys are stored as their raw ``uint32`` data;
-- ``meta.json``: the update counter, the config fingerprint, each leaf's shape, dtype and kind,
-  and the SHA-256 of ``state.npz``.
+- ``meta.json``: the update counter, the config fingerprint, the run's length setting (its
+  ``budget``), each leaf's shape, dtype and kind, and the SHA-256 of ``state.npz``.
 
 A checkpoint is written into a hidden staging folder and renamed into place; only then does
 ``checkpoints/latest`` (a one-line text file, itself replaced atomically) point at it. A crash
@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -60,8 +61,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save(directory: Path, update: int, state, config: dict, keep: int = 3) -> Path:
-    """Write ``state`` as checkpoint ``update`` under ``directory`` and mark it the latest."""
+def save(directory: Path, update: int, state, config: dict, keep: int = 3,
+         budget: str | None = None) -> Path:
+    """Write ``state`` as checkpoint ``update`` under ``directory`` and mark it the latest.
+    ``config``: the run's identity, whose ``config`` mapping holds the algorithm's settings;
+    ``budget``: the one among them that sets the run's length, recorded apart so that the
+    run can later be trained longer (:func:`load`)."""
     directory.mkdir(parents=True, exist_ok=True)
     leaves = jax.tree_util.tree_leaves(jax.device_get(state))
     name = f"update-{update:07d}"
@@ -76,6 +81,7 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3) -> Pa
             f.flush()
             os.fsync(f.fileno())
         meta = {"update": int(update), "fingerprint": fingerprint(config),
+                **({"budget": {budget: config["config"][budget]}} if budget else {}),
                 "leaves": [_leaf_info(leaf) for leaf in leaves],
                 "sha256": _sha256(staging / "state.npz")}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -98,11 +104,13 @@ def latest(directory: Path) -> Path:
     return path
 
 
-def load(path: Path, template, config: dict):
+def load(path: Path, template, config: dict, budget: str | None = None):
     """Read checkpoint ``path`` into the structure of ``template``; returns ``(update, state)``.
 
     Refuses (``CheckpointError``, nothing modified) a checkpoint whose data does not match its
     recorded hash, whose config fingerprint differs, or whose leaves differ from the template's.
+    ``budget``: the setting of ``config["config"]`` that may differ (the run's length, see
+    :func:`save`): a checkpoint that recorded its value is checked against ``config`` with it.
     ``template``'s array leaves may be ``jax.ShapeDtypeStruct``s (its typed keys must be
     arrays: their implementation is read from them).
     """
@@ -116,6 +124,10 @@ def load(path: Path, template, config: dict):
     if not data.is_file() or _sha256(data) != recorded:
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: state.npz does not match "
                               f"its recorded SHA-256")
+    recorded_budget = meta.get("budget")
+    if budget is not None and isinstance(recorded_budget, dict) and set(recorded_budget) == {
+            budget}:
+        config = {**config, "config": {**config["config"], **recorded_budget}}
     if meta.get("fingerprint") != fingerprint(config):
         raise CheckpointError(f"checkpoint {str(path)!r} was written for another config")
     leaves, treedef = jax.tree_util.tree_flatten(template)
@@ -135,3 +147,71 @@ def load(path: Path, template, config: dict):
         else:
             restored.append(jax.numpy.asarray(arr))
     return update, jax.tree_util.tree_unflatten(treedef, restored)
+
+
+def folders(directory: Path) -> list[Path]:
+    """The ``update-NNNNNNN`` checkpoint folders under ``directory``, newest first."""
+    found = [p for p in directory.glob("update-*") if p.is_dir() and p.name[7:].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[7:]), reverse=True)
+
+
+class Found(NamedTuple):
+    """The checkpoint a stopped run continues from (:func:`resume_point`)."""
+
+    update: int
+    state: Any
+    path: Path
+    note: str | None
+    """Why it is not the one ``latest`` names, when it is not (``latest`` was unusable)."""
+
+
+def _unusable_latest(directory: Path) -> tuple[str, Path | None]:
+    """Why ``latest`` cannot be followed (``""`` when it can) and the folder it names."""
+    pointer = directory / LATEST
+    if not pointer.exists():
+        return f"{str(pointer)!r} is missing", None
+    try:
+        name = pointer.read_text().strip()
+    except (OSError, ValueError):
+        return f"{str(pointer)!r} is unreadable", None
+    if not name:
+        return f"{str(pointer)!r} is empty", None
+    if not name.startswith("update-") or "/" in name:
+        return f"{str(pointer)!r} names no checkpoint ({name!r})", None
+    path = directory / name
+    if not path.is_dir():
+        return f"{str(pointer)!r} points at {name!r}, which does not exist", None
+    missing = [f for f in ("meta.json", "state.npz") if not (path / f).is_file()]
+    if missing:
+        return f"{str(pointer)!r} points at {name!r}, which is half-written (no {missing[0]})", None
+    return "", path
+
+
+def resume_point(directory: Path, template, config: dict, budget: str | None = None
+                 ) -> Found | None:
+    """The checkpoint under ``directory`` that a stopped run continues from, loaded as by
+    :func:`load`; ``None`` when there is none at all (no ``latest``, no ``update-*`` folder).
+
+    A complete checkpoint that ``latest`` names is the one, refused (``CheckpointError``) when
+    it does not verify. When ``latest`` is missing, empty, or names a folder that does not
+    exist or lacks one of its files, the newest ``update-*`` folder that verifies is the one
+    and its ``note`` says why; when none verifies, ``CheckpointError`` names the folder.
+    """
+    candidates = folders(directory) if directory.is_dir() else []
+    if not (directory / LATEST).exists() and not candidates:
+        return None
+    reason, named = _unusable_latest(directory)
+    if named is not None:
+        return Found(*load(named, template, config, budget), named, None)
+    tried = []
+    for path in candidates:
+        try:
+            update, state = load(path, template, config, budget)
+        except CheckpointError:
+            tried.append(path.name)
+            continue
+        note = f"{reason}; continuing from {str(path)!r}, the newest checkpoint that verifies"
+        return Found(update, state, path, note + (f" ({', '.join(tried)} did not)" if tried
+                                                  else ""))
+    detail = f" (tried {', '.join(tried)})" if tried else ""
+    raise CheckpointError(f"{reason}, and no checkpoint in {str(directory)!r} verifies{detail}")

@@ -139,26 +139,51 @@ class RunFolder:
             f.write(text)
 
     def read_metrics(self) -> list[dict]:
+        """The metric rows; ``ValueError`` naming the file, and the line as an editor numbers
+        it, for a line that is not a metric row."""
+        return [row for _, row in self._metric_lines(torn_tail=False)]
+
+    def _metric_lines(self, torn_tail: bool) -> list[tuple[str, dict]]:
+        """``(line, row)`` of every non-blank line of metrics.jsonl. ``torn_tail``: drop a last
+        line cut short (no newline after it, not JSON), the half line a full disk leaves."""
         path = self.path / METRICS
         try:
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            text = path.read_text()
         except FileNotFoundError:
             raise ValueError(f"{str(path)!r} is missing: not a rollax run folder") from None
-        except ValueError as err:
+        except ValueError as err:  # not UTF-8
             raise ValueError(f"{str(path)!r} is corrupt: {err}") from None
+        lines = text.split("\n")  # the last item: what follows the last newline
+        out = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                if torn_tail and number == len(lines):
+                    break
+                raise ValueError(f"{str(path)!r} line {number} is corrupt: {err.msg} (column "
+                                 f"{err.colno})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("update"), int):
+                raise ValueError(f"{str(path)!r} line {number} is not a metrics row (a JSON "
+                                 f"object with an integer update)")
+            out.append((line, row))
+        return out
+
+    def check_metrics(self) -> None:
+        """Refuse (``ValueError``) a metrics.jsonl that ``truncate_metrics`` cannot keep: a
+        corrupt line before the last (a missing file is a run stopped before its first
+        metrics)."""
+        if (self.path / METRICS).exists():
+            self._metric_lines(torn_tail=True)
 
     def truncate_metrics(self, update: int) -> None:
         """Keep the metric lines up to ``update`` (a killed run may have logged past its last
-        checkpoint); rewritten atomically."""
+        checkpoint; a full disk may have left half a line); rewritten atomically."""
         path = self.path / METRICS
-        lines = [line for line in (path.read_text() if path.exists() else "").splitlines()
-                 if line.strip()]
-        if lines:  # a run that failed while appending (a full disk) may have left half a line
-            try:
-                json.loads(lines[-1])
-            except ValueError:
-                lines.pop()
-        kept = [line for line in lines if json.loads(line)["update"] <= update]
+        lines = self._metric_lines(torn_tail=True) if path.exists() else []
+        kept = [line for line, row in lines if row["update"] <= update]
         atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def metric_table(self, labels: list[dict], name: str) -> np.ndarray:
@@ -169,14 +194,26 @@ class RunFolder:
     def has_checkpoint(self) -> bool:
         return (self.checkpoints / checkpoint.LATEST).exists()
 
-    def save_checkpoint(self, update: int, state: Any, identity: dict) -> None:
+    def save_checkpoint(self, update: int, state: Any, identity: dict,
+                        budget: str | None = None) -> None:
         with writing(self.checkpoints):
-            checkpoint.save(self.checkpoints, update, state, identity)
+            checkpoint.save(self.checkpoints, update, state, identity, budget=budget)
 
-    def load_checkpoint(self, template: Any, identity: dict) -> tuple[int, Any]:
-        """``(update, state)`` of the latest checkpoint, refused unless it matches."""
-        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity)
+    def load_checkpoint(self, template: Any, identity: dict,
+                        budget: str | None = None) -> tuple[int, Any]:
+        """``(update, state)`` of the latest checkpoint, refused unless it matches (only its
+        ``budget`` setting may differ, see :func:`rollax.run.checkpoint.load`)."""
+        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity, budget)
 
-    def check_checkpoint(self) -> None:
-        """Refuse a broken ``latest`` pointer early."""
-        checkpoint.latest(self.checkpoints)
+    def resume_point(self, template: Any, identity: dict,
+                     budget: str | None = None) -> checkpoint.Found | None:
+        """The checkpoint a stopped run continues from
+        (:func:`rollax.run.checkpoint.resume_point`)."""
+        return checkpoint.resume_point(self.checkpoints, template, identity, budget)
+
+    def lengthen(self, config: dict) -> None:
+        """Make a finished or stopped run longer: summary.json removed, then config.json
+        replaced by ``config`` (in between, the folder is an unfinished run of the old length,
+        which ``--resume`` finishes)."""
+        (self.path / SUMMARY).unlink(missing_ok=True)
+        self.write_config(config)

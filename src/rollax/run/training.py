@@ -23,6 +23,7 @@ import numpy as np
 
 from rollax.algos.base import Algorithm
 from rollax.run import compile_cache
+from rollax.run.checkpoint import Found
 from rollax.run.config import RunConfig, check_run_devices, from_json
 from rollax.run.experiment import (
     Interrupt,
@@ -121,16 +122,14 @@ def _first_rows(runner: Runner, state, labels: list[dict]) -> list[dict]:
             for lane, label in enumerate(labels)]
 
 
-def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: bool, labels):
+def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: Found | None, labels):
     """The state to continue from and its update count (metrics rewritten to match)."""
-    state = runner.initial_state()
-    if not resume:
+    if resume is None:
+        state = runner.initial_state()
         folder.write_metrics(_first_rows(runner, state, labels), append=False)
         return state, 0
-    template = state if runner.mesh is None else runner.to_host(state)
-    update, state = folder.load_checkpoint(template, run.identity())
-    folder.truncate_metrics(update)
-    return runner.place(state), update
+    folder.truncate_metrics(resume.update)
+    return runner.place(resume.state), resume.update
 
 
 class Unfinished(OSError):
@@ -151,11 +150,11 @@ def unfinished(err: OSError, folder: RunFolder) -> Unfinished:
     return error
 
 
-def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = False,
+def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None = None,
             on_chunk: Listener | None = None) -> tuple[dict, Any]:
-    """Run (or continue) ``run`` in ``folder``; returns ``(summary, final params)`` (params
-    with a leading lane axis). A file that cannot be written stops the run with
-    :class:`Unfinished` (resumable)."""
+    """Run ``run`` in ``folder`` (or continue it from the checkpoint ``resume``); returns
+    ``(summary, final params)`` (params with a leading lane axis). A file that cannot be
+    written stops the run with :class:`Unfinished` (resumable)."""
     try:
         return _execute(run, algo, folder, resume, on_chunk)
     except Unfinished:
@@ -164,7 +163,7 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool = F
         raise unfinished(err, folder) from err
 
 
-def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool,
+def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None,
              on_chunk: Listener | None) -> tuple[dict, Any]:
     lanes = run.lanes()
     labels = lanes.labels()
@@ -207,7 +206,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: bool,
 
     def save(done, state):
         folder.save_checkpoint(done, state if runner.mesh is None else runner.to_host(state),
-                               run.identity())
+                               run.identity(), run.spec.budget)
 
     with Interrupt() as interrupt:
         state, done, interrupted = run_loop(runner, state, update, chunk_done,
@@ -290,7 +289,7 @@ def new_run(run: RunConfig, algo: Algorithm, out: str | None,
             on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
     """Create the run folder (config.json first) and execute."""
     folder = create_run(run, out)
-    return folder, execute(run, algo, folder, resume=False, on_chunk=on_chunk)
+    return folder, execute(run, algo, folder, on_chunk=on_chunk)
 
 
 def read_run(folder: RunFolder) -> RunConfig:
@@ -304,32 +303,67 @@ class Resumable(NamedTuple):
     folder: RunFolder
     run: RunConfig
     algo: Algorithm
-    started: bool
-    """Whether it has a checkpoint to continue from (else it starts again from update 0)."""
+    start: Found | None
+    """The checkpoint it continues from, loaded (``None``: it has none, it starts again from
+    update 0)."""
+    longer: dict | None = None
+    """Its config.json with the larger length it is trained to, written when it starts;
+    ``None`` when the length stays."""
+    was: int | None = None
+    """The length (the spec's ``budget`` setting) it had, when it is trained longer."""
 
     def execute(self, on_chunk: Listener | None = None) -> tuple[dict, Any]:
-        return execute(self.run, self.algo, self.folder, resume=self.started,
-                       on_chunk=on_chunk)
+        if self.longer is not None:
+            try:
+                self.folder.lengthen(self.longer)
+            except OSError as err:
+                raise unfinished(err, self.folder) from err
+        return execute(self.run, self.algo, self.folder, resume=self.start, on_chunk=on_chunk)
 
 
-def open_resume(path: str | Path, devices: int | None = None) -> Resumable:
-    """The run in ``path`` (config.json read once), checked before anything compiles: it
-    exists, has not finished, its latest checkpoint pointer is sound, and it fits the device
-    count of its config.json or ``devices`` (a layout only: the checkpoint fits any count)."""
+def open_resume(path: str | Path, devices: int | None = None,
+                budget: int | None = None) -> Resumable:
+    """The run in ``path`` (config.json read once), checked before anything compiles or is
+    written: it exists, has not finished (unless ``budget`` makes it longer), the checkpoint it
+    continues from verifies (:func:`rollax.run.checkpoint.resume_point`), its metrics can be
+    cut back to that checkpoint, and it fits the device count of its config.json or
+    ``devices`` (a layout only: the checkpoint fits any count). ``budget``: a new, larger value
+    of the run's length setting (its algorithm's ``budget``: ``updates``, ``total_steps``)."""
     folder = RunFolder(path)
     folder.check_exists("resume: ")
-    run = read_run(folder)
-    if folder.finished:
-        raise ValueError(f"resume: the run in {str(path)!r} already finished (summary.json)")
+    stored = folder.read_config()
+    run = from_json(stored, str(folder.path / "config.json"))
+    name = run.spec.budget
+    flag = f"--{name.replace('_', '-')}" if name else ""
+    if folder.finished and budget is None:
+        longer = f"; to train it longer give {flag} N" if name else ""
+        raise ValueError(f"resume: the run in {str(path)!r} already finished "
+                         f"(summary.json){longer}")
     algo = run.build()
+    # the checkpoint matches config.json as stored (a checkpoint records its own length)
+    template, identity = state_template(algo, run.lanes()), run.identity()
+    longer, was = None, None
+    if budget is not None:
+        if not name:
+            raise ValueError(f"resume: {run.spec.name} runs cannot be trained longer")
+        was = getattr(run.algorithm, name)
+        run = dataclasses.replace(
+            run, algorithm=dataclasses.replace(run.algorithm, **{name: budget}))
+        shorter, algo = algo, run.build()
+        if algo.num_updates <= shorter.num_updates:
+            raise ValueError(f"resume: {flag} {budget} would not train longer than the run's "
+                             f"{flag} {was} ({shorter.num_updates} updates)")
+        longer = {**stored, "config": {**stored["config"], name: budget}}
     if devices is not None:
         run = dataclasses.replace(run, devices=devices)
     check_run_devices(run, algo)
-    # a run stopped before its first checkpoint starts again from update 0 in its folder
-    started = folder.has_checkpoint
-    if started:
-        folder.check_checkpoint()
-    return Resumable(folder, run, algo, started)
+    found = folder.resume_point(template, identity, name)
+    if found is not None:
+        if found.update > algo.num_updates:
+            raise ValueError(f"resume: checkpoint {str(found.path)!r} is at update "
+                             f"{found.update}, past the run's {algo.num_updates} updates")
+        folder.check_metrics()
+    return Resumable(folder, run, algo, found, longer, was)
 
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
@@ -340,7 +374,8 @@ def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any
     run = read_run(folder)
     algo = run.build()
     lanes = run.lanes()
-    update, state = folder.load_checkpoint(state_template(algo, lanes), run.identity())
+    update, state = folder.load_checkpoint(state_template(algo, lanes), run.identity(),
+                                           run.spec.budget)
     return run, algo, lanes, update, state
 
 
