@@ -90,7 +90,9 @@ class Uses:
 
 
 def _is_key(aval: Any) -> bool:
-    return jax.dtypes.issubdtype(getattr(aval, "dtype", None), jax.dtypes.prng_key)
+    dtype = getattr(aval, "dtype", None)
+    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
+    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
 
 
 def _new(aval: Any, label: str, dep: int) -> Val:
