@@ -136,11 +136,10 @@ def test_playground_episode_length_is_the_default_horizon():
 def test_check_env(name):
     # a short horizon keeps the checker's horizon + 3 steps (and its compile) small
     report = rollax.check_env(rollax.make(name, horizon=CASES[name][0]))
-    if name == "playground:CartpoleBalance":  # Playground's own reset reuses its key: kept
-        assert [r.name for r in report.failures] == ["key_used_once"], str(report)
-        assert "cartpole.py" in report["key_used_once"].message
-        return
     assert report.ok, str(report)
+    if name == "playground:CartpoleBalance":  # Playground's own reset reuses its key
+        assert [r.name for r in report.warnings] == ["key_used_once"], str(report)
+        assert "cartpole.py" in report["key_used_once"].message
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -176,8 +176,9 @@ def test_state_is_rollax_shaped():
 def test_check_env():
     report = rollax.check_env(rollax.make(f"craftax:{CLASSIC}", max_timesteps=LIMIT))
     print(report)
-    # Craftax's own world generation reuses a key (world_gen.py): the one finding, kept
-    assert [r.name for r in report.failures] == ["key_used_once"], str(report)
+    assert report.ok, str(report)
+    # Craftax's own world generation reuses a key (world_gen.py): a warning, not rollax's
+    assert [r.name for r in report.warnings] == ["key_used_once"], str(report)
     assert "world_gen.py" in report["key_used_once"].message
 
 

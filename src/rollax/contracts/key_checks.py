@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any, NamedTuple
 
 import jax
@@ -29,8 +30,9 @@ from jax.extend import core
 
 from rollax.contracts.env_run import EnvRun
 from rollax.contracts.registry import NotRun
-from rollax.contracts.report import CheckResult, Finding, judge
+from rollax.contracts.report import WARNING, CheckResult, Finding, judge, outcome
 from rollax.envs.base import Environment, step_with_key
+from rollax.envs.suites.base import SuiteEnvironment
 
 KEY, INPUT = 1, 2
 """Dependence bits of a value: on the key argument, on another argument."""
@@ -108,10 +110,21 @@ def _new(aval: Any, label: str, dep: int) -> Val:
     return Val(dep, atoms)
 
 
+ROLLAX = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""rollax's own source folder: a key reuse in a suite's code, not in its adapter, is outside."""
+_PATH = re.compile(r"[^\s:()']*[/\\]([^/\\\s:()']+\.py)")
+
+
 def _where(eqn: Any) -> str:
-    """``file.py:line`` of the user code that made ``eqn``."""
+    """``/path/to/file.py:line`` of the user code that made ``eqn`` (messages show the file's
+    name only: :func:`_short`)."""
     frame = source_info_util.user_frame(eqn.source_info.traceback)
-    return "?" if frame is None else f"{os.path.basename(frame.file_name)}:{frame.start_line}"
+    return "?" if frame is None else f"{frame.file_name}:{frame.start_line}"
+
+
+def _short(text: str) -> str:
+    """``text`` with every ``/path/to/file.py`` written ``file.py``."""
+    return _PATH.sub(r"\1", text)
 
 
 def _moved(name: str, params: dict, ins: list[Val]) -> np.ndarray | None:
@@ -317,17 +330,26 @@ def _uses_text(uses: list[Use]) -> str:
 
 
 def key_used_once(run: EnvRun) -> CheckResult:
-    """No key consumed twice, in reset or in step (registered in ``env_checks``)."""
-    findings, counts = [], []
+    """No key consumed twice, in reset or in step (registered in ``env_checks``). A reuse
+    wholly inside a suite's own code (an adapter passes the suite its key unchanged) is a
+    warning: rollax reports it but cannot fix it."""
+    findings, upstream, counts = [], [], []
+    suite = isinstance(run.env, SuiteEnvironment)
     for priority, (subject, uses) in enumerate(env_uses(run).items()):
         counts.append(f"{len(uses.consumed)} keys consumed in {subject}")
         for atom, atom_uses in uses.consumed.items():
             n = sum(u.times for u in atom_uses)
             if n > 1:
-                findings.append(Finding(None, None, f"{subject}: {atom.label} is consumed by {n} "
-                                        f"random draws or splits ({_uses_text(atom_uses)}); "
-                                        "split it and use each part once", {}, priority))
+                what = _short(f"{subject}: {atom.label} is consumed by {n} random draws or "
+                              f"splits ({_uses_text(atom_uses)})")
+                if suite and not any(u.where.startswith(ROLLAX) for u in atom_uses):
+                    upstream.append(f"{what}, in the suite's own code")
+                    continue
+                findings.append(Finding(None, None, f"{what}; split it and use each part once",
+                                        {}, priority))
                 break
+    if upstream and not findings:
+        return outcome(WARNING, upstream[0])
     return judge(findings, f"each key consumed at most once ({', '.join(counts)})")
 
 
@@ -346,7 +368,7 @@ def draws_from_key(run: EnvRun) -> CheckResult:
         source = ("a constant key" if all(dep == 0 for *_, dep in uses.draws)
                   else "a key from its state or action")
         first, where, _ = uses.draws[0]
-        findings.append(Finding(None, None, f"{subject}: draws random numbers ({first} at "
-                                f"{where}) from a key that is not its own ({source}); use the "
-                                "key argument", {}, priority))
+        findings.append(Finding(None, None, _short(
+            f"{subject}: draws random numbers ({first} at {where}) from a key that is not its "
+            f"own ({source}); use the key argument"), {}, priority))
     return judge(findings, "; ".join(notes))
