@@ -122,7 +122,7 @@ def test_exact_json(capsys, argv, expected):
 
 BAD = [
     (["train", "--updates", "0"], "updates must be a positive integer"),
-    (["train", "--updates", "x"], "--updates"),
+    (["train", "--updates", "x"], "updates must be a whole number, got 'x'"),
     (["train", "--algo", "a2c"], "algo must be one of ppo, reinforce, got 'a2c'"),
     (["train", "--algo", "reinforce", "--epochs", "2"], "epochs must be 1 for algo reinforce"),
     (["train", "--lr", "-1"], "lr must be a finite number > 0"),

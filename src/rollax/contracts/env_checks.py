@@ -115,8 +115,10 @@ def step_output(run: EnvRun) -> CheckResult:
 
 env_check("key_used_once", "every key `reset` and `step` hold or make (the key argument, a key "
           "in the state, each part of a split) feeds at most one `random_bits`, `random_split` "
-          "or `random_fold_in`; read off their jaxprs, nothing compiled.",
-          gated=False)(key_used_once)
+          "or `random_fold_in`; read off their jaxprs, nothing compiled. A reuse wholly inside "
+          "a suite's own code (every use outside rollax's files, for an adapted suite "
+          "environment) is a warning: the adapter hands the suite its key unchanged and cannot "
+          "fix it.", gated=False)(key_used_once)
 env_check("draws_from_key", "when `reset`, or the `step` of a stochastic environment, draws "
           "random numbers, some derive from its key argument, not all from a constant key (or "
           "the state); a `reset` that draws nothing is a deterministic start.",
