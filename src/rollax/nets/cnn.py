@@ -4,7 +4,9 @@ Environments hand policies rank-1 observations (adapters flatten images in C ord
 the original shape as ``raw_observation_shape``, read by :func:`image_shape`);
 :class:`CNNActorCritic` takes that vector and reshapes it to ``image_shape = (H, W, C)`` inside,
 so collectors, PPO and observation normalisation see the same shapes as with
-:class:`rollax.nets.mlp.MLPActorCritic`. :func:`conv` builds a convolution from a drawn matrix.
+:class:`rollax.nets.mlp.MLPActorCritic`. :func:`conv` builds a convolution from a drawn matrix;
+:func:`conv_hwc` applies it as one matrix product of the image's patches (the parameters stay
+``equinox.nn.Conv2d`` layers).
 """
 
 from __future__ import annotations
