@@ -1,7 +1,7 @@
 """One PPO update on MinAtar Breakout: rollax's CNN beside its MLP and beside the same CNN update
 written plainly, PureJaxRL's way, all in one process.
 
-    python benchmarks/cnn_speed.py [--repeats 5] [--lanes 1] [--json OUT]
+    python benchmarks/cnn_speed.py [--repeats 5] [--lanes 1] [--before] [--json OUT]
 
 The gymnax-blines preset (``rollax.algos.ppo_presets.MINATAR``): 64 environments x 128 steps =
 8,192 env steps per update, 4 epochs x 8 minibatches of 1,024, heads of 2 x 256 relu, one 3x3
@@ -12,9 +12,12 @@ machine hits them all) and carries its state on; the median is printed:
 
 - ``rollax mlp`` / ``rollax cnn``: ``algo.update`` of ``rollax.ppo.make_algorithm(preset(...,
   network=...))``;
+- ``rollax cnn, before`` (``--before``): the CNN's torso as it was before 2026-12-02 (equinox's
+  ``Conv2d`` on each ``(C, H, W)`` image), patched in while the row compiles (the rest of
+  the update as it is now);
 - ``rollax cnn, runner``: the same through the experiment runner (``rollax train``'s path:
-  ``--lanes`` lanes ``vmap``-ed, one update per chunk, metrics to the host), env steps counted
-  over all lanes;
+  ``--lanes`` lanes, ``vmap``-ed when more than one, one update per chunk, metrics to the
+  host), env steps counted over all lanes;
 - ``plain cnn, lax conv``: PureJaxRL's ``_update_step`` written out for the same shapes:
   a flax.linen actor-critic (``nn.Conv(16, (3, 3), padding="VALID")``, i.e.
   ``lax.conv_general_dilated`` on NHWC, then Dense 256-256), gymnax's FlattenObservation and
@@ -80,6 +83,26 @@ class RunnerStep:
 
     def __call__(self, state):
         return self.runner.run_chunk(state, 1)
+
+
+def rollax_update_before(network: str):
+    """``rollax_update`` with the CNN's torso as it was before 2026-12-02 (equinox's Conv2d on
+    the ``(C, H, W)`` image, i.e. ``lax.conv_general_dilated``), patched in while tracing."""
+    from rollax.nets.cnn import CNNActorCritic
+
+    def torso(self, layers, observation):
+        x = jnp.transpose(observation.reshape(self.image_shape), (2, 0, 1))
+        for layer in layers[:len(self.channels)]:
+            x = jax.nn.relu(layer(x))
+        return x.reshape(-1)
+
+    fn, state, steps = rollax_update(network)
+    current = CNNActorCritic.torso
+    CNNActorCritic.torso = torso
+    try:
+        return fn.lower(state).compile(), state, steps
+    finally:
+        CNNActorCritic.torso = current
 
 
 # --- the same update written plainly (PureJaxRL's ppo.py, for a CNN) --------------------------
@@ -216,6 +239,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lanes", type=int, default=1,
                         help="lanes (seeds) of the runner row")
+    parser.add_argument("--before", action="store_true",
+                        help="add the row 'rollax cnn, before' (the convolution as it was)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     cfg = ppo.preset(ENV)
@@ -230,13 +255,15 @@ def main() -> None:
     builders = {
         "rollax mlp": lambda: rollax_update("mlp"),
         "rollax cnn": lambda: rollax_update("cnn"),
+        **({"rollax cnn, before": lambda: rollax_update_before("cnn")} if args.before
+           else {}),
         "plain cnn, lax conv": lambda: plain_update("lax", plain_cfg),
         "plain cnn, patches": lambda: plain_update("patches", plain_cfg),
     }
     for name, build in builders.items():
-        fn, state, steps = build()
         start = time.perf_counter()
-        fn = fn.lower(state).compile()
+        fn, state, steps = build()
+        fn = fn if hasattr(fn, "input_shardings") else fn.lower(state).compile()
         compile_s = time.perf_counter() - start
         state, _ = jax.block_until_ready(fn(state))  # warm-up
         rows[name] = [fn, state, steps, compile_s]
@@ -256,7 +283,7 @@ def main() -> None:
             times[name].append(time.perf_counter() - start)
 
     print()
-    print("| update | s per update (median) | env steps/s | compile s |")
+    print("| update | s per update (median) | env steps/s | build + compile s |")
     print("|---|---|---|---|")
     sps = {}
     for name, (_, _, steps, compile_s) in rows.items():
@@ -265,6 +292,8 @@ def main() -> None:
         print(f"| {name} | {run_s:.3f} | {sps[name]:,.0f} | {compile_s:.1f} |")
     ratios = {
         "rollax cnn / rollax mlp": sps["rollax cnn"] / sps["rollax mlp"],
+        **({"rollax cnn / rollax cnn, before": sps["rollax cnn"] / sps["rollax cnn, before"]}
+           if args.before else {}),
         "rollax cnn / plain cnn, lax conv": sps["rollax cnn"] / sps["plain cnn, lax conv"],
         "rollax cnn / plain cnn, patches": sps["rollax cnn"] / sps["plain cnn, patches"],
     }
