@@ -116,6 +116,46 @@ def test_torso_equals_numpy_loops():
     np.testing.assert_allclose(got, expected.reshape(-1), rtol=1e-5, atol=1e-5)
 
 
+def test_torso_is_the_convolution_it_computes_as_a_matmul():
+    # conv_hwc (patches x kernel matrix, channels last) against equinox's Conv2d on the
+    # (C, H, W) image (the formulation before) and lax.conv_general_dilated on an NCHW batch:
+    # two convolutions, a non-square image, non-zero biases; outputs and parameter gradients
+    net = CNNActorCritic(image_shape=(7, 6, 3), num_actions=2, channels=(4, 5), hidden=(8,))
+    params = net.init(jax.random.key(21))
+    biases = [jax.random.normal(k, (n, 1, 1)) for k, n in
+              zip(jax.random.split(jax.random.key(22)), net.channels)]
+    layers = eqx.tree_at(lambda ls: (ls[0].bias, ls[1].bias), params.critic, tuple(biases))
+    obs = jax.random.normal(jax.random.key(23), (3, net.observation_size))
+    cotangent = jax.random.normal(jax.random.key(24), (3, math.prod(net.feature_map)))
+
+    def equinox_conv(layers, o):
+        x = jnp.transpose(o.reshape(net.image_shape), (2, 0, 1))
+        for layer in layers[:2]:
+            x = jax.nn.relu(layer(x))
+        return x.reshape(-1)
+
+    def lax_conv(layers, obs):
+        x = jnp.transpose(obs.reshape(-1, *net.image_shape), (0, 3, 1, 2))  # NCHW
+        for layer in layers[:2]:
+            x = jax.nn.relu(jax.lax.conv_general_dilated(
+                x, layer.weight, (1, 1), "VALID", precision=jax.lax.Precision.HIGHEST)
+                + layer.bias[None])
+        return x.reshape(len(obs), -1)
+
+    torsos = {"rollax": jax.vmap(net.torso, (None, 0)), "equinox": jax.vmap(equinox_conv,
+              (None, 0)), "lax": lax_conv}
+    outputs = {name: f(layers, obs) for name, f in torsos.items()}
+    grads = {name: jax.grad(lambda ls, f=f: jnp.sum(f(ls, obs) * cotangent))(layers)[:2]
+             for name, f in torsos.items()}
+    assert outputs["rollax"].shape == (3, 5 * 3 * 2)
+    assert np.asarray(outputs["rollax"]).any() and not np.asarray(outputs["rollax"]).all()
+    for name in ("equinox", "lax"):
+        np.testing.assert_allclose(outputs["rollax"], outputs[name], rtol=1e-5, atol=1e-5)
+        for got, want in zip(jax.tree_util.tree_leaves(grads["rollax"]),
+                             jax.tree_util.tree_leaves(grads[name])):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_auto_picks_cnn_for_images_and_mlp_for_vectors():
     breakout = make(MINATAR)
     assert image_shape(breakout) == (10, 10, 4)

@@ -83,6 +83,21 @@ def test_seeds_vmap_equals_single_runs_and_compiles_once():
     assert not np.allclose(first, third)
 
 
+@pytest.mark.parametrize("chunk", [1, 8, 10**6], ids=["rows", "remainder", "one-call"])
+def test_critic_values_in_chunks_equal_one_vmap(monkeypatch, chunk):
+    # (T, B) = (5, 4): chunks of max(1, chunk // 4) whole rows (1, 2 with a remainder of 1, 5)
+    config = ppo.resolve(ppo.PPOConfig(env="CartPole-v1", hidden=(8,)))
+    env = rollax.make("CartPole-v1")
+    setup = ppo.PPOParts(config, env, ppo.make_network(env, config), 1)
+    params = setup.net.init(jax.random.key(0))
+    obs = jax.random.normal(jax.random.key(1), (5, 4, 4))
+    monkeypatch.setattr(ppo, "CRITIC_CHUNK", chunk)
+    got = ppo.critic_values(setup, params, obs)
+    want = jax.vmap(jax.vmap(setup.net.value, (None, 0)), (None, 0))(params, obs)
+    assert got.shape == (5, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_network_shapes_and_initialisation():
     net = MLPActorCritic(observation_size=3, action_size=2, hidden=(16, 8))
     params = net.init(jax.random.key(0))

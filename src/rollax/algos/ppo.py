@@ -419,6 +419,20 @@ def init(setup: PPOParts, key: jax.Array, hp) -> PPOState:
     )
 
 
+CRITIC_CHUNK = 1024
+"""About this many cells per call of the critic over a whole rollout (:func:`critic_values`)."""
+
+
+def critic_values(setup: PPOParts, params, obs: jax.Array) -> jax.Array:
+    """The critic's values ``(T, B)`` of ``(T, B, ...)`` observations, ``max(1,
+    CRITIC_CHUNK // B)`` steps at a time (``lax.map``; all ``B`` environments in every call, so
+    a split of the environments over devices stays): the CNN's patches of 8,192 observations at
+    once would not stay in the CPU's caches (benchmarks/NOTES.md)."""
+    steps = max(1, min(len(obs), CRITIC_CHUNK // obs.shape[1]))
+    return jax.lax.map(lambda row: jax.vmap(setup.net.value, (None, 0))(params, row), obs,
+                       batch_size=steps)
+
+
 def rollout_cells(setup: PPOParts, state: PPOState, key: jax.Array, hp) -> Rollout:
     """Collect ``T`` steps of the ``B`` environments and compute GAE; the data is the flat
     ``(T * B, ...)`` :class:`Batch`."""
@@ -426,8 +440,7 @@ def rollout_cells(setup: PPOParts, state: PPOState, key: jax.Array, hp) -> Rollo
         setup.env, setup.policy, setup.policy_params(state.params, state.obs_stats),
         state.env_state, key, setup.config.num_steps)
     obs, next_obs = setup.observed(state, traj)
-    critic = jax.vmap(jax.vmap(setup.net.value, (None, 0)), (None, 0))
-    values, next_values = critic(state.params, obs), critic(state.params, next_obs)
+    values, next_values = (critic_values(setup, state.params, o) for o in (obs, next_obs))
     advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
                               traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
     flat = jax.tree_util.tree_map(

@@ -4,7 +4,9 @@ Environments hand policies rank-1 observations (adapters flatten images in C ord
 the original shape as ``raw_observation_shape``, read by :func:`image_shape`);
 :class:`CNNActorCritic` takes that vector and reshapes it to ``image_shape = (H, W, C)`` inside,
 so collectors, PPO and observation normalisation see the same shapes as with
-:class:`rollax.nets.mlp.MLPActorCritic`. :func:`conv` builds a convolution from a drawn matrix.
+:class:`rollax.nets.mlp.MLPActorCritic`. :func:`conv` builds a convolution from a drawn matrix;
+:func:`conv_hwc` applies it as one matrix product of the image's patches (the parameters stay
+``equinox.nn.Conv2d`` layers).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import jax.numpy as jnp
 
 from rollax.nets.heads import ActorCriticParams, FeedForwardHeads, linear, orthogonal_plans
 
-__all__ = ["CNNActorCritic", "conv", "image_shape"]
+__all__ = ["CNNActorCritic", "conv", "conv_hwc", "image_shape"]
 
 
 def image_shape(env) -> tuple[int, int, int] | None:
@@ -42,6 +44,26 @@ def conv(matrix: jax.Array, kernel: int) -> eqx.nn.Conv2d:
     return eqx.tree_at(lambda c: (c.weight, c.bias), layer,
                        (matrix.reshape(n_out, n_in, kernel, kernel),
                         jnp.zeros((n_out, 1, 1), matrix.dtype)))
+
+
+def conv_hwc(layer: eqx.nn.Conv2d, image: jax.Array) -> jax.Array:
+    """``layer`` (stride 1, unpadded, as :func:`conv` builds it) on one ``(H, W, C)`` image, as
+    one matrix product of the image's patches: ``(H - k + 1, W - k + 1, n_out)``, the same
+    numbers as ``layer`` on the ``(C, H, W)`` image, channels last.
+
+    The k*k shifted views of the image side by side, ``(H', W', k * k * C)``, times the kernel as
+    a ``(k * k * C, n_out)`` matrix. Under ``vmap`` this is one matmul of ``(N * H' * W', k * k *
+    C)`` patches, and its kernel gradient is a matmul too; XLA on the CPU runs the
+    ``conv_general_dilated`` form's kernel gradient (a convolution with an 8x8 window over the
+    batch) as a naive loop, ~15x slower than the whole rest of a PPO minibatch step
+    (benchmarks/NOTES.md, "The CNN's kernel gradient")."""
+    n_out, n_in, kh, kw = layer.weight.shape
+    h, w = image.shape[0] - kh + 1, image.shape[1] - kw + 1
+    patches = jnp.concatenate([image[i:i + h, j:j + w] for i in range(kh) for j in range(kw)],
+                              axis=-1)
+    matrix = jnp.transpose(layer.weight, (2, 3, 1, 0)).reshape(kh * kw * n_in, n_out)
+    out = patches @ matrix
+    return out if layer.bias is None else out + layer.bias.reshape(1, 1, n_out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,11 +140,14 @@ class CNNActorCritic(FeedForwardHeads):
         return (*(conv(w, self.kernel_size) for w in convs), *(linear(w) for w in dense))
 
     def torso(self, layers: tuple, observation: jax.Array) -> jax.Array:
-        """The flattened features ``(channels * H' * W',)`` of the convolutions in ``layers``."""
-        x = jnp.transpose(observation.reshape(self.image_shape), (2, 0, 1))  # (C, H, W)
+        """The flattened features ``(channels * H' * W',)`` of the convolutions in ``layers``,
+        channel-major (the order of ``equinox.nn.Conv2d``'s ``(C', H', W')`` output, which the
+        first dense layer's columns follow). Each convolution is :func:`conv_hwc`, channels
+        last; one transpose at the end."""
+        x = observation.reshape(self.image_shape)  # (H, W, C)
         for layer in layers[:len(self.channels)]:
-            x = jax.nn.relu(layer(x))
-        return x.reshape(-1)
+            x = jax.nn.relu(conv_hwc(layer, x))
+        return jnp.transpose(x, (2, 0, 1)).reshape(-1)
 
     def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
         """The torso's features through the dense head (the layers after the convolutions)."""
