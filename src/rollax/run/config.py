@@ -124,7 +124,8 @@ def refuse_foreign(spec: AlgorithmSpec, env: str, foreign: list[str]) -> None:
     others = [s.task for s in registry.algorithms()
               if s is not spec and set(foreign) <= set(s.fields)]
     flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
-    raise ValueError(f"{flags} only apply to {' or '.join(others) or 'other'} tasks; {env} is "
+    verb = "applies" if len(foreign) == 1 else "apply"
+    raise ValueError(f"{flags} only {verb} to {' or '.join(others) or 'other'} tasks; {env} is "
                      f"{spec.task} (`rollax train --env {env} --help` lists its settings)")
 
 
