@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Run every benchmark row and write benchmarks/RESULTS.md (see benchmarks/run_all.py):
 #
-#     bash benchmarks/run.sh [--quick] [--only throughput|ppo|solve|seeds ...] [--out DIR]
+#     bash benchmarks/run.sh [--quick] [--only throughput|ppo|solve|seeds|cnn ...] [--out DIR]
 #
 # Rows: throughput; ppo (rollax vs rejax at 4, 64 and 1,024 environments: jobs ppo-rollax,
 # ppo-rejax, ppo-rollax-64, ppo-rejax-64, ppo-rollax-1024, ppo-rejax-1024); solve (rollax cold,
 # then rollax with a warm compile cache: solve-rollaxwarm-fill fills a fresh temporary cache,
-# solve-rollaxwarm loads from it; then SB3); seeds. --only ROW re-runs every job of ROW.
+# solve-rollaxwarm loads from it; then SB3); seeds; cnn (one MinAtar PPO update: rollax's CNN
+# beside its MLP and the plain update). --only ROW re-runs every job of ROW.
 #
 # Creates the two benchmark environments when missing: .bench/anchors (rollax editable with
 # gymnax 1.x, torch CPU, Stable-Baselines3) and .bench/rejax (rejax with the gymnax it supports).

@@ -9,7 +9,9 @@ at 4 environments, PPOConfig's defaults; then at 64 environments, 500,000 steps,
 ppo-rejax-1024), solve (time to solve CartPole-v1, rollax vs Stable-Baselines3; rollax once
 cold, then twice more in two fresh processes sharing a fresh temporary compile cache, jobs
 solve-rollaxwarm-fill and solve-rollaxwarm, the second of which loads the program from disk:
-the warm-cache time), seeds (1, 8, 64 seeds in one program). Each job runs in its own
+the warm-cache time), seeds (1, 8, 64 seeds in one program), cnn (one PPO update on MinAtar
+Breakout: rollax's CNN beside its MLP, its torso as it was before 2026-12-02 and the same update
+written plainly, benchmarks/cnn_speed.py). Each job runs in its own
 process, with the anchors environment's Python or the rejax one, and writes JSON to a temporary
 file; the peak resident memory of that process is read from ``os.wait4``. The full run
 writes benchmarks/RESULTS.md and benchmarks/results.json; ``--quick`` (tiny sizes, a smoke test
@@ -26,6 +28,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = ROOT / ".bench/anchors/bin/python"
 REJAX = ROOT / ".bench/rejax/bin/python"
-ROWS = ("throughput", "ppo", "solve", "seeds")
+ROWS = ("throughput", "ppo", "solve", "seeds", "cnn")
 TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0,
-           "solve_speedup_warm": 40.0}
+           "solve_speedup_warm": 40.0, "cnn_over_mlp": 0.35, "cnn_over_before": 4.0}
 PPO_WIDE = {64: 500_000, 1024: 2_097_152}
 """The wider PPO rows: environments -> total steps (1,024 x 128 x 16 = 2,097,152). --quick runs
 one update (environments x 128 steps)."""
@@ -85,6 +88,9 @@ def jobs(row: str, quick: bool, tmp: Path) -> list[tuple[str, Path, list[str]]]:
         size = ["--total-steps", "4096"] if quick else []
         return [(f"seeds-{k}", ANCHORS, ["seeds.py", "--seeds", str(k), *size])
                 for k in ((1, 2) if quick else (1, 8, 64))]
+    if row == "cnn":
+        return [("cnn", ANCHORS, ["cnn_speed.py", "--before", "--repeats",
+                                  "1" if quick else "5"])]
     raise ValueError(row)
 
 
@@ -399,6 +405,36 @@ def report_seeds(results, out: list[str], summary: list[str]) -> None:
                    f"{_f(r['sps'] / base if base else None)} | {_f(r.get('eval_mean'), '.1f')} "
                    f"| {_mem(results, name)} |")
     out.append("")
+
+
+def report_cnn(results, out: list[str], summary: list[str]) -> None:
+    out += ["## One PPO update on MinAtar Breakout: CNN vs MLP, rollax vs the plain update", ""]
+    out += _failed(results, ["cnn"])
+    data = results.get("cnn", {}).get("data")
+    if not data:
+        return
+    ratios = data["ratios"]
+    for key, target in (("rollax cnn / rollax mlp", "cnn_over_mlp"),
+                        ("rollax cnn / rollax cnn, before", "cnn_over_before")):
+        if key in ratios:
+            summary.append(f"| env steps/s {key} >= {TARGETS[target]} | {ratios[key]:.2f} | "
+                           f"{_target(ratios[key], TARGETS[target], at_most=False)} |")
+    out += [("The gymnax-blines preset (64 envs x 128 steps = 8,192 env steps per update, 4 "
+             "epochs x 8 minibatches, hidden (256, 256) relu; the CNN one 3x3 convolution of 16 "
+             "planes). Each row one compiled update after a warm-up, the rows interleaved in "
+             "each repeat; median. \"plain\" = PureJaxRL's update written out (flax.linen, "
+             "gymnax's wrappers, scans, optax) with flax's `nn.Conv` (\"lax conv\") or the "
+             "convolution as one Dense over the 3x3 patches (\"patches\", rollax's "
+             "formulation); \"before\" = rollax's CNN torso as it was before 2026-12-02 "
+             "(equinox `Conv2d` on the CHW image). benchmarks/cnn_speed.py's docstring has "
+             "the details."), "",
+            "| update | s per update (median) | env steps/s | build + compile s |",
+            "|---|---|---|---|"]
+    for name, sps in data["sps"].items():
+        run_s = statistics.median(data["times"][name])
+        out.append(f"| {name} | {run_s:.3f} | {sps:,.0f} | {data['compile_s'][name]:.1f} |")
+    out += ["", "Ratios of env steps/s: " + "; ".join(
+        f"{k} {v:.2f}" for k, v in ratios.items()) + ".", ""]
 
 
 def report(results: dict, info: dict) -> str:
