@@ -1,6 +1,6 @@
 """Brax's own PPO against rollax's PPO on Brax's inverted_double_pendulum, in one process.
 
-    .bench/brax/bin/python benchmarks/brax_ppo.py [--total-steps 983040] [--seeds 3]
+    .bench/brax/bin/python benchmarks/brax_ppo.py [--total-steps 819200] [--seeds 3]
         [--json OUT] [--plot OUT.png] [--num-envs 2048] [--backend positional]
 
 Runs in the brax environment (benchmarks/requirements-brax.txt: brax 0.14.2 on jax 0.9.2;
@@ -34,8 +34,15 @@ policy (128 episodes of at most 1000 steps) before training and after every ``K`
 colab's 20 evaluations: one before training, 19 after): Brax through ``num_evals = E + 1`` and
 its ``progress_fn`` (``eval/episode_reward``), rollax through ``eval_every = K``. The final
 return of a seed is its last evaluation. Compile time is the union of the spans of JAX's
-trace, lowering and compile events (``jax.monitoring``) during a library's runs; env steps/s
-is all seeds' training steps over wall time less compile time (evaluations included).
+trace, lowering and compile events (``jax.monitoring``) during a library's runs. Env steps/s:
+all seeds' training steps over wall time less compile time, and "steady": the steps from the
+first evaluation after training started to the last over the time between them (updates and
+evaluations only, less any compile time between them; needs two evaluations after the
+initial one).
+The default budget, 819,200 steps per seed (5 updates, 4 % of the colab's 20M, which makes
+122 updates), is sized to take about 20-25 minutes for both libraries and 3 seeds on a quiet
+2-core CPU, compilation included (about 2 minutes per compile there: Brax compiles once per
+seed); so few updates of 163,840 steps move the returns little.
 ``--num-envs N`` (default 2048, the colab's) scales both libraries' batch (Brax's
 ``batch_size = N / 2``: still 16 unrolls of 5 per environment and 32 minibatches per update),
 a deviation from the published settings for machines where 163,840-step updates are too few.
@@ -199,13 +206,15 @@ def run_brax(updates: int, evals: int, seeds: int, num_envs: int, backend: str,
 
     settings = dict(BRAX_SETTINGS, num_envs=num_envs, batch_size=num_envs // 2)
     steps = updates * num_envs * NUM_STEPS
-    curves, walls, cpus, compiles = [], [], [], []
+    curves, walls, cpus, compiles, times = [], [], [], [], []
     for seed in range(seeds):
         env = envs.get_environment(ENV, backend=backend)
         curve: list[list[float]] = []
+        stamps: list[float] = []
         start, cpu, start_clock = time.perf_counter(), time.process_time(), time.time()
 
-        def progress(step, metrics, curve=curve, start=start, seed=seed):
+        def progress(step, metrics, curve=curve, stamps=stamps, start=start, seed=seed):
+            stamps.append(time.time())
             curve.append([int(step), float(metrics["eval/episode_reward"])])
             print(f"  brax seed {seed}: {int(step):>10,} steps  greedy return "
                   f"{curve[-1][1]:9.1f}  [{time.perf_counter() - start:7.1f} s]", flush=True)
@@ -216,10 +225,12 @@ def run_brax(updates: int, evals: int, seeds: int, num_envs: int, backend: str,
         cpus.append(time.process_time() - cpu)
         compiles.append(clock.seconds(start_clock, time.time()))
         curves.append(curve)
+        times.append(stamps)
     shown = {"num_timesteps": steps, "num_evals": evals + 1, "seed": list(range(seeds)),
              "backend": backend, **settings}
     return record("brax", importlib.metadata.version("brax"), shown, steps, curves, walls,
-                  cpus, compiles, seeds_wall="one train() call per seed, in turn")
+                  cpus, compiles, steady_sps(curves, times, 1, clock),
+                  seeds_wall="one train() call per seed, in turn")
 
 
 def run_rollax(updates: int, evals: int, seeds: int, num_envs: int, backend: str,
@@ -232,10 +243,12 @@ def run_rollax(updates: int, evals: int, seeds: int, num_envs: int, backend: str
                 "checkpoint_every": updates}
     run, algo = assemble(config, env, settings, given=set(settings))
     start, cpu, start_clock = time.perf_counter(), time.process_time(), time.time()
+    stamps: list[float] = []
 
     def on_chunk(chunk):
         values = [r["greedy_return"] for r in chunk.rows if "greedy_return" in r]
         if values:
+            stamps.append(time.time())
             print(f"  rollax ({seeds} seeds): {chunk.env_steps:>10,} steps  greedy return "
                   f"{statistics.mean(values):9.1f} (mean)  [{time.perf_counter() - start:7.1f}"
                   " s]", flush=True)
@@ -256,14 +269,29 @@ def run_rollax(updates: int, evals: int, seeds: int, num_envs: int, backend: str
     shown = {**{k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in vars(algo.config).items()}, "backend": backend,
              "seeds": seeds, "eval_every": every}
+    steady = steady_sps(curves[:1], [[start_clock, *stamps]], seeds, clock)
     return record("rollax", rollax.__version__, shown, config.total_steps, curves, [wall],
-                  [cpu], [compile_s], seeds_wall="all seeds as lanes of one program",
+                  [cpu], [compile_s], steady, seeds_wall="all seeds as lanes of one program",
                   rollax_compile_chunk_s=summary["compile_time_s"],
                   rollax_final_eval_returns=[lane["eval_return"] for lane in summary["lanes"]])
 
 
+def steady_sps(curves: list, stamps: list, lanes: int, clock: CompileClock) -> float | None:
+    """Env steps per second from the first evaluation after training started to the last
+    (each interval: ``K`` updates and one evaluation), less any compile time between them,
+    over the runs given (``stamps[i][j]``: ``time.time()`` when run ``i`` reported point ``j``
+    of its curve; ``lanes`` seeds per run); ``None`` with fewer than two evaluations after the
+    initial one."""
+    steps = seconds = 0.0
+    for curve, times in zip(curves, stamps):
+        if len(curve) >= 3 and len(times) == len(curve):
+            steps += lanes * (curve[-1][0] - curve[1][0])
+            seconds += times[-1] - times[1] - clock.seconds(times[1], times[-1])
+    return steps / seconds if seconds > 0 else None
+
+
 def record(lib: str, version: str, config: dict, steps: int, curves: list, walls: list,
-           cpus: list, compiles: list, **extra) -> dict:
+           cpus: list, compiles: list, steady: float | None, **extra) -> dict:
     finals = [curve[-1][1] for curve in curves]
     mean, low, high = t_interval(finals)
     wall, compile_s = sum(walls), sum(compiles)
@@ -272,14 +300,16 @@ def record(lib: str, version: str, config: dict, steps: int, curves: list, walls
         "seeds": len(curves), "final_returns": finals, "final_mean": mean,
         "final_ci95": [low, high], "curves": curves, "wall_s": wall, "wall_s_parts": walls,
         "cpu_s": sum(cpus), "compile_s": compile_s, "compile_s_parts": compiles,
-        "sps": len(curves) * steps / max(wall - compile_s, 1e-9), **extra,
+        "sps": len(curves) * steps / max(wall - compile_s, 1e-9), "sps_steady": steady,
+        **extra,
     }
 
 
 def table(records: list[dict]) -> str:
     lines = ["| library | version | settings | env steps/seed | final greedy return, mean "
              "[95% t-interval] | per-seed returns | compile s | wall s | CPU s | "
-             "env steps/s (wall less compile) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "env steps/s (wall less compile) | env steps/s (steady) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         c = r["config"]
         if r["lib"] == "brax":
@@ -290,10 +320,11 @@ def table(records: list[dict]) -> str:
                      f"4 epochs, hidden 5x256 relu, {c['backend']}")
         lo, hi = r["final_ci95"]
         seeds = ", ".join(f"{x:.1f}" for x in r["final_returns"])
+        steady = "—" if r["sps_steady"] is None else f"{r['sps_steady']:,.0f}"
         lines.append(f"| {r['lib']} | {r['version']} | {shown} | {r['env_steps']:,} | "
                      f"{r['final_mean']:.1f} [{lo:.1f}, {hi:.1f}] | {seeds} | "
                      f"{r['compile_s']:.1f} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
-                     f"{r['sps']:,.0f} |")
+                     f"{r['sps']:,.0f} | {steady} |")
     return "\n".join(lines)
 
 
@@ -323,7 +354,7 @@ def plot(records: list[dict], path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--total-steps", type=int, default=983_040,
+    parser.add_argument("--total-steps", type=int, default=819_200,
                         help="env steps per seed, cut to whole updates of num_envs * 80")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--json", default=None)
