@@ -2,6 +2,7 @@
 
     .bench/brax/bin/python benchmarks/brax_ppo.py [--total-steps 819200] [--seeds 3]
         [--json OUT] [--plot OUT.png] [--num-envs 2048] [--backend positional]
+        [--libs brax rollax]
 
 Runs in the brax environment (benchmarks/requirements-brax.txt: brax 0.14.2 on jax 0.9.2;
 ``pip install -e ".[brax]" jax==0.9.2 jaxlib==0.9.2``). Trains, one library after the other:
@@ -363,6 +364,9 @@ def main() -> None:
                         help="parallel envs (Brax's batch_size = num_envs / 2); 2048 published")
     parser.add_argument("--backend", default="positional",
                         help="Brax physics backend of the environment (the colab's: positional)")
+    parser.add_argument("--libs", nargs="+", choices=("brax", "rollax"),
+                        default=["brax", "rollax"],
+                        help="train only these (benchmarks/gpu.sh runs each in its own call)")
     args = parser.parse_args()
     if args.num_envs < 2 or args.num_envs % 2:
         parser.error("--num-envs must be even (Brax's batch_size is num_envs / 2)")
@@ -377,8 +381,9 @@ def main() -> None:
           f"evaluation every {updates // evals} update(s), {args.seeds} seeds; "
           f"{device()}", flush=True)
     clock = CompileClock()
-    records = [run_brax(updates, evals, args.seeds, args.num_envs, args.backend, clock),
-               run_rollax(updates, evals, args.seeds, args.num_envs, args.backend, clock)]
+    runs = {"brax": run_brax, "rollax": run_rollax}
+    records = [runs[lib](updates, evals, args.seeds, args.num_envs, args.backend, clock)
+               for lib in args.libs]
     print()
     print(table(records))
     print("\nSettings (Brax ppo.train | rollax PPOConfig):")

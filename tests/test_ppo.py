@@ -2,10 +2,12 @@
 
 import dataclasses
 import importlib.util
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import rollax
@@ -105,7 +107,7 @@ def test_network_shapes_and_initialisation():
     assert w.shape == (16, 3)
     np.testing.assert_allclose(w @ w.T if w.shape[0] < w.shape[1] else w.T @ w,
                                2.0 * np.eye(min(w.shape)), atol=1e-5)  # orthogonal, gain sqrt 2
-    assert np.abs(np.asarray(params.actor[-1].weight)).max() < 0.02  # output gain 0.01
+    assert np.abs(np.asarray(params.actor[-1].weight)).max() < 0.02  # Gaussian mean: gain 0.01
     assert (np.asarray(params.actor[0].bias) == 0).all()
     dist = net.distribution(params, jnp.ones(3))
     assert dist.mean.shape == (2,) and params.log_std.shape == (2,)
@@ -113,6 +115,34 @@ def test_network_shapes_and_initialisation():
     action, log_prob = net.sample(params, jnp.ones(3), jax.random.key(1))
     assert action.shape == (2,) and log_prob.shape == ()
     np.testing.assert_allclose(net.log_prob(params, jnp.ones(3), action), log_prob, rtol=1e-6)
+
+    discrete = MLPActorCritic(observation_size=3, num_actions=4, hidden=(16, 8))
+    out = np.asarray(discrete.init(jax.random.key(0)).actor[-1].weight)  # (4, 8): logits gain 1
+    np.testing.assert_allclose(out @ out.T, np.eye(4), atol=1e-5)
+
+
+def test_clip_per_network_clips_each_part_by_its_own_norm():
+    """Each part scaled as optax.clip_by_global_norm scales it alone: the actor (layers and
+    log_std together), the critic, and any other field (a recurrent torso) as one shared part."""
+    class Params(NamedTuple):
+        embed: jax.Array
+        actor: tuple
+        critic: tuple
+        log_std: jax.Array
+
+    grads = Params(embed=jnp.full(4, 0.1), actor=(jnp.full((2, 2), 1.5),),
+                   critic=(jnp.asarray([30.0, -40.0]), jnp.zeros(3)), log_std=jnp.asarray([2.0]))
+    out, _ = ppo.clip_per_network(0.5).update(grads, optax.EmptyState())
+    alone = optax.clip_by_global_norm(0.5)
+    actor, _ = alone.update((grads.actor, grads.log_std), alone.init(None))
+    critic, _ = alone.update(grads.critic, alone.init(None))
+    np.testing.assert_allclose(out.actor[0], actor[0][0], rtol=1e-6)      # norm sqrt(13) -> 0.5
+    np.testing.assert_allclose(out.log_std, actor[1], rtol=1e-6)
+    np.testing.assert_allclose(out.critic[0], critic[0], rtol=1e-6)
+    np.testing.assert_allclose(out.critic[0], [0.3, -0.4], rtol=1e-6)     # norm 50 -> 0.5
+    np.testing.assert_allclose(out.embed, grads.embed)                    # norm 0.2: unchanged
+    joint, _ = alone.update(grads, alone.init(None))                      # the old, joint clip
+    assert np.abs(np.asarray(joint.actor[0])).max() < 0.02
 
 
 BAD = [

@@ -76,8 +76,8 @@ class CNNActorCritic(FeedForwardHeads):
     output layer, categorical logits (``num_actions``) or a Gaussian mean (``action_size``, with
     a free log standard deviation) for the actor, a scalar for the critic. Initialisation is
     the MLP's: orthogonal with gain sqrt(2) for every hidden layer (convolutions included, their
-    kernels taken as ``(out, in * k * k)`` matrices), 0.01 for the actor's output and 1.0 for
-    the critic's, zero biases.
+    kernels taken as ``(out, in * k * k)`` matrices), 1.0 for the actor's logits (0.01 for a
+    Gaussian mean) and 1.0 for the critic's output, zero biases.
 
     Shapes: one observation ``(H * W * C,)`` (C order, as the adapters flatten it); ``vmap``
     adds batch axes. Parameters are an :class:`rollax.nets.heads.ActorCriticParams` whose

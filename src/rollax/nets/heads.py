@@ -5,7 +5,8 @@ memory's output), then two separate dense heads: the actor, ``len(hidden)`` laye
 activation then the output layer (categorical logits for ``num_actions``, the mean of a
 diagonal Gaussian with a free ``log_std`` for ``action_size``), and the critic, the same hidden
 sizes then one value. The heads are drawn by one rule: orthogonal weights with gain sqrt(2) for
-hidden layers, 0.01 for the actor's output and 1.0 for the critic's, zero biases.
+hidden layers, :data:`ACTOR_OUT_GAIN` for the actor's output (1.0 for logits, 0.01 for a
+Gaussian mean) and 1.0 for the critic's, zero biases.
 
 - :data:`ACTIVATIONS`, :func:`linear`, :func:`mlp_plan`: the dense layers' activations, an
   ``equinox.nn.Linear`` from a drawn matrix, the shapes and gains of a stack of them;
@@ -32,11 +33,18 @@ import jax.numpy as jnp
 from rollax.nets.distributions import Categorical, DiagGaussian
 from rollax.nets.initializers import orthogonal_many
 
-__all__ = ["ACTIVATIONS", "ActorCriticHead", "ActorCriticParams", "FeedForwardHeads",
-           "check_head", "linear", "mlp_plan", "orthogonal_plans"]
+__all__ = ["ACTIVATIONS", "ACTOR_OUT_GAIN", "ActorCriticHead", "ActorCriticParams",
+           "FeedForwardHeads", "check_head", "linear", "mlp_plan", "orthogonal_plans"]
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 """Hidden activations of the actor-critics, by name."""
+
+ACTOR_OUT_GAIN = {"logits": 1.0, "mean": 0.01}
+"""Orthogonal gain of the actor's output layer. Logits: 1.0; CleanRL's 0.01 starts from an
+almost uniform policy whose logits barely depend on the observation, and with few gradient steps
+(1,024 CartPole environments x 16 updates: 256) PPO stays near it (greedy 125 where gain 1.0
+with per-network clipping gets 425; benchmarks/NOTES.md, "Wide batches"). Gaussian means keep
+0.01 (actions start near the middle of their range)."""
 
 Plan = tuple[list, list]
 """Weight shapes ``(n_out, n_in)`` (kernels as matrices) and their orthogonal gains."""
@@ -106,7 +114,8 @@ class ActorCriticHead:
     def head_plans(self, num_features: int) -> tuple[Plan, Plan]:
         """The actor's and the critic's dense heads over ``num_features`` inputs."""
         sizes = (num_features, *self.hidden)
-        return mlp_plan((*sizes, self.num_outputs), 0.01), mlp_plan((*sizes, 1), 1.0)
+        gain = ACTOR_OUT_GAIN["logits" if self.discrete else "mean"]
+        return mlp_plan((*sizes, self.num_outputs), gain), mlp_plan((*sizes, 1), 1.0)
 
     def initial_log_std(self) -> jax.Array:
         """``init_log_std`` for each action dimension; ``(0,)`` when discrete."""

@@ -15,7 +15,8 @@ __all__ = ["MLPActorCritic"]
 class MLPActorCritic(FeedForwardHeads):
     """Separate MLP actor and critic (orthogonal initialisation, as in CleanRL/PureJaxRL).
 
-    Hidden layers use gain sqrt(2), the actor's output gain 0.01 and the critic's 1.0. With
+    Hidden layers use gain sqrt(2), the actor's output 1.0 for logits (0.01 for a Gaussian
+    mean, ``rollax.nets.heads.ACTOR_OUT_GAIN``) and the critic's 1.0. With
     ``num_actions`` the actor gives categorical logits; with ``action_size`` it gives the mean
     of a diagonal Gaussian whose log standard deviation is a free parameter vector.
 

@@ -64,9 +64,9 @@ class RecurrentActorCritic(RecurrentHeads, ActorCriticHead):
     head, :class:`rollax.nets.heads.ActorCriticHead`). The actor and critic share the embedding
     and the memory (as in PureJaxRL's recurrent PPO); each episode starts from a zero carry.
 
-    Initialisation follows the MLP: orthogonal dense layers with gain sqrt(2), 0.01 on the
-    actor's output and 1.0 on the critic's, zero biases; the cell's input and recurrent
-    matrices orthogonal (gain 1) with zero biases.
+    Initialisation follows the MLP: orthogonal dense layers with gain sqrt(2), 1.0 on the
+    actor's logits (0.01 on a Gaussian mean) and 1.0 on the critic's output, zero biases; the
+    cell's input and recurrent matrices orthogonal (gain 1) with zero biases.
 
     Example::
 
