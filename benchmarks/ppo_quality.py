@@ -40,6 +40,9 @@ from rollax.algos import base, ppo, registry
 HERE = Path(__file__).resolve().parent
 MEMORY = HERE / "quality_memory.md"
 """The memory task's section (GRU against MLP), written by ``benchmarks/memory.py``."""
+PEERS = HERE / "quality_peers.md"
+"""The side-by-side section (rollax against rejax's and Brax's own trainers, same settings),
+written from the tables of ``wide_ablation.py``, ``minatar_compare.py`` and ``brax_ppo.py``."""
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1")
 MINATAR = tuple(f"gymnax:{game}-MinAtar" for game in
                 ("Breakout", "Asterix", "Freeway", "SpaceInvaders"))
@@ -362,8 +365,9 @@ def render(stored: dict, out: Path) -> None:
                      + ", ".join(missing) + ". The rows above for them are short-budget runs; "
                      "the throughput table says how long a full run would take on their "
                      "machine."]
-    if MEMORY.exists():  # written by benchmarks/memory.py
-        text += ["", MEMORY.read_text().rstrip()]
+    for section in (PEERS, MEMORY):  # peers: by hand from its scripts; memory: memory.py
+        if section.exists():
+            text += ["", section.read_text().rstrip()]
     tmp = out.with_suffix(".md.tmp")
     tmp.write_text("\n".join(text) + "\n")
     tmp.replace(out)
