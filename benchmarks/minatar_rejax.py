@@ -43,13 +43,14 @@ EVAL_EPISODES = 32
 
 DIFFERENCES = [
     ("gradient clipping: rejax applies optax.clip(0.5) (each gradient element clipped to "
-     "[-0.5, 0.5], actor and critic apart); gymnax-blines and rollax clip the joint "
-     "actor-critic gradient by global norm 0.5"),
+     "[-0.5, 0.5], actor and critic apart); rollax clips the actor's and the critic's "
+     "gradients to global norm 0.5 apart (gymnax-blines: the joint gradient)"),
     "Adam epsilon: rejax uses optax.adam's default 1e-8; gymnax-blines and rollax use 1e-5",
     ("two Adam optimisers (actor, critic) in rejax, one over both networks in rollax (the same "
      "updates apart from the clipping above: the networks share no parameters)"),
     ("initialisation: rejax uses flax's Dense default (LeCun normal kernels, zero biases); "
-     "rollax orthogonal (gain sqrt 2 hidden, 0.01 actor output, 1 critic output), zero biases"),
+     "rollax orthogonal (gain sqrt 2 hidden, 1 for the logits and the critic's output), zero "
+     "biases (the same scale as LeCun's for the logits: rows of norm about 1)"),
     ("time limit (1000 steps): rejax (gymnax 0.0.9) treats reaching it as termination (no "
      "bootstrap); rollax bootstraps truncated episodes from the value of the true last "
      "observation"),

@@ -34,12 +34,12 @@ EVAL_EPISODES = 32
 
 DIFFERENCES = [
     ("gradient clipping: rejax applies optax.clip(0.5) (element-wise, to each network's "
-     "gradient); rollax clips the joint actor-critic gradient by global norm 0.5"),
+     "gradient); rollax clips the actor's and the critic's gradients to global norm 0.5 apart"),
     "Adam epsilon: rejax uses optax.adam's default 1e-8; rollax uses 1e-5",
     ("two Adam optimisers (actor, critic) in rejax, one over both networks in rollax (the same"
      " updates apart from the clipping above, since the networks share no parameters)"),
     ("initialisation: rejax uses flax's Dense default (LeCun normal, zero bias); rollax uses "
-     "orthogonal weights (gain sqrt 2 hidden, 0.01 actor output, 1 critic output)"),
+     "orthogonal weights (gain sqrt 2 hidden, 1 for the logits and the critic's output)"),
     ("time limit: rejax (gymnax 0.0.9) treats the 500-step limit as termination (no "
      "bootstrap); rollax bootstraps truncated episodes from the value of the true next "
      "observation"),

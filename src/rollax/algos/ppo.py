@@ -71,8 +71,8 @@ from rollax.sharding import constrain_envs
 from rollax.validate import check_count, check_real, check_seed, is_int
 
 __all__ = ["PRESETS", "SPEC", "PPOConfig", "PPOHyperparams", "PPOMetrics", "PPOResult",
-           "PPOState", "make_algorithm", "make_network", "num_updates", "preset", "resolve",
-           "validate"]
+           "PPOState", "clip_per_network", "make_algorithm", "make_network", "num_updates",
+           "preset", "resolve", "validate"]
 
 
 # --- config -----------------------------------------------------------------------------------
