@@ -360,8 +360,9 @@ def clip_per_network(max_norm) -> optax.GradientTransformation:
     def part(field: str) -> str:
         return {"actor": "actor", "log_std": "actor", "critic": "critic"}.get(field, "shared")
 
-    def update(grads, state, params=None):
+    def update(updates, state, params=None):
         del params
+        grads: Any = updates
         parts: dict[str, list] = {}
         for field, value in grads._asdict().items():
             parts.setdefault(part(field), []).extend(jax.tree.leaves(value))
