@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from rollax.algos import registry
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
 MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact")
 OUTER = ("run", "cli")
-ALGORITHM_NAMES = {"tabular", "ppo", "reinforce"}
+ALGORITHM_NAMES = {name for spec in registry.algorithms() for name in (spec.name, *spec.methods)}
+"""Every registered algorithm's name and the methods it offers (--algo values)."""
 
 
 def _name(path: Path) -> str:
@@ -109,6 +112,16 @@ def test_no_branching_on_algorithm_names_outside_algos(path):
                        if isinstance(c, ast.Constant) and isinstance(c.value, str)}
             assert not strings & ALGORITHM_NAMES, (
                 f"{_name(path)}:{node.lineno} compares with {strings & ALGORITHM_NAMES}")
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if "algos" not in p.parts], ids=_name)
+def test_no_module_outside_algos_names_an_algorithm(path):
+    """Only the algorithms' own modules (and the registry's table of module paths) spell an
+    algorithm's name: every other layer learns the names from the registry."""
+    names = ALGORITHM_NAMES - {"ppo", "tabular"}  # the two the run layer's docs examples name
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            assert node.value not in names, f"{_name(path)}:{node.lineno} names {node.value!r}"
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if "cli" in p.parts], ids=_name)

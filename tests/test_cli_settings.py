@@ -105,7 +105,8 @@ def test_help_shows_the_preset_of_the_chosen_environment(capsys):
     assert re.search(r"--total-steps INT .*?\(default: 1000000\)", text)
     assert "[preset of Acrobot-v1]" in text
     assert "--normalize-observations, --no-normalize-observations" in text
-    assert "(tabular tasks only)" in text and "--batch-size" in text
+    assert "(only tabular tasks, --algo ppo/reinforce; neural tasks, --algo reinforce/" in text
+    assert "--batch-size" in text
 
 
 def test_the_issues_yaml_file_trains_and_config_json_shows_each_value(tmp_path, capsys):
@@ -157,7 +158,8 @@ def test_an_environment_without_a_preset_says_whose_defaults_it_got():
     ("lr: fast", "lr must be a number, got 'fast'"),
     ("total_steps: 1.5e3.0", "total_steps must be a whole number"),
     ("hidden_sizes: [8]", "unknown key 'hidden_sizes'; did you mean hidden?"),
-    ("updates: 3", "--updates only applies to tabular tasks; CartPole-v1 is neural"),
+    ("updates: 3",
+     "--updates only applies to tabular tasks or --algo reinforce/grpo; CartPole-v1 is neural"),
 ])
 def test_bad_file_values_are_one_line_naming_the_key(tmp_path, capsys, text, message):
     file = tmp_path / "bad.yaml"

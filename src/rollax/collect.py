@@ -198,6 +198,26 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: i
                     unroll if isinstance(unroll, bool) else int(unroll))
 
 
+def collect_groups(env, policy, params, key, groups: int, group_size: int, num_steps: int):
+    """:func:`collect` of ``groups * group_size`` (B) absorbing episodes in groups: the
+    episodes ``b`` of group ``b // group_size`` all reset with the group's key
+    ``split(reset, groups)[b // group_size]``, so they start from the same start state, and
+    take their actions (and a stochastic environment its transitions) with keys of their own,
+    exactly as :func:`collect` gives them. With ``group_size = 1`` this is :func:`collect`.
+
+    Returns ``(final_state, Trajectory)``, fields ``(T, B, ...)``. Group-relative baselines
+    compare the episodes of one group: they differ only by their own actions and transitions.
+    """
+    check_count("groups", groups)
+    check_count("group_size", group_size)
+    check_count("num_steps", num_steps)
+    batch = groups * group_size
+    _, action_keys, transition_keys = collection_keys(key, batch, num_steps, env.stochastic)
+    group_keys = per_env(split_key(key, env.stochastic).reset, groups)
+    reset_keys = group_keys[jnp.arange(batch) // group_size]
+    return rollout(env, policy, params, reset_keys, action_keys, transition_keys)
+
+
 # ---------------------------------------------------------------------------------------------
 # Auto-reset (streaming) collection
 

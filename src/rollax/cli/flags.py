@@ -79,14 +79,18 @@ class RunFlags:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of a dataclass, from its source."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+    """The docstring under each field of a dataclass, from its source and its dataclass bases'
+    (a subclass's docstring of a field it redeclares wins)."""
     docs = {}
-    for field, doc in itertools.pairwise(body):
-        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
-                and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)):
-            docs[field.target.id] = " ".join(str(doc.value.value).split())
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for field, doc in itertools.pairwise(body):
+            if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                    and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)):
+                docs[field.target.id] = " ".join(str(doc.value.value).split())
     return docs
 
 
@@ -165,9 +169,11 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
     hints = typing.get_type_hints(spec.config_type)
     if "algo" in hints:
         algo = make(spec.config_type, "algo", hints["algo"])
-    else:
-        algo = Field("algo", Literal[spec.methods], defaults.get("algo", spec.methods[0]),
-                     f"Policy-gradient method ({spec.task} tasks: {', '.join(spec.methods)}).")
+    else:  # every method that trains this task, the chosen one first
+        methods = tuple(dict.fromkeys([*spec.methods, *(
+            m for s in algorithms() if s.task == spec.task for m in s.methods)]))
+        algo = Field("algo", Literal[methods], defaults.get("algo", spec.methods[0]),
+                     f"Policy-gradient method ({spec.task} tasks: {', '.join(methods)}).")
     taken = {"algo", *(f.name for f in run)}
     own = [make(spec.config_type, n, hints[n]) for n in spec.fields if n not in taken]
     taken |= set(spec.fields)
@@ -177,8 +183,14 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
         for name in other.fields:
             if name not in taken:
                 taken.add(name)
+                owners: dict[str, list[str]] = {}
+                for s in algorithms():
+                    if name in s.fields:
+                        owners.setdefault(s.task, []).extend(s.methods)
+                where = "; ".join(f"{task} tasks, --algo {'/'.join(methods)}"
+                                  for task, methods in owners.items())
                 others.append(make(other.config_type, name, _optional(other_hints[name]),
-                                   f"({other.task} tasks only) "))
+                                   f"(only {where}) "))
     cut = [f.name for f in run].index("seeds") + 1
     return [algo, *run[:cut], *own, *run[cut:], *others]
 

@@ -161,7 +161,9 @@ def settings_line(run, sources: dict[str, str], file=None) -> str:
     for source, title in (("preset", f"preset of {config.env}"),
                           ("file", f"from {file.path}" if file else "file"), ("flag", "flags")):
         names = [n for n in dict.fromkeys(order) if sources.get(n) == source]
-        values = [f"{n}={_shown(getattr(config, n, None), run, n)}" for n in names]
+        shown = {n: spec.method(config) if n == "algo" else getattr(config, n, None)
+                 for n in names}
+        values = [f"{n}={_shown(value, run, n)}" for n, value in shown.items()]
         if values:
             parts.append(f"{title}: {', '.join(values)}")
     if spec.presets and config.env not in spec.presets:

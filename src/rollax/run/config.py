@@ -121,12 +121,15 @@ def refuse_foreign(spec: AlgorithmSpec, env: str, foreign: list[str]) -> None:
     """``ValueError`` naming settings given for ``env`` that only other algorithms take."""
     if not foreign:
         return
-    others = [s.task for s in registry.algorithms()
-              if s is not spec and set(foreign) <= set(s.fields)]
+    owners = [s for s in registry.algorithms() if s is not spec and set(foreign) <= set(s.fields)]
+    others = [f"{s.task} tasks" for s in owners if s.task != spec.task]
+    methods = [m for s in owners if s.task == spec.task for m in s.methods]
+    others += [f"--algo {'/'.join(methods)}"] if methods else []
     flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
     verb = "applies" if len(foreign) == 1 else "apply"
-    raise ValueError(f"{flags} only {verb} to {' or '.join(others) or 'other'} tasks; {env} is "
-                     f"{spec.task} (`rollax train --env {env} --help` lists its settings)")
+    raise ValueError(f"{flags} only {verb} to {' or '.join(others) or 'other algorithms'}; "
+                     f"{env} is {spec.task} and trains with --algo {'/'.join(spec.methods)} "
+                     f"(`rollax train --env {env} --help` lists its settings)")
 
 
 def settings_names() -> list[str]:

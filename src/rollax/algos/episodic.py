@@ -1,0 +1,306 @@
+"""What the whole-episode policy-gradient algorithms share (:mod:`rollax.algos.reinforce`,
+:mod:`rollax.algos.grpo`): batches of complete absorbing episodes in groups, their replay under
+the current parameters, and objectives normalised as the contract defines them.
+
+One update of such an algorithm::
+
+    key, collect_key = split(key)
+    traj = collect_groups(env, policy, params, collect_key, groups, group_size, T = horizon)
+    log pi, entropy, V = replay(params, traj)              # (T, B) each, live where traj.active
+    loss = -(1/B) sum_{t,b} active * objective[t, b] ...   # the algorithm's own terms
+
+Every episode of a batch runs to its end within the horizon (``T = horizon``), so nothing is
+bootstrapped: a return is the sum of the episode's rewards, and an episode cut by the time limit
+is complete for the finite-horizon objective. Episodes come in ``groups`` of ``group_size``;
+the episodes of one group start from one reset key (the same start state) and draw their
+actions (and a stochastic task's transitions) from keys of their own
+(:func:`rollax.collect.collect_groups`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, cast
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rollax import guards
+from rollax.algos.base import Algorithm, hyperparams_of, traced
+from rollax.algos.ppo import accepts, clip_per_network
+from rollax.collect import Trajectory, collect_groups
+from rollax.envs.base import Box, Environment
+from rollax.envs.registry import make
+from rollax.evaluation import evaluate_policy
+from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
+from rollax.nets.cnn import image_shape
+from rollax.recurrent import initial_carries, is_recurrent, unroll
+from rollax.validate import check_count, check_real, check_seed, is_int
+
+__all__ = [
+    "NORMALIZATIONS",
+    "EpisodicConfig",
+    "EpisodicParts",
+    "EpisodicState",
+    "Replayed",
+    "accepts",
+    "episode_totals",
+    "fresh_state",
+    "gradient_step",
+    "group_mean",
+    "make_parts",
+    "normalized_sum",
+    "replay",
+    "training_algorithm",
+    "validate",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodicConfig:
+    """The settings every whole-episode algorithm has (each algorithm's config adds its own)."""
+
+    env: str = "CartPole-v1"
+    """Registered environment with a Box observation space."""
+    horizon: int | None = None
+    """Episode time limit and rollout length T (default: the task's own, e.g. 500 for
+    CartPole-v1)."""
+    seed: int = 0
+    """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
+    updates: int = 100
+    """Number of updates, each on a fresh batch of complete episodes."""
+    batch_size: int = 32
+    """Episodes per batch, B (= groups x group_size)."""
+    group_size: int = 1
+    """Episodes per group G: the episodes of a group start from the same start state (one reset
+    key); must divide batch_size."""
+    lr: float = traced(1e-3)
+    """Adam learning rate."""
+    ent_coef: float = traced(0.0)
+    """Weight of the entropy bonus (summed over an episode's live steps, per episode)."""
+    max_grad_norm: float = traced(0.5)
+    """Gradient-norm clip, of the actor's and the critic's gradients apart."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the actor and of the critic."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Hidden activation."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation (continuous actions)."""
+    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = "auto"
+    """Network: mlp, cnn (image observations), gru or lstm (a memory reset at each episode's
+    start), or auto (cnn for image observations, else mlp)."""
+    memory_size: int = 128
+    """Units of the recurrent memory (network gru or lstm)."""
+    eval_episodes: int = 32
+    """Greedy evaluation episodes (after training and at each --eval-every)."""
+
+
+def validate(config: EpisodicConfig, env: Environment | None = None) -> Environment:
+    """Check the shared settings (``ValueError`` naming the setting and its range); returns
+    the environment (``env`` when given)."""
+    check_seed(config.seed)
+    for name in ("updates", "batch_size", "group_size", "eval_episodes", "memory_size"):
+        check_count(name, getattr(config, name))
+    if config.horizon is not None:
+        check_count("horizon", config.horizon)
+    if config.batch_size % config.group_size:
+        raise ValueError(f"group_size must divide batch_size = {config.batch_size}, got "
+                         f"{config.group_size}")
+    inf = float("inf")
+    check_real("lr", config.lr, 0, inf, low_open=True, high_open=True)
+    check_real("ent_coef", config.ent_coef, 0, inf, high_open=True)
+    check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
+    check_real("init_log_std", config.init_log_std, -10, 10)
+    if not config.hidden or not all(is_int(h) and h >= 1 for h in config.hidden):
+        raise ValueError(f"hidden must be positive layer sizes, got {config.hidden!r}")
+    if config.activation not in ("tanh", "relu"):
+        raise ValueError(f"activation must be one of tanh, relu, got {config.activation!r}")
+    choices = ("auto", "mlp", "cnn", *RECURRENT)
+    if config.network not in choices:
+        raise ValueError(f"network must be one of {', '.join(choices)}, got {config.network!r}")
+    if env is None:
+        env = make(config.env, **({} if config.horizon is None else {"horizon": config.horizon}))
+    if not accepts(env):
+        raise ValueError(f"env {config.env!r} has no vector (Box) observations or is a finite "
+                         f"task (finite tasks train with the tabular trainer)")
+    if config.network == "cnn" and image_shape(env) is None:
+        raise ValueError(f"network cnn needs image observations, but env {config.env!r} has "
+                         f"none; use network mlp or auto")
+    assert isinstance(env.observation_space, Box)
+    return env
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodicParts:
+    """The static parts of a whole-episode run."""
+
+    config: Any
+    env: Environment
+    net: Network
+    checked: bool = False
+
+    @property
+    def horizon(self) -> int:
+        return cast(int, self.config.horizon)
+
+    @property
+    def groups(self) -> int:
+        return self.config.batch_size // self.config.group_size
+
+    @property
+    def recurrent(self) -> bool:
+        return is_recurrent(self.net)
+
+    def optimiser(self, hp) -> optax.GradientTransformation:
+        return optax.chain(clip_per_network(hp.max_grad_norm), optax.adam(hp.lr, eps=1e-5))
+
+    def collect(self, params, key: jax.Array) -> Trajectory:
+        """``batch_size`` complete episodes in ``groups`` (:func:`collect_groups`)."""
+        _, traj = collect_groups(self.env, self.net, params, key, self.groups,
+                                 self.config.group_size, self.horizon)
+        return traj
+
+
+def make_parts(config, checked: bool, env: Environment | None):
+    """``(resolved config, EpisodicParts)``: the settings checked, ``horizon`` set to the
+    task's own limit when unset and ``network`` to the one ``auto`` picks."""
+    env = validate(config, env)
+    config = dataclasses.replace(config, horizon=env.horizon,
+                                 network=network_choice(config.network, env))
+    net = actor_critic(env, config.network, config.hidden, config.activation,
+                       config.init_log_std, config.memory_size)
+    return config, EpisodicParts(config, env, net, checked)
+
+
+class Replayed(NamedTuple):
+    """A batch's cells under the current parameters, each ``(T, B)``."""
+
+    log_prob: jax.Array
+    entropy: jax.Array
+    value: jax.Array
+
+
+def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
+    """The log-probabilities of the stored actions, the entropies and the critic's values of
+    every cell under ``params``: a feed-forward network reads each observation; a recurrent
+    one replays each episode from its initial carry (the collector started it there)."""
+    if parts.recurrent:
+        net: Any = parts.net
+        T, B = traj.reward.shape
+        starts = jnp.zeros((T, B), bool).at[0].set(True)
+        out = unroll(net, params, initial_carries(net, params, B), traj.observation, starts,
+                     traj.action)
+        value = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, out.features)
+        return Replayed(cast(jax.Array, out.log_prob), cast(jax.Array, out.entropy), value)
+
+    def cell(observation, action):
+        dist = parts.net.distribution(params, observation)
+        return dist.log_prob(action), dist.entropy(), parts.net.value(params, observation)
+
+    return Replayed(*jax.vmap(jax.vmap(cell))(traj.observation, traj.action))
+
+
+NORMALIZATIONS = ("episode", "step", "group")
+"""How a sum over a batch's live cells becomes an objective (:func:`normalized_sum`)."""
+
+
+def normalized_sum(x: jax.Array, live: jax.Array, group_size: int,
+                   normalization: str = "episode") -> jax.Array:
+    """The objective of per-cell terms ``x (T, B)`` over the ``live`` cells::
+
+        episode:  (1/B) sum_{t,b} live x                   (the contract's: per episode)
+        step:     sum_{t,b} live x / sum_{t,b} live        (per live step: weighs long
+                                                            episodes more)
+        group:    (1/K) sum_k [sum_{t, b in k} live x / sum_{t, b in k} live]
+                                                           (per live step within each of the
+                                                            K groups of group_size episodes)
+    """
+    masked = jnp.where(live, x, 0.0)
+    if normalization == "episode":
+        return jnp.sum(masked) / x.shape[1]
+    if normalization == "step":
+        return jnp.sum(masked) / jnp.maximum(jnp.sum(live), 1)
+    sums = jnp.sum(masked, axis=0).reshape(-1, group_size).sum(axis=1)
+    steps = jnp.sum(live, axis=0).reshape(-1, group_size).sum(axis=1)
+    return jnp.mean(sums / jnp.maximum(steps, 1))
+
+
+def episode_totals(traj: Trajectory) -> tuple[jax.Array, jax.Array]:
+    """Each episode's return and live length, ``(B,)`` each."""
+    return jnp.sum(traj.reward, axis=0), jnp.sum(traj.active, axis=0).astype(jnp.float32)
+
+
+def group_mean(x: jax.Array, group_size: int, leave_one_out: bool = False) -> jax.Array:
+    """The mean of ``x (..., B)`` over each episode's group of ``group_size`` (episodes
+    ``b // group_size`` alike), broadcast back to ``(..., B)``; with ``leave_one_out`` the mean
+    of the group's *other* episodes, ``(sum_group - x) / (group_size - 1)``."""
+    grouped = x.reshape(*x.shape[:-1], -1, group_size)
+    total = jnp.repeat(jnp.sum(grouped, axis=-1), group_size, axis=-1)
+    if leave_one_out:
+        return (total - x) / (group_size - 1)
+    return total / group_size
+
+
+class EpisodicState(NamedTuple):
+    """Everything a whole-episode run carries from one update to the next."""
+
+    params: Any
+    opt_state: optax.OptState
+    key: jax.Array
+    update: jax.Array
+    env_steps: jax.Array
+    """Live environment steps taken so far (the padding of finished episodes not counted)."""
+    reference: Any = None
+    """The initial parameters, for an algorithm with a penalty towards them (else None)."""
+
+
+def gradient_step(parts: EpisodicParts, state: EpisodicState, loss: Callable, hp):
+    """``loss(params) -> (value, aux)`` differentiated once and applied: ``(params,
+    opt_state, value, aux, the actor's gradient norm before clipping)``."""
+    (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(state.params)
+    updates, opt_state = parts.optimiser(hp).update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    if parts.checked:
+        update = state.update + 1
+        guards.check_finite("loss", value, update)
+        guards.check_finite("gradient", grads, update)
+        guards.check_finite("parameters", params, update)
+    actor = optax.tree.norm((grads.actor, grads.log_std)) if hasattr(grads, "actor") else (
+        optax.tree.norm(grads))
+    return params, opt_state, value, aux, actor
+
+
+def training_algorithm(config, parts: EpisodicParts, init: Callable, update: Callable,
+                       result: Callable) -> Algorithm:
+    """The :class:`Algorithm` of a whole-episode run from its ``init``, ``update`` and
+    ``result``; its evaluation is the greedy return of ``eval_episodes`` episodes."""
+
+    policy: Any = parts.net  # feed-forward (Policy) or recurrent (RecurrentPolicy)
+
+    def evaluate(state: EpisodicState, hp) -> dict:
+        eval_key, _ = jax.random.split(state.key)
+        return {"eval_return": evaluate_policy(parts.env, policy, state.params, eval_key,
+                                               config.eval_episodes)}
+
+    return Algorithm(
+        config=config, hyperparams=hyperparams_of(config), num_updates=config.updates,
+        env_steps_per_update=config.batch_size * parts.horizon,
+        init=functools.partial(init, parts), update=functools.partial(update, parts),
+        evaluate=evaluate, params=lambda state: state.params, env=parts.env, policy=policy,
+        policy_params=lambda state: state.params, result=result,
+        env_batch=("batch_size", config.batch_size), env_batch_fields=(),
+        checked=parts.checked,
+    )
+
+
+def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool = False
+                ) -> EpisodicState:
+    """Fresh parameters and optimiser (and the parameters again as the reference)."""
+    key, init_key = jax.random.split(key)
+    params: Any = parts.net.init(init_key)
+    return EpisodicState(params, parts.optimiser(hp).init(params), key,
+                         jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
+                         params if keep_reference else None)
