@@ -123,7 +123,7 @@ def test_exact_json(capsys, argv, expected):
 BAD = [
     (["train", "--updates", "0"], "updates must be a positive integer"),
     (["train", "--updates", "x"], "updates must be a whole number, got 'x'"),
-    (["train", "--algo", "a2c"], "algo must be one of ppo, reinforce, got 'a2c'"),
+    (["train", "--algo", "sac"], "algo must be one of ppo, reinforce, grpo"),
     (["train", "--algo", "reinforce", "--epochs", "2"], "epochs must be 1 for algo reinforce"),
     (["train", "--lr", "-1"], "lr must be a finite number > 0"),
     (["train", "--batch-size", "0"], "batch_size must be a positive integer"),
@@ -136,7 +136,7 @@ BAD = [
     (["train", "--seeds", "0"], "seeds must be a positive integer"),
     (["train", "--env", "CartPole-v1", "--updates", "3"], "--updates only applies to tabular"),
     (["train", "--total-steps", "100"], "--total-steps only applies to neural"),
-    (["train", "--env", "Pendulum-v1", "--algo", "reinforce"], "only available for tabular"),
+    (["train", "--env", "corridor", "--algo", "grpo"], "only available for neural"),
     (["train", "--env", "CartPole-v1", "--minibatches", "3"], "minibatches must divide"),
     (["train", "--env", "CartPole-v1", "--total-steps", "10"], "total_steps must be at least"),
     (["train", "--env", "CartPol-v1"], "did you mean CartPole-v1"),

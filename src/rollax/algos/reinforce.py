@@ -95,7 +95,7 @@ class ReinforceResult(NamedTuple):
 
 PRESETS: dict[str, dict] = {
     "CartPole-v1": dict(updates=150, batch_size=16, lr=3e-3, baseline="value"),
-    "Acrobot-v1": dict(updates=150, batch_size=16, lr=3e-3, baseline="value"),
+    "Acrobot-v1": dict(updates=300, batch_size=16, lr=3e-3, baseline="value"),
 }
 """Tuned settings per task (overrides of the :class:`ReinforceConfig` defaults)."""
 
