@@ -13,7 +13,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
-MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact")
+MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact",
+        "gradients")
 OUTER = ("run", "cli")
 ALGORITHM_NAMES = {"tabular", "ppo", "reinforce"}
 

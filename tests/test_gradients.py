@@ -11,7 +11,9 @@ on a case built to show its bias.
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -376,3 +378,13 @@ def test_command_bad_input(capsys, tmp_path, monkeypatch, argv, message):
     assert len(err.strip().splitlines()) == 1 and err.startswith("rollax gradients: error: ")
     assert message in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_lab_is_math_it_imports_no_algorithm_run_or_command_line_module():
+    tree = ast.parse(Path(gradients.__file__).read_text())
+    imported = [node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module]
+    imported += [a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names]
+    assert not [m for m in imported if m.split(".")[:2] in (
+        ["rollax", "algos"], ["rollax", "run"], ["rollax", "cli"])]

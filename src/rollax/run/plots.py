@@ -229,6 +229,7 @@ def plot_gradient_mse(rows: Sequence[dict], zero_mse: float, path: Path, title: 
     log-log, one line per estimator (solid: unbiased, dashed: biased); the dotted line is
     ``||grad J||^2``, the MSE of always answering zero. An unbiased estimator falls as 1/N."""
     import matplotlib as mpl
+    from matplotlib.ticker import NullLocator
 
     lines: dict[str, list[tuple[int, float]]] = {}
     unbiased: dict[str, bool] = {}
@@ -247,7 +248,7 @@ def plot_gradient_mse(rows: Sequence[dict], zero_mse: float, path: Path, title: 
     ax.set_yscale("log")
     sizes = sorted({row["episodes"] for row in rows})
     ax.set_xticks(sizes, [str(n) for n in sizes])
-    ax.xaxis.set_minor_locator(mpl.ticker.NullLocator())
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("episodes per batch N")
     ax.set_ylabel("MSE  mean_k ||g_k - grad J||^2")
     ax.set_title(title, fontsize=9)
