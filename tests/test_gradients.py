@@ -367,7 +367,7 @@ def test_command_json(capsys, tmp_path):
     (["--batches", "1"], "batches must be an integer >= 2"),
     (["--estimators", "score,bogus"], "unknown estimator 'bogus'"),
     (["--lam", "2"], "lam must be a number in [0.0, 1.0]"),
-    (["--out", "figure.txt"], "out must name a figure file"),
+    (["--out", "figure.txt"], "out must name a figure file ending in .png, .svg or .pdf"),
     (["--bogus"], "Unrecognized options"),
 ])
 def test_command_bad_input(capsys, tmp_path, monkeypatch, argv, message):

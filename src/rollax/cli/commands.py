@@ -144,8 +144,8 @@ def gradients_figure_path(out: str | None, env: str, seed: int) -> Path:
     else:
         path = Path(out)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
-        raise ValueError(f"out must name a figure file ending in {', '.join(FIGURE_SUFFIXES)}, "
-                         f"got {str(path)!r}")
+        raise ValueError(f"out must name a figure file ending in .png, .svg or .pdf, got "
+                         f"{str(path)!r}")
     if path.is_dir():
         raise ValueError(f"out {str(path)!r} is a folder: name a figure file")
     check_creatable_folder(path.absolute().parent)

@@ -267,13 +267,11 @@ class Exact:
 
 @dataclasses.dataclass(frozen=True)
 class Gradients:
-    """Measure policy-gradient estimators against the exact gradient of a finite task: bias
-    (with its standard error), variance, MSE and cosine per estimator and episodes per batch,
-    and a log-log figure of MSE against episodes (docs/gradients.md)."""
+    """Measure policy-gradient estimators against the exact gradient of a finite task (bias,
+    variance, MSE, cosine per estimator and batch size; docs/gradients.md)."""
 
     env: str = "corridor"
-    """Finite task (the corridor, a toy-text task, or package.module:factory of one with
-    to_mdp())."""
+    """Finite task: corridor, a toy-text task, or package.module:factory (with to_mdp())."""
     horizon: int | None = None
     """Finite horizon (default: 8 for corridor, else the registered episode limit)."""
     episodes: str = "16,64,256"
@@ -281,19 +279,17 @@ class Gradients:
     batches: int = 1000
     """Batches K drawn per N (>= 2): the sample gradients the statistics are taken over."""
     estimators: str | None = None
-    """Comma list of estimators (default: all): score, score-value, score-loo, gae-exact,
-    gae-fitted, ppo-first-epoch, group-mean, group-loo, group-std, per-step."""
+    """Comma list of estimators (default: all; docs/gradients.md describes each)."""
     group_size: int = 4
     """Episodes per group sharing a start state (score-loo and the group estimators)."""
     lam: float = 0.95
     """GAE lambda of gae-exact and gae-fitted, in [0, 1]."""
     params: Literal["random", "uniform"] = "random"
-    """Where the gradient is taken: logits 0.5 * normal(key) drawn from the seed, or zero
-    logits (the uniform policy)."""
+    """Where the gradient is taken: logits 0.5 * normal(params key), or zero logits."""
     seed: int = 0
     """Root key jax.random.key(seed), split into the params key and the batches' key."""
     out: str | None = None
-    """Figure file (.png, .svg or .pdf; default runs/gradients-<env>-seed<S>-<time>.png)."""
+    """Figure file, .png/.svg/.pdf (default runs/gradients-<env>-seed<S>-<time>.png)."""
     json: bool = False
     """Print one JSON object (settings, exact facts, rows, figure)."""
 
