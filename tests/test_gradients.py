@@ -326,6 +326,21 @@ def test_summarise_on_known_samples():
     assert row["mean_cosine"] == pytest.approx((1 + 1 + 2 * 2 / np.sqrt(8)) / 4)
 
 
+def test_the_lab_needs_the_observation_to_be_the_state_index():
+    from rollax.envs.base import Discrete
+
+    class Relabelled:
+        observation_space = Discrete(2)
+
+        def to_mdp(self):
+            return two_scales_mdp()
+
+    with pytest.raises(ValueError, match=r"observation to be the state index \(a Discrete\(3\)"):
+        gradients.finite_mdp(Relabelled(), "relabelled")
+    with pytest.raises(ValueError, match="not a finite task"):
+        gradients.finite_mdp(object(), "plain")
+
+
 @pytest.mark.parametrize("episodes, batches, group, names, message", [
     ([6], 10, 4, ["score"], "multiples of group_size"),
     ([8], 1, 4, ["score"], "batches must be an integer >= 2"),

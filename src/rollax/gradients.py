@@ -77,13 +77,21 @@ class Lab:
 
 def finite_mdp(env, name: str = "") -> FiniteMDP:
     """``env.to_mdp()``, or a ``ValueError`` for an environment that has no transition table
-    (the lab needs exact values)."""
+    (the lab needs exact values) or whose observation is not the MDP's state index (the lab
+    looks values up by observation: a ``Discrete`` space of ``S`` states, as the corridor's
+    and every :class:`rollax.envs.tabular.TabularEnv`'s)."""
+    label = name or type(env).__name__
     to_mdp = getattr(env, "to_mdp", None)
     if to_mdp is None:
-        raise ValueError(f"{name or type(env).__name__} is not a finite task (no transition "
-                         f"table to_mdp()): the gradient lab needs exact values; use the corridor "
-                         f"or a toy-text task (FrozenLake-v1, Taxi-v4, CliffWalking-v1, ...)")
-    return to_mdp()
+        raise ValueError(f"{label} is not a finite task (no transition table to_mdp()): the "
+                         f"gradient lab needs exact values; use the corridor or a toy-text task "
+                         f"(FrozenLake-v1, Taxi-v4, CliffWalking-v1, ...)")
+    mdp = to_mdp()
+    space = env.observation_space
+    if getattr(space, "n", None) != mdp.num_states or getattr(space, "shape", None) != ():
+        raise ValueError(f"{label}: the gradient lab needs the observation to be the state "
+                         f"index (a Discrete({mdp.num_states}) space), got {space}")
+    return mdp
 
 
 def lab_params(policy, point: str = "random", key: jax.Array | None = None) -> jax.Array:
