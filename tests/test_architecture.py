@@ -15,7 +15,8 @@ from rollax.algos import registry
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
-MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact")
+MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact",
+        "gradients")
 OUTER = ("run", "cli")
 ALGORITHM_NAMES = {name for spec in registry.algorithms() for name in (spec.name, *spec.methods)}
 """Every registered algorithm's name and the methods it offers (--algo values)."""

@@ -1,5 +1,5 @@
 """The ``rollax`` command line: ``train``, ``eval``, ``plot``, ``rollout``, ``exact``,
-``check-env`` and ``envs``; ``rollax --version``.
+``gradients``, ``check-env`` and ``envs``; ``rollax --version``.
 
 Every command takes ``--json`` and then prints exactly one JSON object on stdout. Bad input
 prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before

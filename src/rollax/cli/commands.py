@@ -1,10 +1,11 @@
-"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``check-env`` and ``envs``."""
+"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env`` and
+``envs``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rollax.cli.flags import CheckEnv, Envs, Evaluate, Exact, Plot, Rollout
+from rollax.cli.flags import CheckEnv, Envs, Evaluate, Exact, Gradients, Plot, Rollout, parse_count
 from rollax.cli.train import emit
 from rollax.validate import check_count, check_seed
 
@@ -119,6 +120,104 @@ def run_exact(cmd: Exact) -> None:
     print(f"optimal exact return:        {optimal:.6f}")
 
 
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def comma_counts(name: str, text: str) -> list[int]:
+    """``"16,64,256"`` -> ``[16, 64, 256]``; a one-line error naming ``name`` otherwise."""
+    try:
+        return [parse_count(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{name} must be a comma list of whole numbers, got {text!r}") from None
+
+
+def gradients_figure_path(out: str | None, env: str, seed: int) -> Path:
+    """Where ``rollax gradients`` draws its figure (checked, nothing written)."""
+    import re
+    import time
+
+    from rollax.run.folder import check_creatable_folder
+
+    if out is None:
+        safe = re.sub(r"[^\w.-]+", "_", env)
+        path = Path("runs") / f"gradients-{safe}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}.png"
+    else:
+        path = Path(out)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise ValueError(f"out must name a figure file ending in .png, .svg or .pdf, got "
+                         f"{str(path)!r}")
+    if path.is_dir():
+        raise ValueError(f"out {str(path)!r} is a folder: name a figure file")
+    check_creatable_folder(path.absolute().parent)
+    return path
+
+
+def gradient_lines(facts: dict, rows: list[dict]) -> list[str]:
+    """The text table of ``rollax gradients``: one line per estimator and N."""
+    head = (f"{'estimator':<16} {'N':>5}  {'bias':>9} {'± s.e.':>9} {'noise':>9} "
+            f"{'variance':>9} {'MSE':>9} {'cos':>7} {'mean cos':>8}")
+    lines = [head]
+    for r in rows:
+        mark = "" if r["unbiased"] else " *"
+        lines.append(f"{r['estimator']:<16} {r['episodes']:>5}  {r['bias']:>9.3g} "
+                     f"{r['bias_se']:>9.2g} {r['noise']:>9.2g} {r['variance']:>9.3g} "
+                     f"{r['mse']:>9.3g} {r['cosine']:>7.4f} {r['mean_cosine']:>8.4f}{mark}")
+    lines.append("noise = sqrt(variance / K): the bias an unbiased estimator shows from K "
+                 "batches; ± s.e. (delta method) holds where bias >> noise")
+    lines.append(f"* biased by construction; ||grad J||^2 = {facts['exact_gradient_norm']**2:.3g}"
+                 f" (the MSE of a zero gradient)")
+    return lines
+
+
+def run_gradients(cmd: Gradients) -> None:
+    import sys
+
+    import jax
+
+    from rollax import gradients
+    from rollax.envs.registry import make
+    from rollax.policies import default_policy
+    from rollax.run.plots import plot_gradient_mse
+
+    episodes = comma_counts("episodes", cmd.episodes)
+    names = (list(gradients.ESTIMATORS) if cmd.estimators is None
+             else [n.strip() for n in cmd.estimators.split(",")])
+    check_seed(cmd.seed)
+    gradients.check_lab(episodes, cmd.batches, cmd.group_size, names, cmd.lam)
+    env = make(cmd.env) if cmd.horizon is None else make(cmd.env, horizon=cmd.horizon)
+    mdp = gradients.finite_mdp(env, cmd.env)
+    path = gradients_figure_path(cmd.out, cmd.env, cmd.seed)
+    lab = gradients.Lab(env, mdp, default_policy(env), cmd.group_size, cmd.lam)
+    params_key, batches_key = jax.random.split(jax.random.key(cmd.seed))
+    params = gradients.lab_params(lab.policy, cmd.params, params_key)
+    facts = gradients.summary_facts(lab, params)
+
+    def progress(n: int) -> None:
+        if not cmd.json:
+            print(f"N={n}: {cmd.batches} batches done", file=sys.stderr, flush=True)
+
+    rows = gradients.lab_table(lab, params, batches_key, names, episodes, cmd.batches, progress)
+    title = (f"{cmd.env}, {cmd.params} params (seed {cmd.seed}), K={cmd.batches}, "
+             f"G={cmd.group_size}, lambda={cmd.lam}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_gradient_mse(rows, facts["exact_gradient_norm"] ** 2, path, title)
+    settings = {"env": cmd.env, "horizon": mdp.horizon, "states": mdp.num_states,
+                "actions": mdp.num_actions, "params": cmd.params, "seed": cmd.seed,
+                "batches": cmd.batches, "episodes": episodes, "group_size": cmd.group_size,
+                "lam": cmd.lam, "estimators": names}
+    if cmd.json:
+        emit({**settings, **facts, "rows": rows, "figure": str(path)})
+        return
+    print(f"{cmd.env}, horizon {mdp.horizon}, {mdp.num_states} states x {mdp.num_actions} "
+          f"actions; {cmd.params} params (seed {cmd.seed})")
+    print(f"exact return J = {facts['exact_return']:.6f}, ||grad J|| = "
+          f"{facts['exact_gradient_norm']:.6g}; {cmd.batches} batches per N, groups of "
+          f"{cmd.group_size}, GAE lambda {cmd.lam}")
+    for line in gradient_lines(facts, rows):
+        print(line)
+    print(f"figure: {path}")
+
+
 def run_check_env(cmd: CheckEnv) -> int:
     from rollax.contracts import check_env
     from rollax.contracts.preflight import trace_once
@@ -152,8 +251,8 @@ def run_envs(cmd: Envs) -> None:
 
 
 RUNNERS = {Evaluate: run_eval, Plot: run_plot, Rollout: run_rollout, Exact: run_exact,
-           CheckEnv: run_check_env, Envs: run_envs}
+           Gradients: run_gradients, CheckEnv: run_check_env, Envs: run_envs}
 """What runs each command but ``train``."""
 
-COMPILES = (Evaluate, Rollout, Exact, CheckEnv)
+COMPILES = (Evaluate, Rollout, Exact, Gradients, CheckEnv)
 """The commands besides ``train`` that compile programs (and use the compile cache)."""

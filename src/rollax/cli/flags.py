@@ -278,6 +278,35 @@ class Exact:
 
 
 @dataclasses.dataclass(frozen=True)
+class Gradients:
+    """Measure policy-gradient estimators against the exact gradient of a finite task (bias,
+    variance, MSE, cosine per estimator and batch size; docs/gradients.md)."""
+
+    env: str = "corridor"
+    """Finite task: corridor, a toy-text task, or package.module:factory (with to_mdp())."""
+    horizon: int | None = None
+    """Finite horizon (default: 8 for corridor, else the registered episode limit)."""
+    episodes: str = "16,64,256"
+    """Episodes per batch N, a comma list (each a multiple of --group-size)."""
+    batches: int = 1000
+    """Batches K drawn per N (>= 2): the sample gradients the statistics are taken over."""
+    estimators: str | None = None
+    """Comma list of estimators (default: all; docs/gradients.md describes each)."""
+    group_size: int = 4
+    """Episodes per group sharing a start state (score-loo and the group estimators)."""
+    lam: float = 0.95
+    """GAE lambda of gae-exact and gae-fitted, in [0, 1]."""
+    params: Literal["random", "uniform"] = "random"
+    """Where the gradient is taken: logits 0.5 * normal(params key), or zero logits."""
+    seed: int = 0
+    """Root key jax.random.key(seed), split into the params key and the batches' key."""
+    out: str | None = None
+    """Figure file, .png/.svg/.pdf (default runs/gradients-<env>-seed<S>-<time>.png)."""
+    json: bool = False
+    """Print one JSON object (settings, exact facts, rows, figure)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Envs:
     """List every registered environment id, one per line (with gymnax installed, also
     gymnax:<id> for each gymnax environment)."""
@@ -287,7 +316,7 @@ class Envs:
 
 
 COMMANDS = {"train": RunFlags, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
-            "exact": Exact, "check-env": CheckEnv, "envs": Envs}
+            "exact": Exact, "gradients": Gradients, "check-env": CheckEnv, "envs": Envs}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""

@@ -222,3 +222,36 @@ def _draw_active(fig, active_per_step, batch_size, title):
     ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+
+
+def plot_gradient_mse(rows: Sequence[dict], zero_mse: float, path: Path, title: str) -> None:
+    """``rollax gradients``' figure: each estimator's MSE against episodes per batch N,
+    log-log, one line per estimator (solid: unbiased, dashed: biased); the dotted line is
+    ``||grad J||^2``, the MSE of always answering zero. An unbiased estimator falls as 1/N."""
+    import matplotlib as mpl
+    from matplotlib.ticker import NullLocator
+
+    lines: dict[str, list[tuple[int, float]]] = {}
+    unbiased: dict[str, bool] = {}
+    for row in rows:
+        lines.setdefault(row["estimator"], []).append((row["episodes"], row["mse"]))
+        unbiased[row["estimator"]] = bool(row["unbiased"])
+    fig = Figure(figsize=(7.5, 4.5), dpi=120)
+    ax = fig.add_subplot()
+    colors = mpl.colormaps["tab10"]
+    for i, (name, points) in enumerate(lines.items()):
+        n, mse = zip(*sorted(points))
+        ax.plot(n, mse, marker="o", markersize=4, color=colors(i % 10),
+                linestyle="-" if unbiased[name] else "--", label=name)
+    ax.axhline(zero_mse, color="grey", linestyle=":", linewidth=1, label="||grad J||^2")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    sizes = sorted({row["episodes"] for row in rows})
+    ax.set_xticks(sizes, [str(n) for n in sizes])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("episodes per batch N")
+    ax.set_ylabel("MSE  mean_k ||g_k - grad J||^2")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.savefig(path, bbox_inches="tight")
