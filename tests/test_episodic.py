@@ -14,6 +14,7 @@ from rollax.algos import episodic, grpo, reinforce
 from rollax.algos.base import make_train
 from rollax.collect import collect, collect_groups
 from rollax.contracts import check_collector
+from rollax.returns import group_mean
 
 ENV = "CartPole-v1"
 HORIZON = 12
@@ -79,8 +80,8 @@ def test_normalized_sums_by_hand():
 
 def test_group_means_and_leave_one_out_by_hand():
     x = jnp.array([1.0, 2.0, 6.0, 10.0, 20.0, 30.0])
-    np.testing.assert_allclose(episodic.group_mean(x, 3), [3, 3, 3, 20, 20, 20])
-    np.testing.assert_allclose(episodic.group_mean(x, 3, leave_one_out=True),
+    np.testing.assert_allclose(group_mean(x, 3), [3, 3, 3, 20, 20, 20])
+    np.testing.assert_allclose(group_mean(x, 3, leave_one_out=True),
                                [4, 3.5, 1.5, 25, 20, 15])
 
 

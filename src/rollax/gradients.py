@@ -35,10 +35,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.collect import Trajectory, per_env, per_step, rollout, split_key
+from rollax.collect import Trajectory, collect_groups
 from rollax.exact import FiniteMDP, policy_return, policy_table
 from rollax.losses import live_mean, ppo_clip_loss, reinforce_loss
 from rollax.returns import gae, reward_to_go
+from rollax.returns import group_mean as group_means
 from rollax.validate import check_count, check_real, closest
 
 PARAM_POINTS = ("random", "uniform")
@@ -135,27 +136,12 @@ def value_table(mdp: FiniteMDP, policy, params) -> jax.Array:
 # Batches
 
 
-def grouped_keys(key: jax.Array, episodes: int, group_size: int, horizon: int,
-                 stochastic: bool):
-    """The keys of one lab batch: :func:`rollax.collect.collection_keys`'s, except that the
-    ``N`` reset keys are ``G`` copies of each of ``N / G`` group keys, ``split(reset, N / G)``
-    (episode ``i`` is in group ``i // G``). With ``G = 1`` these are ``collect``'s keys."""
-    streams = split_key(key, stochastic)
-    groups = per_env(streams.reset, episodes // group_size)
-    reset = groups[jnp.arange(episodes) // group_size]
-
-    def grid(stream):
-        steps = per_step(stream, horizon)
-        return None if steps is None else jax.vmap(lambda k: per_env(k, episodes))(steps)
-
-    return reset, grid(streams.action), grid(streams.transition)
-
-
 def lab_batch(lab: Lab, params, key: jax.Array, episodes: int) -> Trajectory:
     """One batch of ``N = episodes`` absorbing episodes of ``T = H`` steps from ``key``, in
-    groups of ``G`` that share a start state and draw their own actions and transitions."""
-    keys = grouped_keys(key, episodes, lab.group_size, lab.horizon, lab.env.stochastic)
-    return rollout(lab.env, lab.policy, params, *keys)[1]
+    groups of ``G`` that share a start state and draw their own actions and transitions
+    (:func:`rollax.collect.collect_groups`; with ``G = 1``, ``collect``'s batch)."""
+    return collect_groups(lab.env, lab.policy, params, key, episodes // lab.group_size,
+                          lab.group_size, lab.horizon)[1]
 
 
 def log_probs(policy, params, traj: Trajectory) -> jax.Array:
@@ -168,14 +154,6 @@ def by_group(x: jax.Array, group_size: int) -> jax.Array:
     """``(..., N)`` -> ``(..., N / G, G)``: episode ``i`` is member ``i % G`` of group
     ``i // G``."""
     return x.reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)
-
-
-def others_mean(x: jax.Array, group_size: int) -> jax.Array:
-    """For each episode, the mean of ``x`` over the other ``G - 1`` members of its group (the
-    leave-one-out mean), ``(..., N)``."""
-    grouped = by_group(x, group_size)
-    loo = (grouped.sum(-1, keepdims=True) - grouped) / (group_size - 1)
-    return loo.reshape(x.shape)
 
 
 def episode_returns(traj: Trajectory) -> jax.Array:
@@ -265,7 +243,8 @@ def score_loo(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Arra
     """``w_t^i = G_t^i - mean_{j != i in the group} G_t^j``. Unbiased (the other episodes
     are independent of episode ``i``'s actions given the shared start)."""
     togo = reward_to_go(traj.reward)
-    return score_gradient(lab, params, traj, togo - others_mean(togo, lab.group_size))
+    others = group_means(togo, lab.group_size, leave_one_out=True)
+    return score_gradient(lab, params, traj, togo - others)
 
 
 def gae_exact(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Array:
@@ -296,15 +275,15 @@ def group_mean(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Arr
     """GRPO's advantage without the division: ``w^i = R_i - mean_{j in group} R_j`` (the mean
     includes episode ``i``). Its expectation is ``(G - 1) / G * grad J``: biased."""
     ret = episode_returns(traj)
-    mean = by_group(ret, lab.group_size).mean(-1)
-    return score_gradient(lab, params, traj, ret - jnp.repeat(mean, lab.group_size))
+    return score_gradient(lab, params, traj, ret - group_means(ret, lab.group_size))
 
 
 def group_loo(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Array:
     """RLOO: ``w^i = R_i - mean_{j != i in the group} R_j``. Unbiased; exactly
     ``G / (G - 1)`` times ``group-mean`` on the same batch."""
     ret = episode_returns(traj)
-    return score_gradient(lab, params, traj, ret - others_mean(ret, lab.group_size))
+    others = group_means(ret, lab.group_size, leave_one_out=True)
+    return score_gradient(lab, params, traj, ret - others)
 
 
 def group_std(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Array:

@@ -99,3 +99,17 @@ def discounted_returns(
     _, returns = jax.lax.scan(step, last, (rewards, next_values, terminated, truncated),
                               reverse=True)
     return returns
+
+
+def group_mean(x: jax.Array, group_size: int, leave_one_out: bool = False) -> jax.Array:
+    """The mean of ``x (..., B)`` over each episode's group of ``group_size`` (episode ``b`` is
+    in group ``b // group_size``), broadcast back to ``(..., B)``; with ``leave_one_out`` the
+    mean of the group's *other* episodes, ``(sum_group - x) / (group_size - 1)``.
+
+    Example: ``group_mean([1, 2, 6], 3, leave_one_out=True)`` is ``[4, 3.5, 1.5]``.
+    """
+    grouped = x.reshape(*x.shape[:-1], -1, group_size)
+    total = jnp.repeat(jnp.sum(grouped, axis=-1), group_size, axis=-1)
+    if leave_one_out:
+        return (total - x) / (group_size - 1)
+    return total / group_size

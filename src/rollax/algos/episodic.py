@@ -50,8 +50,7 @@ __all__ = [
     "episode_totals",
     "fresh_state",
     "gradient_step",
-    "group_mean",
-    "make_parts",
+        "make_parts",
     "normalized_sum",
     "replay",
     "training_algorithm",
@@ -231,17 +230,6 @@ def normalized_sum(x: jax.Array, live: jax.Array, group_size: int,
 def episode_totals(traj: Trajectory) -> tuple[jax.Array, jax.Array]:
     """Each episode's return and live length, ``(B,)`` each."""
     return jnp.sum(traj.reward, axis=0), jnp.sum(traj.active, axis=0).astype(jnp.float32)
-
-
-def group_mean(x: jax.Array, group_size: int, leave_one_out: bool = False) -> jax.Array:
-    """The mean of ``x (..., B)`` over each episode's group of ``group_size`` (episodes
-    ``b // group_size`` alike), broadcast back to ``(..., B)``; with ``leave_one_out`` the mean
-    of the group's *other* episodes, ``(sum_group - x) / (group_size - 1)``."""
-    grouped = x.reshape(*x.shape[:-1], -1, group_size)
-    total = jnp.repeat(jnp.sum(grouped, axis=-1), group_size, axis=-1)
-    if leave_one_out:
-        return (total - x) / (group_size - 1)
-    return total / group_size
 
 
 class EpisodicState(NamedTuple):

@@ -34,7 +34,7 @@ from rollax.algos.base import AlgorithmSpec, hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
 from rollax.envs.base import Environment
 from rollax.losses import live_mean
-from rollax.returns import discounted_returns
+from rollax.returns import discounted_returns, group_mean
 from rollax.validate import check_real
 
 __all__ = ["BASELINES", "PRESETS", "SPEC", "ReinforceConfig", "ReinforceHyperparams",
@@ -108,7 +108,7 @@ def advantages(returns: jax.Array, values: jax.Array, live: jax.Array, baseline:
     if baseline == "value":
         return returns - jax.lax.stop_gradient(values)
     if baseline == "loo":
-        return returns - episodic.group_mean(jnp.where(live, returns, 0.0), group_size,
+        return returns - group_mean(jnp.where(live, returns, 0.0), group_size,
                                              leave_one_out=True)
     return returns
 
