@@ -153,7 +153,8 @@ DIFFERENCES = [
      "[1e-6, 1e6]) take in each batch before its SGD, unclipped; rollax's (prior count 1e-4, "
      "var + 1e-8) take it in after the SGD, normalised observations clipped to +-10"),
     ("optimiser: Adam eps 1e-8 in Brax (optax default), 1e-5 in rollax; rollax always clips "
-     "the global gradient norm (here at 1e9, never reached), Brax does not clip"),
+     "the actor's and the critic's gradient norms (here at 1e9, never reached), Brax does not "
+     "clip"),
     ("evaluation: Brax's Evaluator runs 128 environments for 1000 steps through its wrappers "
      "and sums each one's first episode; rollax runs 128 absorbing episodes per seed; both "
      "greedy, on different keys"),
