@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
 MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact")
 OUTER = ("run", "cli")
-ALGORITHM_NAMES = {"tabular", "ppo", "reinforce"}
+ALGORITHM_NAMES = {"tabular", "ppo", "reinforce", "a2c"}
 
 
 def _name(path: Path) -> str:

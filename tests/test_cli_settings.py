@@ -23,8 +23,13 @@ from rollax.cli.parse import parse_train
 from rollax.cli.train import settings_line
 from rollax.run.config import assemble, from_settings
 
-TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1"}
+TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1", "a2c": "CartPole-v1"}
 """An environment each registered algorithm trains (a new algorithm adds its own here)."""
+
+
+def _chosen(spec) -> dict:
+    """The ``algo`` setting that picks ``spec`` for its environment (none for a default)."""
+    return {} if spec.default else {"algo": spec.methods[0]}
 
 
 def _specs():
@@ -74,11 +79,12 @@ def test_every_config_field_is_a_flag_and_a_file_key(tmp_path, spec, name, hint)
         argv = [flag, *map(str, value)]
     else:
         argv = [flag, str(value)]
-    by_flag = parse_train(["train", "--env", env, *argv])
+    algo = [f"--{k}={v}" for k, v in _chosen(spec).items()]
+    by_flag = parse_train(["train", "--env", env, *algo, *argv])
     assert getattr(by_flag.config, name) == value and by_flag.sources[name] == "flag"
     file = tmp_path / "settings.yaml"
-    file.write_text(yaml.safe_dump({"env": env, name: list(value) if isinstance(value, tuple)
-                                    else value}))
+    file.write_text(yaml.safe_dump({"env": env, **_chosen(spec),
+                                    name: list(value) if isinstance(value, tuple) else value}))
     by_file = parse_train(["train", "--config", str(file)])
     assert getattr(by_file.config, name) == value and by_file.sources[name] == "file"
     assert by_file.config == by_flag.config

@@ -17,7 +17,7 @@ from rollax.algos import base
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.envs.base import Environment
 
-BUILT_IN = ("rollax.algos.tabular", "rollax.algos.ppo")
+BUILT_IN = ("rollax.algos.tabular", "rollax.algos.ppo", "rollax.algos.a2c")
 """Modules whose ``SPEC`` is registered on first use."""
 
 _ALGORITHMS: dict[str, AlgorithmSpec] = {}

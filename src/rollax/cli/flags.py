@@ -177,8 +177,11 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
         for name in other.fields:
             if name not in taken:
                 taken.add(name)
+                only = " or ".join(dict.fromkeys(
+                    f"{o.task} tasks" if o.task != spec.task else "--algo " + "/".join(o.methods)
+                    for o in algorithms() if o is not spec and name in o.fields))
                 others.append(make(other.config_type, name, _optional(other_hints[name]),
-                                   f"({other.task} tasks only) "))
+                                   f"({only} only) "))
     cut = [f.name for f in run].index("seeds") + 1
     return [algo, *run[:cut], *own, *run[cut:], *others]
 

@@ -121,12 +121,19 @@ def refuse_foreign(spec: AlgorithmSpec, env: str, foreign: list[str]) -> None:
     """``ValueError`` naming settings given for ``env`` that only other algorithms take."""
     if not foreign:
         return
-    others = [s.task for s in registry.algorithms()
+    takers = [s for s in registry.algorithms()
               if s is not spec and set(foreign) <= set(s.fields)]
     flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
     verb = "applies" if len(foreign) == 1 else "apply"
-    raise ValueError(f"{flags} only {verb} to {' or '.join(others) or 'other'} tasks; {env} is "
-                     f"{spec.task} (`rollax train --env {env} --help` lists its settings)")
+    chosen = "" if spec.default else f" --algo {spec.methods[0]}"
+    help_ = f"`rollax train --env {env}{chosen} --help` lists its settings"
+    same = [m for s in takers if s.task == spec.task for m in s.methods]
+    if same:  # another algorithm for the same tasks takes them
+        raise ValueError(f"{flags} only {verb} to --algo {'/'.join(same)} on {env}, which this "
+                         f"run trains with --algo {'/'.join(spec.methods)} ({help_})")
+    tasks = list(dict.fromkeys(s.task for s in takers))
+    raise ValueError(f"{flags} only {verb} to {' or '.join(tasks) or 'other'} tasks; {env} is "
+                     f"{spec.task} ({help_})")
 
 
 def settings_names() -> list[str]:
