@@ -47,8 +47,9 @@ DIFFERENCES = [
     "critic's apart (clip_per_network)",
     "initialisation: SB3's policy output has orthogonal gain 0.01, rollax's logits gain 1",
     "normalize (Acrobot): SB3's VecNormalize normalises observations (statistics updated every "
-    "step) and rewards; rollax normalises observations only (statistics merged after each "
-    "update)",
+    "step) and rewards (by a running std of the discounted return); rollax normalises "
+    "observations only (statistics merged after each update) and its preset multiplies rewards "
+    "by reward_scale 0.1 instead",
     "evaluation: SB3 deterministic on 32 episodes of a separate environment (seed 10_000 + s); "
     "rollax greedy on 32 episodes from the run's own key",
 ]

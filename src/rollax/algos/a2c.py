@@ -16,8 +16,8 @@ A feed-forward network (MLP, CNN) scores the ``T * B`` cells of the rollout; a r
 (GRU, LSTM) replays each environment's whole sequence from the carry it was collected with,
 resets included, as PPO does (:func:`rollax.algos.ppo.rollout_sequences`). The defaults are
 Stable-Baselines3's A2C (``n_steps=5``, ``lr=7e-4``, RMSprop with ``alpha=0.99, eps=1e-5`` as
-``torch.optim.RMSprop`` defines it, ``gae_lambda=1``, no entropy bonus... see docs/algorithms.md
-for what differs from it).
+``torch.optim.RMSprop`` defines it, ``gae_lambda=1``, no entropy bonus); docs/algorithms.md
+lists what differs from it.
 """
 
 from __future__ import annotations
@@ -195,9 +195,13 @@ def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
 def resolve(config: A2CConfig, env: Environment | None = None) -> A2CConfig:
     """``config`` validated, with ``horizon`` set to the task's own limit when unset and
     ``network`` to the one ``auto`` picks (``mlp`` or ``cnn``)."""
+    return _resolved(config, env)[0]
+
+
+def _resolved(config: A2CConfig, env: Environment | None) -> tuple[A2CConfig, Environment]:
     env = validate(config, env)
-    resolved = ppo.resolve(ppo_config(config), env)
-    return dataclasses.replace(config, horizon=resolved.horizon, network=resolved.network)
+    rollout = ppo.resolve(ppo_config(config), env)
+    return dataclasses.replace(config, horizon=rollout.horizon, network=rollout.network), env
 
 
 # --- state and loss -----------------------------------------------------------------------------
@@ -346,8 +350,7 @@ def make_algorithm(config: A2CConfig, checked: bool = False,
                    env: Environment | None = None) -> Algorithm:
     """Validate ``config`` (before compiling) and return A2C's parts (init, update, evaluate).
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
-    env = validate(config, env)
-    config = resolve(config, env)
+    config, env = _resolved(config, env)
     rollout = ppo_config(config)
     setup = A2CParts(rollout, env, ppo.make_network(env, rollout), num_updates(config), checked,
                      config.optimizer)
