@@ -123,7 +123,8 @@ def test_exact_json(capsys, argv, expected):
 BAD = [
     (["train", "--updates", "0"], "updates must be a positive integer"),
     (["train", "--updates", "x"], "updates must be a whole number, got 'x'"),
-    (["train", "--algo", "sac"], "algo must be one of ppo, reinforce, grpo"),
+    (["train", "--algo", "sac"], "algo must be one of ppo, reinforce, a2c, grpo, got 'sac'"),
+    (["train", "--algo", "a2c"], "algo a2c is only available for neural tasks"),
     (["train", "--algo", "reinforce", "--epochs", "2"], "epochs must be 1 for algo reinforce"),
     (["train", "--lr", "-1"], "lr must be a finite number > 0"),
     (["train", "--batch-size", "0"], "batch_size must be a positive integer"),

@@ -2,7 +2,16 @@
 
 from typing import TYPE_CHECKING
 
-from rollax.algos import PPOConfig, TabularConfig, make_train, ppo, tabular, train
+from rollax.algos import (
+    A2CConfig,
+    PPOConfig,
+    TabularConfig,
+    a2c,
+    make_train,
+    ppo,
+    tabular,
+    train,
+)
 from rollax.collect import (
     AutoResetTrajectory,
     Trajectory,
@@ -86,6 +95,7 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 __all__ = [
+    "A2CConfig",
     "AutoResetTrajectory",
     "BernoulliPolicy",
     "Box",
@@ -108,6 +118,7 @@ __all__ = [
     "TabularConfig",
     "TabularEnv",
     "Trajectory",
+    "a2c",
     "actor_critic_loss",
     "check_collector",
     "check_env",

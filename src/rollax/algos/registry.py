@@ -17,8 +17,8 @@ from rollax.algos import base
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.envs.base import Environment
 
-BUILT_IN = ("rollax.algos.tabular", "rollax.algos.ppo", "rollax.algos.reinforce",
-            "rollax.algos.grpo")
+BUILT_IN = ("rollax.algos.tabular", "rollax.algos.ppo", "rollax.algos.a2c",
+            "rollax.algos.reinforce", "rollax.algos.grpo")
 """Modules whose ``SPEC`` is registered on first use."""
 
 _ALGORITHMS: dict[str, AlgorithmSpec] = {}

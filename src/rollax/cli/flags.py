@@ -157,6 +157,7 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
     this environment). ``defaults``: each flag's value when not given (the config's default,
     its preset or the config file's); ``tags``: a note on where it came from."""
     from rollax.algos.registry import algorithms
+    from rollax.run.config import taken_by
 
     def make(cls, name, hint, help_prefix="") -> Field:
         text = help_prefix + (field_docs(cls).get(name) or name)
@@ -183,14 +184,8 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
         for name in other.fields:
             if name not in taken:
                 taken.add(name)
-                owners: dict[str, list[str]] = {}
-                for s in algorithms():
-                    if name in s.fields:
-                        owners.setdefault(s.task, []).extend(s.methods)
-                where = "; ".join(f"{task} tasks, --algo {'/'.join(methods)}"
-                                  for task, methods in owners.items())
                 others.append(make(other.config_type, name, _optional(other_hints[name]),
-                                   f"(only {where}) "))
+                                   f"({taken_by(spec, [name])} only) "))
     cut = [f.name for f in run].index("seeds") + 1
     return [algo, *run[:cut], *own, *run[cut:], *others]
 

@@ -121,15 +121,22 @@ def refuse_foreign(spec: AlgorithmSpec, env: str, foreign: list[str]) -> None:
     """``ValueError`` naming settings given for ``env`` that only other algorithms take."""
     if not foreign:
         return
-    owners = [s for s in registry.algorithms() if s is not spec and set(foreign) <= set(s.fields)]
-    others = [f"{s.task} tasks" for s in owners if s.task != spec.task]
-    methods = [m for s in owners if s.task == spec.task for m in s.methods]
-    others += [f"--algo {'/'.join(methods)}"] if methods else []
     flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
     verb = "applies" if len(foreign) == 1 else "apply"
-    raise ValueError(f"{flags} only {verb} to {' or '.join(others) or 'other algorithms'}; "
-                     f"{env} is {spec.task} and trains with --algo {'/'.join(spec.methods)} "
-                     f"(`rollax train --env {env} --help` lists its settings)")
+    chosen = "" if spec.default else f" --algo {spec.methods[0]}"
+    raise ValueError(f"{flags} only {verb} to {taken_by(spec, foreign)}; {env} is {spec.task} "
+                     f"and trains with --algo {'/'.join(spec.methods)} (`rollax train --env "
+                     f"{env}{chosen} --help` lists its settings)")
+
+
+def taken_by(spec: AlgorithmSpec, names) -> str:
+    """Who else takes all of ``names``, as messages say it: the other tasks' algorithms by
+    task, those of ``spec``'s task by method (``tabular tasks or --algo reinforce/grpo``)."""
+    owners = [s for s in registry.algorithms() if s is not spec and set(names) <= set(s.fields)]
+    tasks = dict.fromkeys(f"{s.task} tasks" for s in owners if s.task != spec.task)
+    methods = [m for s in owners if s.task == spec.task for m in s.methods]
+    return " or ".join([*tasks, *([f"--algo {'/'.join(methods)}"] if methods else [])]
+                       ) or "other algorithms"
 
 
 def settings_names() -> list[str]:
