@@ -28,7 +28,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from ppo_quality import TARGETS, iqm, machine
+from ppo_quality import TARGETS, iqm, machine, short_budget
 from scipy import stats
 
 from rollax.algos import base, registry
@@ -72,8 +72,12 @@ def _ppo_row(task: str) -> dict | None:
         return None
     rows = [r for r in json.loads(PPO_RESULTS.read_text()).values()
             if r["task"] == task and r.get("status", "done") == "done"
-            and r["steps"] >= r["preset_steps"]]
+            and not short_budget(r)]
     return rows[-1] if rows else None
+
+
+def ratio(row: dict, ppo: dict | None) -> str:
+    return "—" if ppo is None else f"{row['run_s'] / ppo['run_s']:.1f}"
 
 
 def render(rows: dict) -> None:
@@ -87,26 +91,35 @@ def render(rows: dict) -> None:
         "finished episodes not counted), compile and run seconds on the machine below. PPO's "
         "row is the table's above. Target: the solved threshold.", "",
         "| task | algo | mean [95 % CI] | IQM | min | target met | env steps/seed | "
-        "compile s | run s |",
-        "|---|---|---|---|---|---|---|---|---|"]
-    machines = set()
+        "compile s | run s | run s / PPO's |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+    machines, commits = set(), set()
     for task in dict.fromkeys(r["task"] for r in rows.values()):
         ppo = _ppo_row(task)
         if ppo is not None:
             lines.append(f"| {task} | ppo | {ppo['mean']:.1f} [{ppo['low']:.1f}, "
                          f"{ppo['high']:.1f}] | {ppo['iqm']:.1f} | {min(ppo['returns']):.1f} "
                          f"| {'yes' if ppo['mean'] >= TARGETS[task] else 'no'} | "
-                         f"{ppo['steps']:,} | {ppo['compile_s']:.0f} | {ppo['run_s']:.0f} |")
+                         f"{ppo['steps']:,} | {ppo['compile_s']:.0f} | {ppo['run_s']:.0f} | 1 |")
         for r in (r for r in rows.values() if r["task"] == task):
-            machines.add(r["machine"])
+            where, _, commit = r["machine"].partition("; rollax commit ")
+            machines.add(where)
+            commits.add(commit)
             note = (" (" + ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) + ")"
                     if r["overrides"] else "")
             met = "yes" if r["target"] is not None and r["mean"] >= r["target"] else "no"
             lines.append(f"| {task} | {r['algo']}{note} | {r['mean']:.1f} [{r['low']:.1f}, "
                          f"{r['high']:.1f}] | {r['iqm']:.1f} | {min(r['returns']):.1f} | "
                          f"{met} | {r['env_steps']:,} | {r['compile_s']:.0f} | "
-                         f"{r['run_s']:.0f} |")
-    lines += ["", "Machine: " + "; ".join(sorted(machines))]
+                         f"{r['run_s']:.0f} | {ratio(r, ppo)} |")
+    lines += ["", "Where the family is behind PPO: REINFORCE and GRPO learn from whole "
+              "episodes, so every episode of a batch runs to the horizon (a finished episode's "
+              "padding costs compute too) and they need more live steps than PPO for the same "
+              "return; their run time is the larger ratio in the last column (the machine was "
+              "shared while they ran, so the ratio is loose). A2C reaches PPO's returns at the "
+              "same 5e5 steps."]
+    lines += ["", "Machine: " + "; ".join(sorted(machines)) + "; rollax commits "
+              + ", ".join(sorted(commits)) + " (PPO: the machine and commit of the table above)."]
     SECTION.write_text("\n".join(lines) + "\n")
 
 

@@ -43,6 +43,11 @@ MEMORY = HERE / "quality_memory.md"
 PEERS = HERE / "quality_peers.md"
 """The side-by-side section (rollax against rejax's and Brax's own trainers, same settings),
 written from the tables of ``wide_ablation.py``, ``minatar_compare.py`` and ``brax_ppo.py``."""
+FAMILY = HERE / "quality_family.md"
+"""The policy-gradient family's section (REINFORCE, GRPO, A2C beside PPO), written by
+``benchmarks/family_quality.py``."""
+A2C_SB3 = HERE / "a2c_sb3.md"
+"""A2C beside Stable-Baselines3's own A2C, from ``benchmarks/a2c_sb3.py``'s tables."""
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1")
 MINATAR = tuple(f"gymnax:{game}-MinAtar" for game in
                 ("Breakout", "Asterix", "Freeway", "SpaceInvaders"))
@@ -206,7 +211,7 @@ def load_rows(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _short(row: dict) -> bool:
+def short_budget(row: dict) -> bool:
     """Trained on fewer steps than the preset's budget. A run takes whole updates, so it ends
     within one batch below ``total_steps`` (CartPole's 500,000: 976 updates = 499,712 steps)."""
     config = row.get("config") or {}
@@ -230,13 +235,13 @@ def _table_row(row: dict) -> str:
             shown = f">= {target:g} ({row.get('target_source', '')})"
         else:
             shown = f"{target:g} ({row.get('target_source', '')})"
-        if _short(row):
+        if short_budget(row):
             met = f"n/a (short budget; target at {row['preset_steps']:,})"
         else:
             met = "yes" if row["mean"] >= target else "no"
     else:
         shown = ""
-    steps = f"{row['steps']:,}" + (" (short budget)" if _short(row) else "")
+    steps = f"{row['steps']:,}" + (" (short budget)" if short_budget(row) else "")
     per_seed = ", ".join(f"{r:g}" for r in np.round(row["returns"], 1))
     cpu = row.get("run_cpu_s")
     return (f"| {row['task']} | {steps} | {row['seeds']} | {row['mean']:.1f} "
@@ -322,7 +327,7 @@ def render(stored: dict, out: Path) -> None:
         header,
     ]
     text += [_table_row(r) for r in done]
-    short = [r for r in done if _short(r)]
+    short = [r for r in done if short_budget(r)]
     if short:
         text += ["", "### Throughput, and the time a full-budget run would take here", "",
                  "From the short-budget rows above, at that run's load: the whole run includes "
@@ -358,14 +363,14 @@ def render(stored: dict, out: Path) -> None:
             text.append(f"- {r['task']} ({r['steps']:,} steps/seed): {points}")
     if any(r["task"] in MINATAR for r in rows):
         text += ["", MINATAR_NOTES.rstrip()]
-        full = sorted({r["task"] for r in done if r["task"] in MINATAR and not _short(r)})
+        full = sorted({r["task"] for r in done if r["task"] in MINATAR and not short_budget(r)})
         missing = [t for t in MINATAR if t not in full]
         if missing:
             text += ["", "Not yet run at the published budget (1e7 env steps per seed): "
                      + ", ".join(missing) + ". The rows above for them are short-budget runs; "
                      "the throughput table says how long a full run would take on their "
                      "machine."]
-    for section in (PEERS, MEMORY):  # peers: by hand from its scripts; memory: memory.py
+    for section in (PEERS, FAMILY, A2C_SB3, MEMORY):  # by hand from their scripts' tables
         if section.exists():
             text += ["", section.read_text().rstrip()]
     tmp = out.with_suffix(".md.tmp")

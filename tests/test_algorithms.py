@@ -148,4 +148,9 @@ def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):
     plain, checked = tmp_path / "plain", tmp_path / "checked"
     _train(capsys, *_algo_argv(spec), "--out", plain)
     _train(capsys, *_algo_argv(spec), "--checked", "--out", checked)
-    assert _metrics(plain) == _metrics(checked)
+    # the staged checks may change XLA's fusion: diagnostics can move in the last float32 bit
+    for a, b in zip(_metrics(plain), _metrics(checked), strict=True):
+        assert a.keys() == b.keys()
+        assert a == {k: pytest.approx(v, rel=1e-6, abs=1e-7) if isinstance(v, float) else v
+                     for k, v in b.items()}
+    assert _metrics(plain)[-1].get("eval_return") == _metrics(checked)[-1].get("eval_return")

@@ -112,7 +112,7 @@ def test_help_shows_the_preset_of_the_chosen_environment(capsys):
     assert re.search(r"--total-steps INT .*?\(default: 1000000\)", text)
     assert "[preset of Acrobot-v1]" in text
     assert "--normalize-observations, --no-normalize-observations" in text
-    assert "(only tabular tasks, --algo ppo/reinforce; neural tasks, --algo reinforce/" in text
+    assert "(tabular tasks or --algo reinforce/grpo only)" in text
     assert "--batch-size" in text
 
 

@@ -103,7 +103,7 @@ class GRPOResult(NamedTuple):
 
 PRESETS: dict[str, dict] = {
     "CartPole-v1": dict(updates=50, batch_size=64, group_size=8, lr=3e-3),
-    "Acrobot-v1": dict(updates=100, batch_size=64, group_size=8, lr=3e-3),
+    "Acrobot-v1": dict(updates=100, batch_size=64, group_size=8, lr=3e-3, ent_coef=0.01),
 }
 """Tuned settings per task (overrides of the :class:`GRPOConfig` defaults)."""
 
