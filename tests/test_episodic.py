@@ -18,11 +18,14 @@ from rollax.returns import group_mean
 
 ENV = "CartPole-v1"
 HORIZON = 12
+LONG = 30
+"""The gradient tests' horizon: long enough that episodes end at different steps (returns 22,
+15, 14 | 14, 16, 12), so every baseline and advantage is non-zero somewhere."""
 
 
 @pytest.fixture(scope="module")
 def parts():
-    config = reinforce.ReinforceConfig(env=ENV, horizon=HORIZON, batch_size=6, group_size=3,
+    config = reinforce.ReinforceConfig(env=ENV, horizon=LONG, batch_size=6, group_size=3,
                                        hidden=(8,))
     return episodic.make_parts(config, False, None)[1]
 
@@ -30,7 +33,10 @@ def parts():
 @pytest.fixture(scope="module")
 def batch(parts):
     params = parts.net.init(jax.random.key(0))
-    return params, parts.collect(params, jax.random.key(1))
+    traj = parts.collect(params, jax.random.key(1))
+    returns = np.asarray(traj.reward).sum(0).reshape(2, 3)
+    assert np.all(returns.std(axis=1) > 0)  # each group's episodes differ: the tests can fail
+    return params, traj
 
 
 # --- the grouped collector --------------------------------------------------------------------
@@ -149,7 +155,7 @@ def test_reinforce_gradient_is_the_score_function_sum(parts, batch, baseline):
     if baseline == "loo":  # the mean of the group's other two episodes, same time step
         groups = G.reshape(len(G), 2, 3)
         b = (groups.sum(-1, keepdims=True) - groups) / 2
-        A = G - b.reshape(G.shape)
+        A = (G - b.reshape(G.shape)) * np.asarray(traj.active)  # live cells only
     else:
         A = G
     config = dataclasses.replace(parts.config, baseline=baseline)
@@ -172,7 +178,7 @@ def test_grpo_first_gradient_is_the_group_relative_score_sum(parts, batch):
     params, traj = batch
     returns = np.asarray(traj.reward).sum(0)
     A = returns - returns.reshape(2, 3).mean(1).repeat(3)
-    config = grpo.GRPOConfig(env=ENV, horizon=HORIZON, batch_size=6, group_size=3, hidden=(8,))
+    config = grpo.GRPOConfig(env=ENV, horizon=LONG, batch_size=6, group_size=3, hidden=(8,))
     setup = episodic.make_parts(config, False, None)[1]
     advantage = jnp.broadcast_to(grpo.group_advantages(jnp.asarray(returns), 3, False),
                                  traj.reward.shape)
