@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import time
 
 import jax
 import numpy as np
-from scipy import stats
+from minatar_compare import t_interval
 
 ZOO = {  # rl-baselines3-zoo hyperparams/a2c.yml (commit c6c209e7d487635f0b835fb916ec4468142b28ff)
     "CartPole-v1": dict(n_envs=8, n_timesteps=500_000, ent_coef=0.0, normalize=False),
@@ -53,16 +52,6 @@ DIFFERENCES = [
     "evaluation: SB3 deterministic on 32 episodes of a separate environment (seed 10_000 + s); "
     "rollax greedy on 32 episodes from the run's own key",
 ]
-
-
-def t_interval(values) -> tuple[float, float, float]:
-    """Mean and 95 % Student-t interval over seeds (the mean twice for one seed)."""
-    x = np.asarray(values, np.float64)
-    mean = float(x.mean())
-    if len(x) < 2:
-        return mean, mean, mean
-    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return mean, mean - half, mean + half
 
 
 def run_sb3(task: str, zoo: dict, steps: int, seeds: int) -> dict:

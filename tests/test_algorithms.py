@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -19,6 +18,7 @@ from rollax.run import compile_cache
 from rollax.run.experiment import Runner
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
+from test_loaded import greedy_return
 
 ENV = "CartPole-v1"
 TINY: dict[str, dict] = {
@@ -129,18 +129,9 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path
     _, state = RunFolder(whole).load_checkpoint(runner.initial_state(), run.identity())
     first = jax.tree_util.tree_map(lambda x: x[0], state)
     env = algo.env
-    reset_keys, _, _ = rollax.collection_keys(jax.random.key(5), 8, env.horizon, False)
-    states = jax.vmap(env.reset)(reset_keys)
-
-    def body(states, _):
-        actions = jax.vmap(loaded.act)(jax.vmap(env.observation)(states))
-        states, reward, _, _ = jax.vmap(env.step)(states, actions)
-        return states, reward
-
-    _, rewards = jax.lax.scan(body, states, None, env.horizon)
     expected = rollax.evaluate_policy(env, algo.policy, algo.policy_params(first),
                                       jax.random.key(5), 8)
-    assert float(jnp.mean(jnp.sum(rewards, axis=0))) == pytest.approx(float(expected))
+    assert float(greedy_return(loaded, jax.random.key(5), 8)) == pytest.approx(float(expected))
 
 
 @pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)

@@ -37,7 +37,7 @@ def _final_state(path, lane: int = 0):
     return jax.tree_util.tree_map(lambda x: x[lane], state)
 
 
-def _greedy_return(loaded, key, episodes: int) -> jax.Array:
+def greedy_return(loaded, key, episodes: int) -> jax.Array:
     """A plain absorbing loop acting with ``loaded.act``: reset keys as collect derives them,
     ``env.horizon`` steps under ``lax.scan``, mean over episodes of the summed rewards."""
     env = loaded.env
@@ -71,7 +71,7 @@ def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
         assert np.any(np.asarray(stats.mean) != 0)  # statistics of real observations
     eval_key = jax.random.split(state.key)[0]
     episodes = config["eval_episodes"]
-    mine = float(jax.jit(lambda k: _greedy_return(loaded, k, episodes))(eval_key))
+    mine = float(jax.jit(lambda k: greedy_return(loaded, k, episodes))(eval_key))
     assert mine == summary["lanes"][0]["eval_return"]
     theirs = rollax.evaluate_policy(loaded.env, loaded.policy, loaded.lane_params(0), eval_key,
                                     episodes)
