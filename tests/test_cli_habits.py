@@ -55,7 +55,8 @@ def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
         rest = proc.stdout.read()
         proc.wait(timeout=600)
     lines = [first, *rest.splitlines()]
-    assert lines[1].startswith("4 updates x 128 env steps = 512 env steps per lane; run folder:")
+    assert lines[1].startswith("4 updates x 16 episodes of at most 8 steps = 64 episodes per "
+                               "lane; run folder:")
     updates = [line for line in lines if line.startswith("update ")]
     assert [line.split()[1] for line in updates] == ["1/4", "2/4", "3/4", "4/4"]
     # each chunk's line: the rate (the first chunk's, then since it ended) and the time left
@@ -83,6 +84,11 @@ def test_the_header_gives_the_budget_per_lane_and_over_all_lanes():
     assert budget(algo, len(run.lanes())) == (
         "8 updates x 512 env steps = 4,096 env steps per lane (16,384 over 4 lanes)")
     assert budget(algo, 1) == "8 updates x 512 env steps = 4,096 env steps per lane"
+    request = parse_train(["train", "--env", "CartPole-v1", "--algo", "grpo", "--updates", "3",
+                           "--batch-size", "8", "--group-size", "4", "--seeds", "2"])
+    run, algo = assemble(request.config, request.env, request.settings, request.given)
+    assert budget(algo, len(run.lanes())) == (  # whole episodes: counted as episodes
+        "3 updates x 8 episodes of at most 500 steps = 24 episodes per lane (48 over 2 lanes)")
 
 
 def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):

@@ -152,6 +152,22 @@ def _no_checkpoints(run: Path) -> None:
     shutil.rmtree(run / "checkpoints")
 
 
+def _diverged(run: Path) -> None:
+    """The latest checkpoint's policy parameters (leaf 0 of the tabular state) made NaN, its
+    recorded hash updated: a run that diverged."""
+    import numpy as np
+
+    latest = _latest(run)
+    with np.load(latest / "state.npz") as npz:
+        arrays = dict(npz)
+    arrays["leaf_00000"] = np.full_like(arrays["leaf_00000"], np.nan)
+    with (latest / "state.npz").open("wb") as f:
+        np.savez(f, **arrays)
+    meta = json.loads((latest / "meta.json").read_text())
+    meta["sha256"] = hashlib.sha256((latest / "state.npz").read_bytes()).hexdigest()
+    (latest / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
 def _corrupt_config(run: Path) -> None:
     (run / "config.json").write_text("{\n")
 
@@ -198,6 +214,10 @@ def unwritten(horizon=500):
     return Unwritten(horizon=horizon)
 
 
+def endless(horizon=10**9):
+    return CartPole(horizon=horizon)
+
+
 def raising(horizon=500):
     raise RuntimeError("no licence for the simulator")
 
@@ -238,6 +258,7 @@ RUN_BREAKS = {
     "run-corrupt-config": [_corrupt_config],
     "run-config-without-kind": [_config_without_kind],
     "run-without-metrics": [lambda r: (r / "metrics.jsonl").unlink()],
+    "run-diverged": [_diverged],
     "run-userenvs-raising": [_user_env("raising")],
     "run-userenvs-float-terminated": [_user_env("float_terminated")],
     "run-unfinished-userenvs-short-observation": [_unfinish, _user_env("short_observation")],

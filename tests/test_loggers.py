@@ -99,8 +99,11 @@ def test_listener_logs_every_row_at_env_steps(capsys, tmp_path, monkeypatch):
     assert code == 0, err
     assert Recorder.seen[-1] == ("closed", False)
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    per_update = json.loads((out_dir / "summary.json").read_text())["env_steps_per_lane"] // 3
-    expected = [(f"seed{r['seed']}", r["update"] * per_update,
-                 loggers.scalars(r, ("seed",))) for r in rows]
+    # the step: the lane's live env steps, rebuilt from each update's mean episode length
+    live = {0: 0, 1: 0}
+    expected = []
+    for r in rows:
+        live[r["seed"]] += round(r.get("episode_length", 0) * 16)
+        expected.append((f"seed{r['seed']}", live[r["seed"]], loggers.scalars(r, ("seed",))))
     assert Recorder.seen[:-1] == expected
     assert "log" not in json.loads((out_dir / "config.json").read_text())

@@ -117,7 +117,7 @@ def test_a_damaged_latest_continues_from_the_newest_checkpoint_that_verifies(
     assert out.splitlines()[:2] == [  # the header: the run, its folder and the update
         "ppo on corridor: updates=4, batch_size=16, horizon=8, epochs=3, lr=0.5, 1 lane(s)",
         f"resuming the run in {killed} at update {start} of 4 (checkpoint "
-        f"update-{start:07d}); {4 - start} x 128 env steps per lane to go"]
+        f"update-{start:07d}); {4 - start} x 16 episodes per lane to go"]
     # it ends where the uninterrupted run ended, bit for bit
     sha = json.loads((finished / "summary.json").read_text())["params_sha256"]
     assert json.loads((killed / "summary.json").read_text())["params_sha256"] == sha
@@ -165,7 +165,10 @@ def test_a_finished_run_trains_longer(capsys, finished, tmp_path):
     assert digest(out / "checkpoints" / "update-0000004") == kept
     assert json.loads((out / "config.json").read_text())["config"]["updates"] == 6
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["env_steps_per_lane"] == 6 * 128
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # live steps: the sum over the 6 updates of the batch's 16 episodes' mean length
+    live = sum(round(r["episode_length"] * 16) for r in rows if r["update"] > 0)
+    assert summary["env_steps_per_lane"] == rows[-1]["env_steps"] == live <= 6 * 128
     assert json.loads(stdout)["params_sha256"] == summary["params_sha256"]
     # the tabular trainer has no schedule: 4 then 2 more updates are 6 from the start
     code, fresh, err = run(capsys, *BASE[:3], "6", *BASE[4:], "--out", tmp_path / "fresh")

@@ -198,6 +198,50 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: i
                     unroll if isinstance(unroll, bool) else int(unroll))
 
 
+@functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps"))
+def _returns(env, policy, params, key, batch_size, num_steps):
+    streams = split_key(key, env.stochastic)
+    state = jax.vmap(env.reset)(per_env(streams.reset, batch_size))
+    carry = _start_carry(policy, params, batch_size)
+    action_steps = per_step(streams.action, num_steps)
+    transition_steps = per_step(streams.transition, num_steps)
+
+    def running(loop):
+        t, state, _, _ = loop
+        return (t < num_steps) & jnp.any(~jax.vmap(env.done)(state))
+
+    def body(loop):
+        t, state, carry, total = loop
+        action_keys = per_env(action_steps[t], batch_size)
+        transition_keys = (None if transition_steps is None
+                           else per_env(transition_steps[t], batch_size))
+        (state, carry), row = _step_batch(env, policy, params, state, carry, action_keys,
+                                          transition_keys)
+        return t + 1, state, carry, total + row.reward
+
+    total = jnp.zeros((batch_size,), jnp.float32)
+    _, _, _, total = jax.lax.while_loop(running, body, (0, state, carry, total))
+    return total
+
+
+def episode_returns(env, policy, params, key, batch_size: int, num_steps: int) -> jax.Array:
+    """The ``(B,)`` returns of the episodes :func:`collect` would collect with the same
+    arguments (the same keys, actions and rewards; each return summed step by step), without
+    keeping the trajectory: memory grows with ``B``, not ``T x B`` (only the ``T`` step keys
+    are materialised), and the loop stops once every episode has ended (the absorbed steps
+    after it add 0). What evaluation uses, so a long horizon needs no ``(T, B)`` batch.
+
+    Example::
+
+        env = rollax.make("corridor")
+        policy = rollax.BernoulliPolicy(3)
+        returns = episode_returns(env, policy, policy.init(), jax.random.key(0), 256, 8)
+    """
+    check_count("batch_size", batch_size)
+    check_count("num_steps", num_steps)
+    return _returns(env, policy, params, key, int(batch_size), int(num_steps))
+
+
 def collect_groups(env, policy, params, key, groups: int, group_size: int, num_steps: int):
     """:func:`collect` of ``groups * group_size`` (B) absorbing episodes in groups: the
     episodes ``b`` of group ``b // group_size`` all reset with the group's key

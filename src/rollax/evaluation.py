@@ -7,20 +7,40 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rollax.collect import collect
+from rollax.collect import episode_returns
 from rollax.envs.base import Environment
 from rollax.policies import GreedyPolicy, Policy
 from rollax.recurrent import GreedyRecurrent, RecurrentPolicy, is_recurrent
+from rollax.validate import check_count
+
+MAX_EVAL_STEPS = 100_000
+"""The longest evaluation episode by default: an environment whose horizon is longer (a
+continuing task, e.g. ``horizon=10**9``) is evaluated on its first ``MAX_EVAL_STEPS`` steps
+unless ``eval_steps`` says otherwise."""
+
+
+def evaluation_steps(env: Environment, eval_steps: int | None = None) -> int:
+    """The steps of each evaluation episode: ``eval_steps``, or by default the environment's
+    horizon, at most :data:`MAX_EVAL_STEPS`."""
+    if eval_steps is None:
+        return min(env.horizon, MAX_EVAL_STEPS)
+    check_count("eval_steps", eval_steps)
+    return int(eval_steps)
 
 
 def evaluate_policy(env: Environment, policy: Policy | RecurrentPolicy, params, key: jax.Array,
-                    episodes: int, greedy: bool = True) -> jax.Array:
-    """Mean return of ``episodes`` absorbing episodes (one per environment, ``env.horizon``
-    steps, keys from ``key`` as :func:`rollax.collect` owns them), acting with the policy's
-    mode (``greedy``) or by sampling; a recurrent policy starts each episode from its initial
-    carry. Returns a scalar::
+                    episodes: int, greedy: bool = True, num_steps: int | None = None
+                    ) -> jax.Array:
+    """Mean return of ``episodes`` absorbing episodes (one per environment, keys from ``key``
+    as :func:`rollax.collect` owns them), each cut after ``num_steps`` steps
+    (:func:`evaluation_steps`: by default ``env.horizon``, at most
+    :data:`MAX_EVAL_STEPS`), acting with the policy's mode (``greedy``) or by sampling; a
+    recurrent policy starts each episode from its initial carry. Returns a scalar::
 
         mean_b sum_t reward[t, b]
+
+    The returns are summed as the episodes run (:func:`rollax.collect.episode_returns`):
+    memory grows with ``episodes``, not with the horizon.
 
     Example::
 
@@ -31,5 +51,5 @@ def evaluate_policy(env: Environment, policy: Policy | RecurrentPolicy, params, 
     actor: Any = policy
     if greedy:
         actor = GreedyRecurrent(actor) if is_recurrent(actor) else GreedyPolicy(actor)
-    _, traj = collect(env, actor, params, key, episodes, env.horizon)
-    return jnp.mean(jnp.sum(traj.reward, axis=0))
+    steps = evaluation_steps(env, num_steps)
+    return jnp.mean(episode_returns(env, actor, params, key, episodes, steps))

@@ -113,6 +113,9 @@ class A2CConfig:
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
     """Greedy evaluation episodes after training (and of each --eval-every evaluation)."""
+    eval_steps: int | None = None
+    """Steps of each evaluation episode (default: the environment's horizon, at most
+    100,000, so a continuing task is evaluated on a bounded stretch)."""
 
 
 A2CHyperparams = hyperparams_type(A2CConfig)
@@ -165,6 +168,8 @@ def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
     check_seed(config.seed)
     for name in ("total_steps", "num_envs", "num_steps", "eval_episodes", "memory_size"):
         check_count(name, getattr(config, name))
+    if config.eval_steps is not None:
+        check_count("eval_steps", config.eval_steps)
     batch = config.num_envs * config.num_steps
     if config.total_steps < batch:
         raise ValueError(f"total_steps must be at least num_envs * num_steps = {batch}, "
@@ -343,7 +348,8 @@ def evaluate(setup: A2CParts, state: ppo.PPOState, hp) -> dict:
     eval_key, _ = jax.random.split(state.key)
     params = setup.policy_params(state.params, state.obs_stats)
     return {"eval_return": evaluate_policy(setup.env, setup.policy, params, eval_key,
-                                           setup.config.eval_episodes)}
+                                           setup.config.eval_episodes,
+                                           num_steps=setup.config.eval_steps)}
 
 
 def make_algorithm(config: A2CConfig, checked: bool = False,

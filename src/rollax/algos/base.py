@@ -65,7 +65,12 @@ class Algorithm(NamedTuple):
     num_updates: int
     """Updates in a full run."""
     env_steps_per_update: int
-    """Environment steps each update collects."""
+    """Environment-step cells each update collects, ``(T, B)``: all of them live steps for
+    fixed-length rollouts; the most that can run where an update collects whole episodes
+    (``episodes_per_update``), whose finished episodes pad the rest. The steps a run took
+    are counted live in the metrics: ``update``'s metrics carry ``env_steps``, the
+    cumulative live environment steps of the lane, and every count, rate and step axis
+    (progress, summary, loggers, figures) reads it."""
     init: Callable
     """``(key, hp) -> state``."""
     update: Callable
@@ -91,6 +96,9 @@ class Algorithm(NamedTuple):
     """Fields of the (NamedTuple) state whose leaves carry that environment batch on their
     first axis: what a sharded experiment splits over the ``"envs"`` devices (everything else
     is replicated within a lane)."""
+    episodes_per_update: int | None = None
+    """Whole episodes each update collects (its budget), or ``None`` for fixed-length
+    rollouts of ``env_steps_per_update`` live steps."""
     policy_extras: Callable | None = None
     """``(params) -> dict`` of extra numbers about a policy (``rollax eval``), or ``None``."""
     checked: bool = False

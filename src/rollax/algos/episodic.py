@@ -95,6 +95,9 @@ class EpisodicConfig:
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
     """Greedy evaluation episodes (after training and at each --eval-every)."""
+    eval_steps: int | None = None
+    """Steps of each evaluation episode (default: the environment's horizon, at most
+    100,000, so a continuing task is evaluated on a bounded stretch)."""
 
 
 def validate(config: EpisodicConfig, env: Environment | None = None) -> Environment:
@@ -103,6 +106,8 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     check_seed(config.seed)
     for name in ("updates", "batch_size", "group_size", "eval_episodes", "memory_size"):
         check_count(name, getattr(config, name))
+    if config.eval_steps is not None:
+        check_count("eval_steps", config.eval_steps)
     if config.horizon is not None:
         check_count("horizon", config.horizon)
     if config.batch_size % config.group_size:
@@ -271,12 +276,14 @@ def training_algorithm(config, parts: EpisodicParts, init: Callable, update: Cal
     def evaluate(state: EpisodicState, hp) -> dict:
         eval_key, _ = jax.random.split(state.key)
         return {"eval_return": evaluate_policy(parts.env, policy, state.params, eval_key,
-                                               config.eval_episodes)}
+                                               config.eval_episodes,
+                                               num_steps=config.eval_steps)}
 
     return Algorithm(
         config=config, hyperparams=hyperparams_of(config), num_updates=config.updates,
         env_steps_per_update=config.batch_size * parts.horizon,
-        init=functools.partial(init, parts), update=functools.partial(update, parts),
+        episodes_per_update=config.batch_size, init=functools.partial(init, parts),
+        update=functools.partial(update, parts),
         evaluate=evaluate, params=lambda state: state.params, env=parts.env, policy=policy,
         policy_params=lambda state: state.params, result=result,
         env_batch=("batch_size", config.batch_size), env_batch_fields=(),

@@ -138,6 +138,9 @@ class PPOConfig:
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
     """Greedy evaluation episodes after training (and of each --eval-every evaluation)."""
+    eval_steps: int | None = None
+    """Steps of each evaluation episode (default: the environment's horizon, at most
+    100,000, so a continuing task is evaluated on a bounded stretch)."""
 
 
 PPOHyperparams = hyperparams_type(PPOConfig)
@@ -158,6 +161,8 @@ def _check_sizes(config: PPOConfig) -> None:
     for name in ("total_steps", "num_envs", "num_steps", "epochs", "minibatches",
                  "eval_episodes", "memory_size"):
         check_count(name, getattr(config, name))
+    if config.eval_steps is not None:
+        check_count("eval_steps", config.eval_steps)
     batch = config.num_envs * config.num_steps
     if config.total_steps < batch:
         raise ValueError(f"total_steps must be at least num_envs * num_steps = {batch}, "
@@ -641,7 +646,8 @@ def _evaluate(setup: PPOParts, state: PPOState, hp) -> dict:
     eval_key, _ = jax.random.split(state.key)
     params = setup.policy_params(state.params, state.obs_stats)
     return {"eval_return": evaluate_policy(setup.env, setup.policy, params, eval_key,
-                                           setup.config.eval_episodes)}
+                                           setup.config.eval_episodes,
+                                           num_steps=setup.config.eval_steps)}
 
 
 def make_algorithm(config: PPOConfig, checked: bool = False,

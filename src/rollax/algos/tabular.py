@@ -94,6 +94,8 @@ class TabularMetrics(NamedTuple):
     """Largest final ratio over live cells."""
     entropy: jax.Array
     """Mean entropy (nats) of the updated policy over the batch's live observations."""
+    env_steps: jax.Array
+    """Live environment steps taken so far (the padding of finished episodes not counted)."""
 
 
 class TabularResult(NamedTuple):
@@ -112,6 +114,8 @@ class TabularTrainState(NamedTuple):
     """The running key: each update splits it into (next running key, sample key)."""
     update: jax.Array
     """Updates done so far."""
+    env_steps: jax.Array
+    """Live environment steps taken so far."""
 
 
 TabularHyperparams = hyperparams_type(TabularConfig)
@@ -227,6 +231,7 @@ def update(setup: TabularParts, state: TabularTrainState, hp):
     ratio = jnp.exp(setup.log_prob(params, traj) - traj.log_prob)
     live = traj.active
     moved = ratio_stats(ratio, jnp.log(ratio), hp.clip_eps, live)
+    env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)
     metrics = TabularMetrics(
         exact_return=policy_return(setup.mdp, setup.policy, params),
         episode_return=jnp.mean(jnp.sum(traj.reward, axis=0)),
@@ -235,8 +240,9 @@ def update(setup: TabularParts, state: TabularTrainState, hp):
         clip_fraction=moved.clip_fraction, ratio_min=moved.ratio_min,
         ratio_max=moved.ratio_max, entropy=live_mean(setup.entropy(params, traj.observation),
                                                       live),
+        env_steps=env_steps,
     )
-    return TabularTrainState(params, key, state.update + 1), metrics
+    return TabularTrainState(params, key, state.update + 1, env_steps), metrics
 
 
 def make_algorithm(config: TabularConfig, checked: bool = False,
@@ -258,7 +264,9 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
     return Algorithm(
         config=config, hyperparams=hyperparams_of(config),
         num_updates=config.updates, env_steps_per_update=config.batch_size * setup.horizon,
+        episodes_per_update=config.batch_size,
         init=lambda key, hp: TabularTrainState(setup.policy.init(), key,
+                                               jnp.zeros((), jnp.int32),
                                                jnp.zeros((), jnp.int32)),
         update=functools.partial(update, setup), evaluate=exact,
         params=lambda state: state.params, env=env, policy=setup.policy,

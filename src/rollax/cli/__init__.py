@@ -47,8 +47,7 @@ def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "train":
         request = parse_train(argv)
         _cache(request.cmd.compile_cache)
-        run_train(request)
-        return 0
+        return run_train(request)
     cmd = parse(argv)
     if isinstance(cmd, COMPILES):
         _cache(True)

@@ -113,12 +113,18 @@ def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
 
 
 def budget(algo, lanes: int) -> str:
-    """``8 updates x 512 env steps = 4,096 env steps per lane (8,192 over 2 lanes)``: the env
-    steps that will run."""
-    per_lane = algo.num_updates * algo.env_steps_per_update
-    return (f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
-            f"{per_lane:,} env steps per lane"
-            + (f" ({lanes * per_lane:,} over {lanes} lanes)" if lanes > 1 else ""))
+    """The run's length: ``8 updates x 512 env steps = 4,096 env steps per lane (8,192 over 2
+    lanes)`` for fixed-length rollouts; for whole episodes, ``40 updates x 256 episodes of at
+    most 8 steps = 10,240 episodes per lane`` (the steps they take are counted as they run)."""
+    if algo.episodes_per_update is None:
+        each, per_lane = f"{algo.env_steps_per_update:,} env steps", "env steps"
+        total = algo.num_updates * algo.env_steps_per_update
+    else:
+        longest = algo.env_steps_per_update // algo.episodes_per_update
+        each = f"{algo.episodes_per_update:,} episodes of at most {longest:,} steps"
+        per_lane, total = "episodes", algo.num_updates * algo.episodes_per_update
+    return (f"{algo.num_updates} updates x {each} = {total:,} {per_lane} per lane"
+            + (f" ({lanes * total:,} over {lanes} lanes)" if lanes > 1 else ""))
 
 
 def resume_header(stopped) -> None:
@@ -130,9 +136,10 @@ def resume_header(stopped) -> None:
     done = 0 if start is None else start.update
     where = (f"checkpoint {start.path.name}" if start is not None
              else "no checkpoint: starting again")
+    each = (f"{algo.env_steps_per_update:,} env steps" if algo.episodes_per_update is None
+            else f"{algo.episodes_per_update:,} episodes")
     out.print(f"resuming the run in {stopped.folder.path} at update {done} of "
-              f"{algo.num_updates} ({where}); {algo.num_updates - done} x "
-              f"{algo.env_steps_per_update:,} env steps per lane to go")
+              f"{algo.num_updates} ({where}); {algo.num_updates - done} x {each} per lane to go")
     if stopped.was is not None:
         name = run.spec.budget
         out.print(f"trained longer: {name}={getattr(run.algorithm, name)} (was {stopped.was})")
@@ -184,7 +191,7 @@ def _shown(value, run, name: str) -> str:
     return str(value)
 
 
-def run_train(request) -> None:
+def run_train(request) -> int:
     from rollax.run import training
     from rollax.run.config import assemble
     from rollax.run.loggers import check_loggers, combine, make_loggers
@@ -223,6 +230,16 @@ def run_train(request) -> None:
                     f"`rollax plot {folder.path}`")
         raise
     report(cmd.json, folder, run, summary, params)
+    labels = [{k: lane[k] for k in ("seed", *run.sweep)} for lane in summary["lanes"]]
+    warning = diverged_warning(summary, labels)
+    if warning is None:
+        return 0
+    print(f"rollax train: warning: {warning}", file=sys.stderr, flush=True)
+    return DIVERGED_EXIT
+
+
+DIVERGED_EXIT = 3
+"""``rollax train``'s exit status when the run finished but diverged."""
 
 
 READABLE_PARAMS = 256
@@ -251,7 +268,7 @@ def readable_params(params, lanes: int) -> list[list[float]] | None:
 def lane_values(run, summary: dict) -> dict[str, list]:
     """Each per-lane number of summary.json (the score and the lane facts), as lists over
     lanes, the score last."""
-    labels = {"seed", *run.sweep, "params_sha256", run.spec.score}
+    labels = {"seed", *run.sweep, "params_sha256", "env_steps", "diverged_at", run.spec.score}
     keys = [k for k in summary["lanes"][0] if k not in labels] + [run.spec.score]
     return {key: [lane[key] for lane in summary["lanes"]] for key in keys}
 
@@ -264,8 +281,9 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
     flat = readable_params(params, len(labels))
     if as_json:
         score = values[run.spec.score]
-        obj: dict = {**values, f"{run.spec.score}_mean": float(np.mean(score)),
-                     "env_steps": summary["env_steps_per_lane"]}
+        obj: dict = {**values, f"{run.spec.score}_mean": _finite_mean(score),
+                     "env_steps": summary["env_steps_per_lane"],
+                     "diverged": summary["diverged"], "diverged_at": summary["diverged_at"]}
         if flat is not None:
             obj["params"] = flat
         if len(labels) > 1 or run.sweep:
@@ -280,22 +298,36 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
         emit(obj)
         return
     out = console()
-    out.print(_table(run.spec, folder.read_metrics(), labels))
+    out.print(_table(run.spec, folder.read_metrics(), labels, summary["diverged_at"]))
     for agg in summary["aggregate"]:
         line = _aggregate_line(summary["score"], agg)
         if line is not None:
             out.print(line)
+    broken = [lane["diverged_at"] for lane in summary["lanes"]]
     for key, column in values.items():
         out.print(f"{metric_label(key)}: " + "; ".join(
-            f"{lane_name(label)}: {_value(v, '.6g')}" for label, v in zip(labels, column)))
+            f"{lane_name(label)}: "
+            + (_value(v, '.6g') if at is None or v is not None else f"diverged at update {at}")
+            for label, v, at in zip(labels, column, broken)))
     if flat is not None and len(labels) == 1 and not run.sweep:
         out.print("params: [" + ", ".join(f"{v:.4g}" for v in flat[0]) + "]")
     _print_timings(out, folder, summary)
 
 
-def _table(spec, rows, labels):
-    from rich.table import Table
+DIVERGED = "NaN"
+"""The table's mark for a number that is not finite at or after the update where training
+diverged (``—`` marks a number that does not exist, such as the return where no episode
+ended)."""
 
+
+def _finite_mean(values) -> float | None:
+    """The mean of the finite ``values`` (a diverged lane's score is ``None``), or ``None``."""
+    x = np.asarray([np.nan if v is None else v for v in values], np.float64)
+    return float(x[np.isfinite(x)].mean()) if np.isfinite(x).any() else None
+
+
+def _table(spec, rows, labels, diverged_at: int | None = None):
+    from rich.table import Table
 
     tables = {name: metric_table(rows, labels, name) for name in spec.shown}
     updates = next(iter(tables.values())).shape[1] - 1
@@ -307,9 +339,28 @@ def _table(spec, rows, labels):
         for i in range(1, updates + 1):
             if i % every and i != updates:
                 continue
-            table.add_row(str(i), *[_value(float(np.nanmean(tables[name][:, i])), ".4g")
-                                    for name in spec.shown])
+            table.add_row(str(i), *[_cell(tables[name][:, i], diverged_at is not None
+                                          and i >= diverged_at) for name in spec.shown])
     return table
+
+
+def _cell(column: np.ndarray, diverged: bool) -> str:
+    """A table cell: the mean over lanes of finite values; :data:`DIVERGED` where a value is
+    not finite on an update of a diverged run."""
+    if diverged and not np.isfinite(column).all():
+        return DIVERGED
+    finite = column[np.isfinite(column)]
+    return _value(float(finite.mean()) if finite.size else float("nan"), ".4g")
+
+
+def diverged_warning(summary: dict, labels) -> str | None:
+    """The one warning line of a run that diverged (``None`` otherwise)."""
+    if not summary["diverged"]:
+        return None
+    lanes = [f"{lane_name(label)} at update {lane['diverged_at']}"
+             for label, lane in zip(labels, summary["lanes"]) if lane["diverged_at"] is not None]
+    return (f"training diverged (a loss or the parameters stopped being finite): "
+            f"{'; '.join(lanes)}; those lanes have no score (exit status 3)")
 
 
 def _aggregate_line(score: str, agg: dict) -> str | None:

@@ -215,7 +215,62 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
                     every, checked, settings.get("devices"), settings.get("eval_every"),
                     episodes)
     check_run_devices(run, algo)
+    check_memory(algo, len(run.lanes()), run.devices or 1)
     return run, algo
+
+
+def batch_bytes(algo: Algorithm) -> int:
+    """A rough size of one update's batch on one lane: every environment-step cell of it
+    (``env_steps_per_update``) holds the observation twice (before and after the step), a
+    few scalars (action, reward, flags, log-probability, value, advantage: 64 bytes), and the
+    activations the gradient keeps (4 bytes x 2 passes x 2 networks per hidden unit)."""
+    import jax
+
+    env = algo.env
+    obs = jax.eval_shape(lambda k: env.observation(env.reset(k)), jax.random.key(0))
+    obs_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(obs))
+    hidden = sum(getattr(algo.config, "hidden", ()) or ())
+    return algo.env_steps_per_update * (2 * obs_bytes + 64 + 16 * hidden)
+
+
+def available_bytes() -> int | None:
+    """The memory a run may use: the first device's limit where JAX reports one (a GPU),
+    else the host's available memory (Linux ``/proc/meminfo``); ``None`` when unknown."""
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        return int(stats["bytes_limit"])
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(algo: Algorithm, lanes: int, devices: int = 1,
+                 available: int | None = None) -> None:
+    """``ValueError`` (before anything is compiled or written) when the batches of ``lanes``
+    lanes over ``devices`` devices (:func:`batch_bytes`) would not fit in ``available`` bytes
+    (default :func:`available_bytes`), naming the settings that size them."""
+    need = batch_bytes(algo) * -(-lanes // devices)
+    have = available_bytes() if available is None else available
+    if have is None or need <= have:
+        return
+    field, size = algo.env_batch
+    steps = algo.env_steps_per_update // size
+    length = "horizon" if algo.episodes_per_update is not None else "num_steps"
+    raise ValueError(f"the run would need about {_gib(need)} for its batches ({size:,} x "
+                     f"{steps:,} env-step cells per update, {lanes} lane{'s' * (lanes != 1)}"
+                     f"), more memory than the machine has available: lower {field} or "
+                     f"{length}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"
 
 
 def _check_sweep(spec: AlgorithmSpec, config, env, sweep: Mapping[str, list[float]],

@@ -9,10 +9,11 @@ one-line ``ValueError`` from :func:`check_loggers`, before anything is compiled 
 Each lane (one seed of one sweep combination) is its own series: a TensorBoard writer in
 ``<run folder>/tensorboard/<lane>/`` and a W&B run per lane (grouped by the run folder, with
 the lane's seed and swept values in its config), so both tools compare, group and average
-lanes with their own controls. The step is environment steps per lane, ``update *
-env_steps_per_update``. Nothing is opened before the first chunk; then the whole of
-``metrics.jsonl`` so far is logged (update 0, and on ``--resume`` everything before the
-checkpoint, replacing the events of the interrupted session), and each later chunk's rows.
+lanes with their own controls. The step is the lane's live environment steps so far (the
+metric ``env_steps``; 0 at update 0), the same count for every algorithm. Nothing is opened
+before the first chunk; then the whole of ``metrics.jsonl`` so far is logged (update 0, and
+on ``--resume`` everything before the checkpoint, replacing the events of the interrupted
+session), and each later chunk's rows.
 Non-finite values (``null`` in ``metrics.jsonl``) are left out.
 
 Every greedy evaluation is one series, ``rollax/eval_return``: the initial one (update 0), each
@@ -151,7 +152,7 @@ class Logger:
         self.folder = folder
         self.keys = ("seed", *run.sweep)
         self.sinks = [SINKS[name](folder, run) for name in names]
-        self.per_update: int | None = None
+        self.started = False
         self.total = 0
         self.score = run.spec.score
         self.last: dict[str, Mapping[str, Any]] = {}
@@ -161,15 +162,14 @@ class Logger:
         if not self.sinks:
             return
         rows, self.total = event.rows, event.total
-        if self.per_update is None:  # first chunk: everything in metrics.jsonl so far
-            self.per_update = event.env_steps // max(event.done, 1)
+        if not self.started:  # first chunk: everything in metrics.jsonl so far
+            self.started = True
             rows = self.folder.read_metrics()
         for row in rows:
             self.log_row(row)
 
     def log_row(self, row: Mapping[str, Any]) -> None:
-        assert self.per_update is not None
-        lane, step = lane_tag(row, self.keys), int(row["update"]) * self.per_update
+        lane, step = lane_tag(row, self.keys), int(row.get("env_steps") or 0)
         label, values = {k: row[k] for k in self.keys}, scalars(row, self.keys)
         if row["update"] == self.total and tag(self.score) == tag("greedy_return"):
             values.pop(tag("greedy_return"), None)  # the final evaluation takes its place
@@ -181,11 +181,11 @@ class Logger:
         """Log the evaluation after training, each lane's score in ``summary`` (summary.json),
         at the last step, unless the lane's last metric row already holds it (a tabular run's
         ``exact_return``). Nothing when no chunk ran in this session."""
-        if not self.sinks or self.per_update is None:
+        if not self.sinks or not self.started:
             return
-        score, step = summary["score"], int(summary["env_steps_per_lane"])
+        score = summary["score"]
         for entry in summary["lanes"]:
-            label = {k: entry[k] for k in self.keys}
+            label, step = {k: entry[k] for k in self.keys}, int(entry["env_steps"])
             lane, value = lane_tag(label, self.keys), entry[score]
             if score in self.last.get(lane, {}) or value is None or not math.isfinite(value):
                 continue

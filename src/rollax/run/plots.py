@@ -90,7 +90,7 @@ class RunCurves:
         self.start = 0 if np.isfinite(table[:, 0]).any() else 1
         self.table = carry_forward(table)
         self.greedy = metric_table(self.rows, self.labels, "greedy_return")  # --eval-every
-        self.steps_per_update = run_config.build().env_steps_per_update
+        self.steps = live_steps(self.rows, self.labels, run_config)
 
     def groups(self) -> dict[str, list[int]]:
         """Lane indices per hyperparameter combination (named by its swept values)."""
@@ -100,17 +100,36 @@ class RunCurves:
             groups.setdefault(name, []).append(i)
         return groups
 
-    def x(self, axis: str) -> np.ndarray:
-        updates = np.arange(self.table.shape[1])[self.start:]
-        return updates * self.steps_per_update if axis == "env_steps" else updates
+    def x(self, axis: str, idx: list[int] | None = None, start: int | None = None
+          ) -> np.ndarray:
+        """The x values from update ``start`` (default: the first drawn): updates, or the
+        live environment steps of the lanes ``idx`` (default all), their mean where whole
+        episodes make them differ."""
+        start = self.start if start is None else start
+        if axis != "env_steps":
+            return np.arange(self.table.shape[1])[start:].astype(np.float64)
+        return self.steps[slice(None) if idx is None else idx, start:].mean(axis=0)
 
 
-def _draw_group(ax, curves: RunCurves, idx: list[int], x, color, tag) -> None:
-    """Thin seed lines (each in the legend), the raw mean (faint), its smoothed curve and
-    the seeds' band."""
-    table = curves.table[idx, curves.start:]
+def live_steps(rows: list[dict], labels: list[dict], run_config) -> np.ndarray:
+    """``(lanes, updates + 1)`` live environment steps after each update (the metric
+    ``env_steps``; 0 at update 0). A run folder written before rollax recorded it for every
+    algorithm gets ``update x env_steps_per_update``."""
+    steps = metric_table(rows, labels, "env_steps")
+    steps[:, 0] = 0.0
+    if np.isnan(steps).any():
+        per_update = run_config.build().env_steps_per_update
+        updates = np.arange(steps.shape[1], dtype=np.float64)
+        steps = np.where(np.isnan(steps), updates * per_update, steps)
+    return steps
+
+
+def _draw_group(ax, curves: RunCurves, idx: list[int], x_axis: str, color, tag) -> None:
+    """Thin seed lines (each in the legend, at its own steps), the raw mean (faint), its
+    smoothed curve and the seeds' band (at the seeds' mean steps)."""
+    table, x = curves.table[idx, curves.start:], curves.x(x_axis, idx)
     for i, row in zip(idx, table):
-        ax.plot(x, row, color=color, linewidth=0.5, alpha=0.25,
+        ax.plot(curves.x(x_axis, [i]), row, color=color, linewidth=0.5, alpha=0.25,
                 label=f"{tag}: seed {curves.labels[i]['seed']}")
     mean, low, high = curve_band(table)
     ok = np.isfinite(mean)
@@ -135,8 +154,7 @@ def _draw_diagnostics(axes, curves: RunCurves, idx, x_axis: str, color, tag) -> 
     ax_ratio, ax_kl = axes
     rmin, rmax, kl = (metric_table(curves.rows, curves.labels, name)[idx, 1:]
                       for name in ("ratio_min", "ratio_max", "approx_kl"))
-    xu = np.arange(1, curves.table.shape[1])
-    xu = xu * curves.steps_per_update if x_axis == "env_steps" else xu
+    xu = curves.x(x_axis, idx, start=1)
     with np.errstate(all="ignore"):
         ax_ratio.fill_between(xu, np.nanmean(rmin, 0), np.nanmean(rmax, 0), color=color,
                               alpha=0.3, label=tag)
@@ -167,7 +185,7 @@ def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path
         ax.set(ylabel=metric_label(c.spec.progress))
         for name, idx in c.groups().items():
             color, tag = next(colors), c.name + (f" ({name})" if name else "")
-            _draw_group(ax, c, idx, c.x(x_axis), color, tag)
+            _draw_group(ax, c, idx, x_axis, color, tag)
             has_diag |= _draw_diagnostics((ax_ratio, ax_kl), c, idx, x_axis, color, tag)
     titles = sorted({f"{c.env}, {c.method}" for c in curves})
     axes[0].set_title("training curves: " + "; ".join(titles))

@@ -55,13 +55,14 @@ class ChunkDone(NamedTuple):
     """Updates done so far (of ``total``)."""
     total: int
     env_steps: int
-    """Environment steps per lane so far."""
+    """Live environment steps per lane so far (the metric ``env_steps``; the mean over lanes
+    where whole episodes make them differ)."""
     env_steps_per_second: float
     """All lanes (host clock, compilation excluded): the rate of this session's first chunk,
     then the rate since that chunk ended (the first call of the compiled chunk carries
     one-time costs that would skew a long run's estimate for long)."""
     seconds_left: float
-    """Estimated time to the last update at ``env_steps_per_second`` (0 when done)."""
+    """Estimated time to the last update at the same rate of updates (0 when done)."""
     progress: float
     """Mean over lanes of the last finite value of the algorithm's progress metric (NaN when
     none is finite)."""
@@ -102,7 +103,7 @@ def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int) -> Callable:
 
     def one(lane_state, key):
         return evaluate_policy(algo.env, algo.policy, algo.policy_params(lane_state), key,
-                               episodes)
+                               episodes, num_steps=getattr(algo.config, "eval_steps", None))
 
     evaluate = jax.jit(jax.vmap(one))
     roots = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_STREAM))(lanes.keys())
@@ -120,6 +121,14 @@ def _first_rows(runner: Runner, state, labels: list[dict]) -> list[dict]:
                for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
     return [{**label, "update": 0, **{k: jsonable(v[lane]) for k, v in initial.items()}}
             for lane, label in enumerate(labels)]
+
+
+def _steps_at(folder: RunFolder, labels: list[dict], update: int) -> np.ndarray:
+    """Each lane's live environment steps after ``update`` updates, from metrics.jsonl
+    (``(lanes,)``, 0 before the first)."""
+    if update == 0:
+        return np.zeros(len(labels), np.int64)
+    return np.nan_to_num(folder.metric_table(labels, "env_steps")[:, update]).astype(np.int64)
 
 
 def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: Found | None, labels):
@@ -174,15 +183,21 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     size = run.chunk_size if algo.checked else np.int32(run.chunk_size)
     runner.chunk.lower(state, runner.hp, size).compile()
     compile_s = time.perf_counter() - compile_start
-    per_update = len(lanes) * algo.env_steps_per_update
-    clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0}
-    steady: dict[str, float] = {}  # when the first chunk ended, and the updates done then
+    # live environment steps per lane so far (the metric ``env_steps``), and the rates
+    steps = _steps_at(folder, labels, update)
+    clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0,
+             "steps": 0}
+    steady: dict[str, float] = {}  # when the first chunk ended, and the updates/steps then
     greedy = (None if run.eval_every is None
               else greedy_evaluator(algo, lanes, run.eval_episodes))
 
     def chunk_done(metrics, first, done, state):
+        nonlocal steps
         now = time.perf_counter()
-        chunk_sps = (done - first) * per_update / max(now - clock["chunk"], 1e-9)
+        now_steps = np.asarray(metrics.env_steps, np.int64)[:, -1]
+        chunk_steps = int(np.sum(now_steps - steps))
+        steps = now_steps
+        chunk_sps = chunk_steps / max(now - clock["chunk"], 1e-9)
         rows = list(metrics_rows(metrics, labels, first))
         for row in rows:
             row["env_steps_per_second"] = chunk_sps  # all lanes, this chunk (host)
@@ -192,15 +207,17 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
                 row["greedy_return"] = float(value)
         folder.write_metrics(rows)
         clock["updates"] += done - first
+        clock["steps"] += chunk_steps
         if on_chunk is not None:
             if not steady:
-                steady.update(since=now, updates=clock["updates"])
-                sps = chunk_sps
+                steady.update(since=now, updates=clock["updates"], steps=clock["steps"])
+                sps, seconds_per_update = chunk_sps, (now - clock["chunk"]) / (done - first)
             else:
-                sps = ((clock["updates"] - steady["updates"]) * per_update
-                       / max(now - steady["since"], 1e-9))
-            left = (algo.num_updates - done) * per_update / sps
-            on_chunk(ChunkDone(done, algo.num_updates, done * algo.env_steps_per_update, sps,
+                took = max(now - steady["since"], 1e-9)
+                sps = (clock["steps"] - steady["steps"]) / took
+                seconds_per_update = took / (clock["updates"] - steady["updates"])
+            left = (algo.num_updates - done) * seconds_per_update
+            on_chunk(ChunkDone(done, algo.num_updates, round(float(np.mean(steps))), sps,
                                left, _latest(metrics, run.spec.progress), rows))
         clock["chunk"] = time.perf_counter()
 
@@ -220,8 +237,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     params = runner.to_host(runner.final_params(state))
     timings = {"wall_time_s": time.perf_counter() - start, "compile_time_s": compile_s,
                "run_time_s": run_s, "final_eval_time_s": time.perf_counter() - eval_start,
-               "env_steps_per_second": clock["updates"] * per_update / run_s if run_s > 0
-               else None}
+               "env_steps_per_second": clock["steps"] / run_s if run_s > 0 else None}
     summary = summarize_run(run, algo, labels, final, params, folder.read_metrics(), timings)
     summary["devices"] = runner.devices
     summary["compile_cache"] = compile_cache.current()
@@ -234,20 +250,71 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
 def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: dict, params,
                   rows: list[dict], timings: dict) -> dict:
     """summary.json: each lane's score and facts, the score per hyperparameter combination
-    across seeds (:func:`rollax.run.stats.summarize`), hashes and timings."""
+    across seeds (:func:`rollax.run.stats.summarize`), hashes and timings. A lane that
+    diverged (:func:`diverged_at`) has no score and no final progress (``null``), and
+    ``diverged`` says whether any lane did, ``diverged_at`` the first update of any."""
     spec = run.spec
     history = metric_table(rows, labels, spec.progress)
     sha = lane_params_sha256(params, len(labels))
-    lanes = [{**label, spec.score: float(final[spec.score][i]), "params_sha256": sha[i],
-              **lane_facts(spec, history[i])} for i, label in enumerate(labels)]
+    steps = np.nan_to_num(metric_table(rows, labels, "env_steps")[:, -1]).astype(np.int64)
+    broken = diverged_at(rows, labels, params)
+    lanes = []
+    for i, label in enumerate(labels):
+        facts = lane_facts(spec, history[i])
+        if broken[i] is not None:
+            facts = {k: (None if k.startswith("final_") else v) for k, v in facts.items()}
+        score = None if broken[i] is not None else float(final[spec.score][i])
+        lanes.append({**label, spec.score: score, "params_sha256": sha[i],
+                      "env_steps": int(steps[i]), "diverged_at": broken[i], **facts})
     groups: dict[str, list[float]] = {}
     for lane, label in zip(lanes, labels):
         key = json.dumps({k: v for k, v in label.items() if k != "seed"}, sort_keys=True)
-        groups.setdefault(key, []).append(lane[spec.score])
+        groups.setdefault(key, []).append(np.nan if lane[spec.score] is None
+                                          else lane[spec.score])
     aggregate = [{**json.loads(k), spec.score: summarize(v)} for k, v in groups.items()]
+    first = min((u for u in broken if u is not None), default=None)
     return {"kind": spec.name, "score": spec.score, "lanes": lanes, "aggregate": aggregate,
+            "diverged": first is not None, "diverged_at": first,
             "params_sha256": params_sha256(params), **timings,
-            "env_steps_per_lane": algo.num_updates * algo.env_steps_per_update}
+            "env_steps_per_lane": round(float(np.mean(steps)))}
+
+
+def is_loss(name: str) -> bool:
+    """Whether metric ``name`` is a loss (``loss``, ``<part>_loss``): a number every update
+    computes, so a non-finite one means training broke (unlike an episode return, which is
+    missing where no episode ended)."""
+    return name == "loss" or name.endswith("_loss")
+
+
+def finite_lanes(params) -> np.ndarray:
+    """``(lanes,)`` whether every parameter of each lane (leading axis) is finite."""
+    import jax
+
+    ok: np.ndarray | None = None
+    for leaf in jax.tree_util.tree_leaves(params):
+        leaf = np.asarray(leaf)
+        if not np.issubdtype(leaf.dtype, np.inexact):
+            continue
+        lane_ok = np.isfinite(leaf.reshape(leaf.shape[0], -1)).all(axis=1)
+        ok = lane_ok if ok is None else ok & lane_ok
+    return np.ones(0, bool) if ok is None else ok
+
+
+def diverged_at(rows: list[dict], labels: list[dict], params) -> list[int | None]:
+    """Each lane's first update whose loss (:func:`is_loss`) is not finite (``null`` in
+    metrics.jsonl), else, where its final parameters are not finite, the last update; ``None``
+    for a lane that did not diverge."""
+    updates = max(r["update"] for r in rows)
+    index = {json.dumps(label, sort_keys=True): i for i, label in enumerate(labels)}
+    first: list[int | None] = [None] * len(labels)
+    for r in sorted(rows, key=lambda r: r["update"]):
+        lane = index[json.dumps({k: r[k] for k in labels[0]}, sort_keys=True)]
+        broken = any(is_loss(k) and (v is None or not np.isfinite(v)) for k, v in r.items())
+        if r["update"] > 0 and broken and first[lane] is None:
+            first[lane] = r["update"]
+    finite = finite_lanes(params)
+    return [u if u is not None or finite.size == 0 or finite[i] else updates
+            for i, u in enumerate(first)]
 
 
 def lane_facts(spec, history: np.ndarray) -> dict:
@@ -368,7 +435,8 @@ def open_resume(path: str | Path, devices: int | None = None,
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
     """``(run, algo, lanes, update, state)`` of a run folder's latest checkpoint (all lanes);
-    ``ValueError`` for a folder that is not a run or a checkpoint that does not match."""
+    ``ValueError`` for a folder that is not a run, a checkpoint that does not match, or a
+    lane whose parameters are not finite (a diverged run: its actions would mean nothing)."""
     folder = RunFolder(path)
     folder.check_exists()
     run = read_run(folder)
@@ -376,6 +444,12 @@ def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any
     lanes = run.lanes()
     update, state = folder.load_checkpoint(state_template(algo, lanes), run.identity(),
                                            run.spec.budget)
+    finite = finite_lanes(algo.params(state))
+    if not finite.all():
+        bad = [", ".join(f"{k}={v:g}" for k, v in label.items())
+               for ok, label in zip(finite, lanes.labels()) if not ok]
+        raise ValueError(f"the run in {str(path)!r} diverged: lane {'; lane '.join(bad)} has "
+                         f"non-finite parameters at update {update}; there is no policy to use")
     return run, algo, lanes, update, state
 
 
