@@ -5,7 +5,8 @@ Every command takes ``--json`` and then prints exactly one JSON object on stdout
 prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before
 anything is compiled or written. The commands that compile use JAX's persistent compilation
 cache (:mod:`rollax.run.compile_cache`; ``rollax train --no-compile-cache`` or
-``ROLLAX_COMPILE_CACHE=off`` turn it off).
+``ROLLAX_COMPILE_CACHE=off`` turn it off). The ``rollax`` script is :func:`_rollax_entry.main`,
+which handles Ctrl-C (exit status 130) before it imports this package.
 """
 
 from __future__ import annotations
