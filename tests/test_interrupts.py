@@ -1,9 +1,10 @@
 """The ``rollax`` command under signals and pipes, run as its console script runs it (the entry
 point that pyproject.toml names, in a new process): Ctrl-C at any moment ends it with the
-documented line and exit status 130."""
+documented line and exit status 130; a reader of stdout that goes away does not stop a run."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -85,3 +86,28 @@ def test_a_second_ctrl_c_while_the_chunk_finishes_still_ends_with_one_line(tmp_p
     assert proc.returncode == 130, err
     assert INTERRUPTED.fullmatch(err), err
     assert not (out / "summary.json").exists()
+
+
+@pytest.mark.integration
+def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
+    """``rollax train ... | head -1``: the run trains to the end and writes its checkpoints,
+    summary.json and figures; stderr says once that stdout went; exit status 0."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(console_script("train", "--updates", "6", "--batch-size", "16",
+                                           "--chunk-size", "2", "--checkpoint-every", "2",
+                                           "--out", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert " on corridor: " in proc.stdout.readline()  # the headline
+    proc.stdout.close()  # the reader goes: every later write to the pipe fails
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
+    assert proc.returncode == 0, err
+    assert err == ("rollax train: stdout was closed by its reader; training goes on without "
+                   "printing (checkpoints, summary.json and figures are written)\n")
+    assert (out / "checkpoints" / "latest").read_text().strip() == "update-0000006"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env_steps_per_lane"] == 6 * 16 * 8  # updates x batch x horizon
+    assert (out / "figures").is_dir()
+    rows = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["update"] for r in rows] == list(range(7))
