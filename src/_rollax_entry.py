@@ -40,7 +40,10 @@ def interrupt_line(argv: list[str]) -> str:
 
 def exit_on_interrupt(argv: list[str]) -> None:
     """Make SIGINT end the process at once: the interrupt line on stderr, exit status 130.
-    Main thread only (Python runs signal handlers there)."""
+    Main thread only (Python runs signal handlers there). A SIGINT ignored when the command
+    starts (``rollax train ... &`` in a script) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return
     line = (interrupt_line(argv) + "\n").encode()
     # fd 2 as it is now: rollax.cli.quiet later routes fd 2 through a pipe and a thread that an
     # exit here would not wait for

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rollax.cli.flags import COMMANDS
+from rollax.run.experiment import Interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,6 +47,22 @@ def test_the_entry_point_knows_the_commands():
     assert _rollax_entry.interrupt_line(["train", "--env", "x"]) == "rollax train: interrupted"
     assert _rollax_entry.interrupt_line(["--version"]) == "rollax: interrupted"
     assert _rollax_entry.interrupt_line([]) == "rollax: interrupted"
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A command started with SIGINT ignored (a background job of a script) keeps it so, in
+    the entry point and in training's loop."""
+    import _rollax_entry
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _rollax_entry.exit_on_interrupt(["train"])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        with Interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.integration
