@@ -5,7 +5,9 @@ Every command takes ``--json`` and then prints exactly one JSON object on stdout
 prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before
 anything is compiled or written. The commands that compile use JAX's persistent compilation
 cache (:mod:`rollax.run.compile_cache`; ``rollax train --no-compile-cache`` or
-``ROLLAX_COMPILE_CACHE=off`` turn it off).
+``ROLLAX_COMPILE_CACHE=off`` turn it off). The ``rollax`` script is :func:`_rollax_entry.main`,
+which handles Ctrl-C (exit status 130) before it imports this package; ``rollax train``'s run
+outlives a reader of its stdout that goes away (:mod:`rollax.cli.pipe`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
 from rollax.cli.parse import UsageError, parse, parse_train
+from rollax.cli.pipe import outliving_reader
 from rollax.cli.quiet import drop_cache_chatter
 from rollax.cli.train import run_train
 from rollax.run import compile_cache
@@ -47,7 +50,8 @@ def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "train":
         request = parse_train(argv)
         _cache(request.cmd.compile_cache)
-        return run_train(request)
+        with outliving_reader("rollax train"):  # `rollax train | head` trains on
+            return run_train(request)
     cmd = parse(argv)
     if isinstance(cmd, COMPILES):
         _cache(True)

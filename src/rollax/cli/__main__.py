@@ -1,5 +1,6 @@
-"""``python -m rollax.cli``: the ``rollax`` command."""
+"""``python -m rollax.cli``: the ``rollax`` command (Ctrl-C handled as the console script
+handles it, from here on: ``rollax`` and JAX are imported by then)."""
 
-from rollax.cli import main
+from _rollax_entry import main
 
 raise SystemExit(main())

@@ -260,10 +260,13 @@ class Interrupt:
         self._previous = None
 
     def __enter__(self):
+        self._previous = None
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # ignored by whoever started us
+            return self
         try:
             self._previous = signal.signal(signal.SIGINT, self._handle)
         except ValueError:  # not the main thread: no handler
-            self._previous = None
+            pass
         return self
 
     def _handle(self, signum, frame):

@@ -1,0 +1,84 @@
+"""The ``rollax`` console script: Ctrl-C is handled from the command's first moment.
+
+This module stands outside the ``rollax`` package on purpose. Importing ``rollax.cli`` imports
+``rollax`` and so JAX, a second or more, and Python's own SIGINT handler raises
+``KeyboardInterrupt`` wherever the interpreter happens to be: in the middle of an import (a
+30-line traceback) or inside a callback whose exceptions Python ignores (JAX's
+``_xla_gc_callback``: "Exception ignored in ...", and the command then trains to the end).
+
+So the first thing :func:`main` does, with the standard library only, is install a handler that
+ends the process at once with the documented line, ``rollax <command>: interrupted`` on
+stderr, and exit status 130: ``os._exit`` cannot be caught or ignored. Until training's loop
+over chunks starts there is nothing to save (a run folder holds ``config.json`` at most); inside
+that loop :class:`rollax.run.experiment.Interrupt` replaces this handler with one that only sets
+a flag, the loop writes a checkpoint at the end of its chunk and the command exits 130 with
+``interrupted at update N; checkpoint written; ...``; after the loop this handler is back. Like
+a SIGKILL, an exit here may leave a hidden staging file beside a file being replaced; nothing
+that was written is damaged (every write is staged and renamed, see :mod:`rollax.run.files`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs")
+"""The commands (``rollax.cli.flags.COMMANDS``; a test keeps the two equal), here without
+importing anything, to name the command in the interrupt line."""
+
+SHOW_CURSOR = b"\x1b[?25h"
+"""A progress bar on a terminal hides the cursor until it stops; an exit here does not stop
+it, so the handler shows the cursor again."""
+
+
+def interrupt_line(argv: list[str]) -> str:
+    """``rollax train: interrupted`` (``rollax: interrupted`` without a known command)."""
+    name = argv[0] if argv and argv[0] in COMMANDS else None
+    return f"rollax {name}: interrupted" if name else "rollax: interrupted"
+
+
+def exit_on_interrupt(argv: list[str]) -> None:
+    """Make SIGINT end the process at once: the interrupt line on stderr, exit status 130.
+    Main thread only (Python runs signal handlers there). A SIGINT ignored when the command
+    starts (``rollax train ... &`` in a script) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return
+    line = (interrupt_line(argv) + "\n").encode()
+    # fd 2 as it is now: rollax.cli.quiet later routes fd 2 through a pipe and a thread that an
+    # exit here would not wait for
+    try:
+        stderr: int | None = os.dup(2)
+        terminal = os.isatty(stderr) and os.environ.get("TERM") != "dumb"
+    except OSError:  # no stderr (2>&-): exit without a word
+        stderr, terminal = None, False
+    exiting: list[bool] = []
+
+    def interrupted(signum, frame) -> None:
+        if not exiting:  # a second Ctrl-C while this one flushes (a stalled reader) exits now
+            exiting.append(True)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # a closed pipe, a flush this signal interrupted: exit anyway
+                    pass
+        if stderr is not None:
+            try:
+                os.write(stderr, (SHOW_CURSOR if terminal else b"") + line)
+            except OSError:
+                pass
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
+
+
+def main() -> int:
+    """``rollax``: :func:`rollax.cli.main` after :func:`exit_on_interrupt`."""
+    exit_on_interrupt(sys.argv[1:])
+    from rollax.cli import main as command
+
+    return command()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
