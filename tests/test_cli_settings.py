@@ -165,8 +165,9 @@ def test_an_environment_without_a_preset_says_whose_defaults_it_got():
     ("lr: fast", "lr must be a number, got 'fast'"),
     ("total_steps: 1.5e3.0", "total_steps must be a whole number"),
     ("hidden_sizes: [8]", "unknown key 'hidden_sizes'; did you mean hidden?"),
-    ("updates: 3",
-     "--updates only applies to tabular tasks or --algo reinforce/grpo; CartPole-v1 is neural"),
+    ("updates: 3",  # a key of the file, named as such
+     "config '{f}': updates only applies to tabular tasks or --algo reinforce/grpo; "
+     "CartPole-v1 is neural"),
 ])
 def test_bad_file_values_are_one_line_naming_the_key(tmp_path, capsys, text, message):
     file = tmp_path / "bad.yaml"

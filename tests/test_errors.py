@@ -104,6 +104,19 @@ CONFIG_FILES = {
     "table.toml": "[updates]\nx = 1\n",
     "zero.toml": "updates = 0\n",
     "string.toml": 'updates = "x"\n',
+    "sb3.yaml": ("env: CartPole-v1\nn_envs: 8\nn_timesteps: 1e5\npolicy: MlpPolicy\nn_steps: 32\n"
+                 "batch_size: 256\ngae_lambda: 0.8\ngamma: 0.98\nn_epochs: 20\nent_coef: 0.0\n"
+                 "learning_rate: lin_0.001\nclip_range: lin_0.2\nhidden: \"64,64\"\n"),
+    "twice.toml": "batch-size = 32\nbatch_size = 64\n",
+    "twice.yaml": "lr: 0.1\nupdates: 2\nlr: 0.2\n",
+    "empty.toml": "",
+    "ppo.yml": ("CartPole-v1:\n  n_envs: 8\n  n_timesteps: !!float 1e5\n  policy: 'MlpPolicy'\n"
+                "  n_steps: 32\n  batch_size: 256\n  gae_lambda: 0.8\n  gamma: 0.98\n"
+                "  n_epochs: 20\n  ent_coef: 0.0\n  learning_rate: lin_0.001\n"
+                "  clip_range: lin_0.2\n"),
+    "two.yml": "CartPole-v1:\n  n_envs: 8\nAcrobot-v1:\n  n_envs: 4\n",
+    "hidden.yaml": 'env: CartPole-v1\nhidden: "64,64"\n',
+    "linear.yaml": "env: CartPole-v1\nlr: lin_0.001\n",
 }
 """The config files named as setups: name -> content."""
 

@@ -150,6 +150,10 @@ class AlgorithmSpec:
     stored_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Values of config fields added after a config.json may have been written: what a run
     folder without them was trained with (so it resumes and evaluates as it was)."""
+    from_zoo: Callable[[Mapping[str, Any]], tuple[dict[str, Any], list[str]]] | None = None
+    """rl-baselines3-zoo's hyperparameters for this algorithm (one environment's entry of the
+    zoo's file) as its config's settings, and what it has no equivalent of; ``None``: not
+    offered."""
 
     @property
     def fields(self) -> tuple[str, ...]:

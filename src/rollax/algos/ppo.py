@@ -43,6 +43,7 @@ from rollax.algos.base import (
     traced,
 )
 from rollax.algos.ppo_presets import PRESETS
+from rollax.algos.ppo_zoo import from_zoo
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
 from rollax.envs.base import Box, Environment
 from rollax.envs.registry import make
@@ -687,5 +688,6 @@ SPEC = AlgorithmSpec(
     shown=("episode_return", "approx_kl", "clip_fraction", "entropy", "explained_variance"),
     headline=("num_envs", "num_steps", "epochs", "minibatches", "lr"), budget="total_steps",
     stored_defaults={"network": "mlp"},  # runs written before --network trained an MLP
+    from_zoo=from_zoo,
 )
 """PPO's facts: the default for every non-finite task with vector observations."""

@@ -325,6 +325,9 @@ ALIASES = {"learning_rate": "lr", "total_timesteps": "total_steps", "n_envs": "n
            "normalize_obs": "normalize_observations", "norm_adv": "normalize_advantages",
            "clip_vloss": "clip_value", "anneal_learning_rate": "anneal_lr",
            "hidden_sizes": "hidden",
-           "net_arch": "hidden", "lstm_hidden_size": "memory_size"}
+           "net_arch": "hidden", "lstm_hidden_size": "memory_size",
+           "n_timesteps": "total_steps", "policy": "network", "activation_fn": "activation",
+           "log_std_init": "init_log_std", "normalize": "normalize_observations",
+           "normalize_advantage": "normalize_advantages"}
 """Names Stable-Baselines3, CleanRL and PureJaxRL give rollax's settings: an unknown flag or
 key that is one of them is answered with rollax's name."""

@@ -18,7 +18,7 @@ import tyro
 
 from rollax.algos import registry
 from rollax.algos.base import AlgorithmSpec
-from rollax.cli.config_file import key_name, read_table, typed_settings
+from rollax.cli.config_file import key_name, read_table, refuse_zoo, typed_settings
 from rollax.cli.flags import (
     ALIASES,
     COMMANDS,
@@ -195,6 +195,8 @@ def parse_train(argv: list[str]) -> TrainRequest:
         raise UsageError("--config needs a file")
     path = peek(rest, "config")
     raw = read_table(path) if path is not None else {}
+    if path is not None:
+        refuse_zoo(raw, path, peek(rest, "env"), peek(rest, "algo"))
     table = {key_name(k): v for k, v in raw.items()}
     resume = peek(rest, "resume")
     name = peek(rest, "env") or table.get("env") or RunFlags.env
@@ -210,7 +212,8 @@ def parse_train(argv: list[str]) -> TrainRequest:
     defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
                 **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}
     hints = {f.name: f.hint for f in train_fields(spec, defaults, {})}
-    file = typed_settings(raw, hints, path) if path is not None else {}
+    file = typed_settings(raw, hints, path, spec if resume is None else None,
+                          name) if path is not None else {}
     tags = {**{k: f"preset of {name}" for k in preset}, **{k: f"from {path}" for k in file}}
     fields = train_fields(spec, {**defaults, **file, "env": name, "config": path}, tags)
     flags = flags_given(rest, fields)

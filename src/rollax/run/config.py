@@ -119,14 +119,29 @@ def foreign_settings(spec: AlgorithmSpec, names) -> list[str]:
 
 def refuse_foreign(spec: AlgorithmSpec, env: str, foreign: list[str]) -> None:
     """``ValueError`` naming settings given for ``env`` that only other algorithms take."""
-    if not foreign:
-        return
-    flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
+    if foreign:
+        raise ValueError(foreign_message(spec, env, foreign))
+
+
+def foreign_message(spec: AlgorithmSpec, env: str, foreign: list[str], flags: bool = True
+                    ) -> str:
+    """Why ``foreign`` (settings only other algorithms take) are refused for ``env``, named as
+    flags (``--batch-size``) or, with ``flags=False``, as config-file keys (``batch_size``);
+    with the setting of ``spec`` that does the same work, where there is one."""
+    def named(name: str) -> str:
+        return "--" + name.replace("_", "-") if flags else name
+
     verb = "applies" if len(foreign) == 1 else "apply"
     chosen = "" if spec.default else f" --algo {spec.methods[0]}"
-    raise ValueError(f"{flags} only {verb} to {taken_by(spec, foreign)}; {env} is {spec.task} "
-                     f"and trains with --algo {'/'.join(spec.methods)} (`rollax train --env "
-                     f"{env}{chosen} --help` lists its settings)")
+    message = (f"{', '.join(map(named, foreign))} only {verb} to {taken_by(spec, foreign)}; "
+               f"{env} is {spec.task} and trains with --algo {'/'.join(spec.methods)} (`rollax "
+               f"train --env {env}{chosen} --help` lists its settings)")
+    if "batch_size" in foreign and "minibatches" in spec.fields:
+        m = named("minibatches")
+        given = f"{m} " if flags else f"{m} = "
+        message += (f"; here {m} M sets the minibatch size to num_envs x num_steps / M "
+                    f"(Stable-Baselines3's batch_size B is {given}num_envs x num_steps / B)")
+    return message
 
 
 def taken_by(spec: AlgorithmSpec, names) -> str:
