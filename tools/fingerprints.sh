@@ -17,10 +17,18 @@ run ppo-pendulum --env Pendulum-v1 --total-steps 8192 --num-envs 4 --minibatches
 run ppo-mc-sweep --env MountainCar-v0 --total-steps 4096 --sweep lr=1e-3,3e-4 --chunk-size 2
 run ppo-acro-checked --env Acrobot-v1 --total-steps 4096 --checked
 run ppo-gymnax --env gymnax:CartPole-v1 --total-steps 2048 --num-envs 4
+run a2c-cartpole --env CartPole-v1 --algo a2c --total-steps 2048 --seeds 2
+run a2c-pendulum-gru --env Pendulum-v1 --algo a2c --total-steps 1024 --network gru --num-envs 4
+run reinforce-loo --env CartPole-v1 --algo reinforce --updates 3 --batch-size 8 --group-size 4 --baseline loo --horizon 60
+run reinforce-value --env Acrobot-v1 --algo reinforce --updates 2 --batch-size 4 --baseline value --horizon 40
+run grpo-cartpole --env CartPole-v1 --algo grpo --updates 3 --batch-size 8 --group-size 4 --kl-coef 0.05 --scale-by-std --horizon 60
+run grpo-lstm --env CartPole-v1 --algo grpo --updates 2 --batch-size 4 --group-size 2 --network lstm --horizon 30
 # eval of a saved run
 echo "== eval" >> "$out"
 rollax eval "$tmp/tab-frozen" --json --episodes 50 | python -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d, sort_keys=True))' >> "$out"
 rollax eval "$tmp/ppo-cartpole" --json --episodes 5 | python -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d, sort_keys=True))' >> "$out"
+rollax eval "$tmp/a2c-cartpole" --json --episodes 5 | python -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d, sort_keys=True))' >> "$out"
+rollax eval "$tmp/grpo-cartpole" --json --episodes 5 | python -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d, sort_keys=True))' >> "$out"
 python - "$tmp" >> "$out" <<'PY'
 import json, sys, pathlib
 for run in sorted(pathlib.Path(sys.argv[1]).iterdir()):
