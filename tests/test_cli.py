@@ -198,6 +198,14 @@ def test_check_env_command(capsys):
     assert code == 2 and out == "" and "did you mean CartPole-v1" in err
 
 
+def test_check_env_passes_a_point_mass(capsys):
+    """A continuous-action environment with a two-term reward (tests/custom_envs) passes at the
+    default batch size, where 1-ulp differences between lanes failed batch_permutation."""
+    code, out, err = run(capsys, "check-env", "custom_envs.point_mass:make", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ok"] is True
+
+
 def test_version(capsys):
     import jax
 

@@ -30,6 +30,7 @@ from rollax.contracts.report import (
 )
 from rollax.contracts.tracer import permute, trace_difference
 from rollax.contracts.trees import (
+    ULPS,
     any_last,
     cell_mismatch,
     first_cell,
@@ -289,23 +290,26 @@ def determinism(run: EnvRun) -> CheckResult:
 
 
 @env_check("batch_permutation", "permuting the batch's reset keys and per-step keys permutes "
-           "every output.")
+           f"every output: integers and booleans bit for bit, floats up to {ULPS} ulps apart (XLA "
+           "may round one lane of a vectorised batch differently from another).")
 def batch_permutation(run: EnvRun) -> CheckResult:
-    """A permutation of the keys' batch axis permutes the trace."""
+    """A permutation of the keys' batch axis permutes the trace (floats up to ``ULPS`` units
+    in the last place apart: the permuted run puts each environment in another lane)."""
     trace, B = run.require_trace(), run.batch_size
     if B < 2:
         return outcome(SKIPPED, "needs batch_size >= 2")
     perm = np.random.default_rng(run.seed).permutation(B)
     if (perm == np.arange(B)).all():
         perm = np.roll(perm, 1)
-    diff = trace_difference(permute(trace, perm), run.run(run.keys, perm.astype(np.int32)))
+    diff = trace_difference(permute(trace, perm), run.run(run.keys, perm.astype(np.int32)),
+                            ULPS)
     findings = []
     if diff is not None:
         values = dict(diff.values)
         values["original env"] = int(perm[diff.env]) if diff.env is not None else -1
         findings.append(diff._replace(what=f"permuted keys do not permute the outputs: "
                                            f"{diff.what}", values=values))
-    return judge(findings, "permuted keys permute every output")
+    return judge(findings, f"permuted keys permute every output (floats within {ULPS} ulps)")
 
 
 @env_check("autoreset_final_observation", "`rollax.collect_autoreset` keeps the true final "
