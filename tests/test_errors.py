@@ -364,3 +364,14 @@ def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
             eval(entry["input"], dict(NAMESPACE))  # the catalogue's own inputs
         assert type(info.value) is exc_type
     assert snapshot(tmp_path) == before, "the bad input changed something on disk"
+
+
+@pytest.mark.parametrize("config", ["TabularConfig", "PPOConfig", "A2CConfig", "ReinforceConfig",
+                                    "GRPOConfig"])
+def test_every_config_refuses_an_environment_object(config):
+    """As the py-ppo-env-object row: one line naming env, alike for every algorithm's config
+    (a config names its environment, so that config.json can rebuild it)."""
+    expected = next(e["message"] for e in ENTRIES if e["id"] == "py-ppo-env-object")
+    with pytest.raises(ValueError) as info:
+        rollax.make_train(getattr(rollax, config)(env=rollax.make("CartPole-v1")))
+    assert str(info.value) == expected
