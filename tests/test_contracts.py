@@ -28,6 +28,7 @@ from rollax.contracts import (
 )
 from rollax.contracts.env_checks import batch_permutation, determinism
 from rollax.contracts.env_run import EnvRun
+from rollax.contracts.probe import MAX_DEFAULT_STEPS, default_steps
 from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY, RECURRENT_REGISTRY
 from rollax.contracts.trees import ULPS, cell_mismatch, ulps_apart
 from rollax.envs.base import Box, Discrete, start_counters
@@ -737,3 +738,25 @@ def test_matches_reference_tolerates_rounding_only():
     assert result.failed and result.message.startswith("reward differs from rollax.collect: "
                                                        "step 0, env 0")
     assert int(result.values["ulps apart"]) == ULPS + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# What the checker cannot drive: a long horizon (bounded by default), an unhashable
+# environment, a dict observation
+
+
+def test_default_steps_are_bounded():
+    """horizon + 3 steps, at most MAX_DEFAULT_STEPS: a continuing task's horizon=10**9 asked
+    the checker for a trace of 10**9 steps (119 GiB at 16 environments)."""
+    assert MAX_DEFAULT_STEPS == 1024
+    assert default_steps(PointMass(horizon=100)) == (103, True)
+    assert default_steps(PointMass(horizon=1021)) == (1024, True)
+    assert default_steps(PointMass(horizon=10**9)) == (MAX_DEFAULT_STEPS, True)
+
+
+def test_continuing_task_is_checked_on_the_default_steps():
+    report = check_env(PointMass(horizon=10**9), batch_size=4, autoreset_fn=None)
+    assert report.settings["num_steps"] == MAX_DEFAULT_STEPS
+    assert report.ok, str(report)
+    assert report["episodes_end"].status == "warning"
+    assert "no episode ended within 1024 steps" in report["episodes_end"].message

@@ -303,7 +303,7 @@ def check_collector(collect_fn: Callable, env: Any, policy: Any = None, params: 
     uniformly random actions (:class:`RandomPolicy`); the key checks (``keys_per_env``,
     ``keys_per_step``) need a stochastic policy and count repeated action columns / rows
     against the reference's own count, so a correct collector never fails them. ``num_steps``
-    defaults to ``env.horizon + 3``. Check names: ``COLLECTOR_CHECKS``.
+    defaults to ``env.horizon + 3``, at most 1024. Check names: ``COLLECTOR_CHECKS``.
 
     Example::
 

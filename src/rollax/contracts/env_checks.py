@@ -369,8 +369,9 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     vmapped.
 
     Drives ``batch_size`` environments for ``num_steps`` steps (default: ``env.horizon + 3``, so
-    every episode can end and some absorbing steps follow) with uniformly random actions
-    (:class:`RandomPolicy`), keys derived from ``jax.random.key(seed)`` as
+    every episode can end and some absorbing steps follow, at most ``MAX_DEFAULT_STEPS`` =
+    1024: a continuing task's long horizon is checked on its first 1024 steps) with uniformly
+    random actions (:class:`RandomPolicy`), keys derived from ``jax.random.key(seed)`` as
     :func:`rollax.collect` derives them. Works for deterministic and stochastic environments,
     ``Discrete`` and ``Box`` actions. Nothing is raised for a broken environment: the report
     says which checks failed (``ENV_CHECKS``, described in the package docstring) and where.

@@ -17,6 +17,12 @@ EXTRA_STEPS = 3
 """``num_steps`` defaults to ``env.horizon + EXTRA_STEPS``: every episode ends and a few
 absorbing steps follow."""
 
+MAX_DEFAULT_STEPS = 1024
+"""The most steps ``num_steps`` defaults to: the trace keeps every visited state, so a long
+horizon (a continuing task's ``horizon=10**9``) would need memory in proportion; past it the
+checks run on the first ``MAX_DEFAULT_STEPS`` steps and ``episodes_end`` warns about the
+episodes still running (a larger ``num_steps`` may be given)."""
+
 FALLBACK_STEPS = 64
 """``num_steps`` for an environment without a ``horizon``."""
 
@@ -145,11 +151,12 @@ class Setup:
 
 
 def default_steps(env: Any) -> tuple[int, bool]:
-    """``(num_steps, from_horizon)``: ``env.horizon + EXTRA_STEPS``, or ``FALLBACK_STEPS`` (and
-    False) for an environment without a positive integer ``horizon``."""
+    """``(num_steps, from_horizon)``: ``env.horizon + EXTRA_STEPS`` up to
+    ``MAX_DEFAULT_STEPS``, or ``FALLBACK_STEPS`` (and False) for an environment without a
+    positive integer ``horizon``."""
     horizon = getattr(env, "horizon", None)
     if isinstance(horizon, (int, np.integer)) and not isinstance(horizon, bool) and horizon > 0:
-        return int(horizon) + EXTRA_STEPS, True
+        return min(int(horizon) + EXTRA_STEPS, MAX_DEFAULT_STEPS), True
     return FALLBACK_STEPS, False
 
 
