@@ -760,3 +760,52 @@ def test_continuing_task_is_checked_on_the_default_steps():
     assert report.ok, str(report)
     assert report["episodes_end"].status == "warning"
     assert "no episode ended within 1024 steps" in report["episodes_end"].message
+
+
+@dataclasses.dataclass(frozen=True)
+class ListFieldPointMass(PointMass):
+    """Frozen, but with a list among its fields: hashing it raises."""
+
+    gains: list = dataclasses.field(default_factory=lambda: [1.0])
+
+
+@dataclasses.dataclass(frozen=True)
+class DictObservationPointMass(PointMass):
+    """Observes a dict of two arrays under its Box space."""
+
+    def observation(self, state):
+        return {"x": state.x[None], "v": state.v[None]}
+
+
+@dataclasses.dataclass(frozen=True)
+class DictSpacePointMass(DictObservationPointMass):
+    @property
+    def observation_space(self):
+        return {"x": Box(-np.inf, np.inf, (1,)), "v": Box(-np.inf, np.inf, (1,))}
+
+
+def test_unhashable_environment_fails_runs():
+    """rollax.collect and the trainers take the environment as a static argument of jit: an
+    unhashable one fails ``runs`` in one line (it used to pass every check but the auto-reset
+    one, which failed with JAX's many-line error)."""
+    report = check_env(ListFieldPointMass(horizon=4), batch_size=2, autoreset_fn=None)
+    runs = report["runs"]
+    assert runs.failed and "\n" not in runs.message
+    assert runs.message.endswith("is not hashable (TypeError: unhashable type: 'list'): "
+                                 "environments must be hashable: use "
+                                 "@dataclasses.dataclass(frozen=True) with hashable fields "
+                                 "(tuples, not lists or arrays)")
+    assert report["reset_output"].passed and report["step_output"].passed  # still run
+
+
+def test_dict_observations_are_refused_or_reported():
+    with pytest.raises(ValueError, match=r"^environment 'DictSpacePointMass\(horizon=4\)': its "
+                                         r"observation_space is a dict; the supported spaces "
+                                         r"are rollax.Discrete and rollax.Box"):
+        check_env(DictSpacePointMass(horizon=4), batch_size=2)
+    report = check_env(DictObservationPointMass(horizon=4), batch_size=2)
+    assert report["runs"].failed and "observation(state) returns a dict, not one array" in \
+        report["runs"].message
+    assert report["reset_output"].message == ("start observation does not match "
+                                              "observation_space: observation 'dict', space "
+                                              "'float32[2]'")

@@ -164,6 +164,8 @@ def _config_without_kind(run: Path) -> None:
 
 
 USER_ENVS = '''"""Planted environments of a user's, each breaking the contract one way."""
+import dataclasses
+
 import jax.numpy as jnp
 
 import rollax
@@ -186,8 +188,58 @@ class Unwritten(CartPole):
         raise NotImplementedError("transition is not written yet")
 
 
+@dataclasses.dataclass
+class Unhashable(rollax.Environment):
+    """CartPole in a dataclass that is not frozen (so not hashable), with a list field."""
+
+    horizon: int = 500
+    gains: list = dataclasses.field(default_factory=lambda: [1.0, 1.0])
+
+    def reset(self, key):
+        return CartPole(horizon=self.horizon).reset(key)
+
+    def transition(self, state, action, key):
+        return CartPole(horizon=self.horizon).transition(state, action, key)
+
+    def observation(self, state):
+        return CartPole(horizon=self.horizon).observation(state)
+
+    @property
+    def observation_space(self):
+        return CartPole().observation_space
+
+    @property
+    def action_space(self):
+        return CartPole().action_space
+
+
+class DictObservation(CartPole):
+    def observation(self, state):
+        values = super().observation(state)
+        return {"position": values[:2], "velocity": values[2:]}  # observation_space says (4,)
+
+
+class DictSpace(DictObservation):
+    @property
+    def observation_space(self):
+        half = rollax.Box(-jnp.inf, jnp.inf, (2,))
+        return {"position": half, "velocity": half}
+
+
 def short_observation(horizon=500):
     return ShortObservation(horizon=horizon)
+
+
+def unhashable(horizon=500):
+    return Unhashable(horizon=horizon)
+
+
+def dict_observation(horizon=500):
+    return DictObservation(horizon=horizon)
+
+
+def dict_space(horizon=500):
+    return DictSpace(horizon=horizon)
 
 
 def float_terminated(horizon=500):

@@ -13,7 +13,7 @@ from rollax.contracts.autoreset_checks import final_observation_findings, record
 from rollax.contracts.collector_checks import collector_results
 from rollax.contracts.env_run import EnvRun, state_step
 from rollax.contracts.key_checks import draws_from_key, key_used_once
-from rollax.contracts.probe import RandomPolicy, default_steps, describe
+from rollax.contracts.probe import RandomPolicy, default_steps, describe, unsupported_space
 from rollax.contracts.registry import ENV_REGISTRY, env_check
 from rollax.contracts.report import (
     FAILED,
@@ -41,15 +41,22 @@ from rollax.validate import check_count
 
 
 def _type(x: Any) -> str:
+    """``float32[4]``; for a pytree of arrays (a dict of observations) its type's name."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        return type(x).__name__
     return f"{x.dtype}{list(x.shape)}"
 
 
 def _is(x: Any, shape: tuple[int, ...], dtype: Any) -> bool:
+    """``x`` is one array of this shape and dtype."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        return False
     return tuple(x.shape) == shape and np.dtype(x.dtype) == np.dtype(dtype)
 
 
 @env_check("runs", "reset, step, observation and done trace, compile and run under `jit` and "
-           "`vmap`.", gate=True)
+           "`vmap`; the environment is hashable (`jit` takes it as a static argument) and "
+           "its observation one array.", gate=True)
 def runs(run: EnvRun) -> CheckResult:
     """Trace and run the environment; every later check needs it."""
     return attempt(run.start, "reset, step, observation, done under jit+vmap")
@@ -373,8 +380,9 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     1024: a continuing task's long horizon is checked on its first 1024 steps) with uniformly
     random actions (:class:`RandomPolicy`), keys derived from ``jax.random.key(seed)`` as
     :func:`rollax.collect` derives them. Works for deterministic and stochastic environments,
-    ``Discrete`` and ``Box`` actions. Nothing is raised for a broken environment: the report
-    says which checks failed (``ENV_CHECKS``, described in the package docstring) and where.
+    ``Discrete`` and ``Box`` spaces (another space, e.g. a dict, is a ``ValueError``). Nothing
+    is raised for a broken environment: the report says which checks failed (``ENV_CHECKS``,
+    described in the package docstring) and where.
 
     ``collect_fn``: also check this collector (signature of :func:`rollax.collect`) with the
     random policy, as ``check_collector`` does. ``autoreset_fn``: the auto-reset collector
@@ -392,6 +400,9 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     else:
         check_count("num_steps", num_steps)
         from_horizon = True
+    problem = unsupported_space(env, describe(env))
+    if problem is not None:
+        raise ValueError(problem)
     policy = RandomPolicy.for_space(env.action_space)
     run = EnvRun(env, policy, policy.init(), int(batch_size), int(num_steps), seed, from_horizon,
                  autoreset_fn)
