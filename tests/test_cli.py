@@ -198,6 +198,32 @@ def test_check_env_command(capsys):
     assert code == 2 and out == "" and "did you mean CartPole-v1" in err
 
 
+def _episodes_end(out):
+    return next(c for c in json.loads(out)["checks"] if c["name"] == "episodes_end")
+
+
+def test_check_env_steps_of_a_continuing_task(capsys):
+    """A factory of horizon 10**9 (tests/custom_envs): check-env drives it --num-steps steps,
+    by default at most 1024 (it asked for a trace of 10**9 steps, 119 GiB)."""
+    name = "custom_envs.point_mass:continuing"
+    code, out, err = run(capsys, "check-env", name, "--num-steps", "8", "--batch-size", "4",
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out)["ok"] is True
+    assert _episodes_end(out)["message"].startswith("no episode ended within 8 steps")
+    code, out, err = run(capsys, "check-env", name, "--batch-size", "4", "--json")
+    assert code == 0, err
+    assert _episodes_end(out)["message"].startswith("no episode ended within 1024 steps")
+
+
+def test_check_env_passes_a_point_mass(capsys):
+    """A continuous-action environment with a two-term reward (tests/custom_envs) passes at the
+    default batch size, where 1-ulp differences between lanes failed batch_permutation."""
+    code, out, err = run(capsys, "check-env", "custom_envs.point_mass:make", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ok"] is True
+
+
 def test_version(capsys):
     import jax
 

@@ -7,7 +7,7 @@ import functools
 import pathlib
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import rollax
+from custom_envs.point_mass import PointMass  # tests/custom_envs: a user's environment
 from rollax.collect import Trajectory
 from rollax.contracts import (
     COLLECTOR_CHECKS,
@@ -25,7 +26,11 @@ from rollax.contracts import (
     check_collector,
     check_env,
 )
+from rollax.contracts.env_checks import batch_permutation, determinism
+from rollax.contracts.env_run import EnvRun
+from rollax.contracts.probe import MAX_DEFAULT_STEPS, default_steps
 from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY, RECURRENT_REGISTRY
+from rollax.contracts.trees import ULPS, cell_mismatch, ulps_apart
 from rollax.envs.base import Box, Discrete, start_counters
 from rollax.envs.corridor import GOAL, Corridor
 
@@ -576,3 +581,231 @@ def test_key_messages_name_the_draws():
         "from a key that is not its own (a constant key); use the key argument")
     loop = key_report("loop_reuse")["key_used_once"].message
     assert "on every iteration of a scan); split it and use each part once" in loop
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs of differently batched programs: floats up to ULPS apart, integers and booleans bit
+# for bit; replays of one program bit for bit
+
+
+@pytest.mark.parametrize("batch_size", [4, 8, 16, 32, 64])
+def test_point_mass_passes_at_every_batch_size(batch_size):
+    """A correct continuous-action environment with a two-term reward, -(x**2) - 0.01 * a**2.
+    At 16 environments XLA's CPU code rounds some lanes' rewards 1 ulp apart from the same
+    environment's in another lane, which the permuted batch of ``batch_permutation`` puts it
+    in: that check failed this correct environment (8 and 32 passed)."""
+    autoreset = rollax.collect_autoreset if batch_size == B else None  # once is enough
+    report = check_env(PointMass(), batch_size=batch_size, autoreset_fn=autoreset)
+    assert report.ok, str(report)
+    assert report["batch_permutation"].passed and report["episodes_end"].passed
+
+
+def test_ulps_apart():
+    f32 = np.float32
+    one_up = np.nextafter(f32(1), f32(2))
+    a = np.array([1, 1, 0, 0, np.nan, np.nan, np.inf, np.inf, -1e-45], f32)
+    b = np.array([1, one_up, -0.0, 1e-45, np.nan, 1, np.inf, 3.4028235e38, 1e-45], f32)
+    far = np.iinfo(np.uint64).max
+    assert ulps_apart(a, b).tolist() == [0, 1, 0, 1, 0, far, 0, far, 2]
+    x = np.array([2.0, -3.0])  # float64: its own ulps
+    assert ulps_apart(x, np.nextafter(np.nextafter(x, 0), 0)).tolist() == [2, 2]
+
+
+def test_cell_mismatch_tolerates_floats_only():
+    reward = np.full((3, 2), -0.6383, np.float32)
+    close = reward.copy()
+    for _ in range(ULPS):
+        close[1, 1] = np.nextafter(close[1, 1], np.float32(0))
+    far = close.copy()
+    far[1, 1] = np.nextafter(far[1, 1], np.float32(0))
+    assert cell_mismatch(reward, close, 2).tolist() == [[False, False], [False, True],
+                                                        [False, False]]  # bit for bit
+    assert not cell_mismatch(reward, close, 2, ULPS).any()
+    assert cell_mismatch(reward, far, 2, ULPS).tolist() == [[False, False], [False, True],
+                                                            [False, False]]
+    elapsed = np.zeros((3, 2), np.int32)
+    assert cell_mismatch(elapsed, elapsed + np.eye(3, 2, dtype=np.int32), 2, ULPS).tolist() == [
+        [True, False], [False, True], [False, False]]  # integers: exact whatever the ulps
+
+
+@dataclasses.dataclass
+class ChangedRerun(EnvRun):
+    """``check_env``'s run whose reruns (every trace after the first: the replay of
+    ``determinism``, the permuted run of ``batch_permutation``) come back through ``change``."""
+
+    change: Any = None
+    calls: int = 0
+
+    def run(self, keys, perm, override=False, overrides=None):
+        trace = super().run(keys, perm, override, overrides)
+        self.calls += 1
+        return trace if self.calls == 1 else self.change(trace)
+
+
+def nudged(field, cell, ulps):
+    """``change``: the float leaf ``field`` (a Trace field, or ``states.<name>``) moved ``ulps``
+    units in the last place toward zero at ``cell``."""
+    def change(trace):
+        part, _, leaf = field.partition(".")
+        holder = getattr(trace, part)
+        x = np.array(getattr(holder, leaf) if leaf else holder)
+        for _ in range(ulps):
+            x[cell] = np.nextafter(x[cell], x.dtype.type(0))
+        if leaf:
+            return trace._replace(**{part: holder._replace(**{leaf: x})})
+        return trace._replace(**{part: x})
+    return change
+
+
+def bumped(field, cell):
+    """``change``: the integer or boolean leaf ``field`` changed by one at ``cell``."""
+    def change(trace):
+        part, _, leaf = field.partition(".")
+        holder = getattr(trace, part)
+        x = np.array(getattr(holder, leaf) if leaf else holder)
+        x[cell] = ~x[cell] if x.dtype == bool else x[cell] + 1
+        if leaf:
+            return trace._replace(**{part: holder._replace(**{leaf: x})})
+        return trace._replace(**{part: x})
+    return change
+
+
+def rerun_results(change):
+    env = PointMass(horizon=4)
+    policy = RandomPolicy.for_space(env.action_space)
+    run = ChangedRerun(env, policy, None, 4, 6, SEED, True, None, change=change)
+    run.start()
+    return batch_permutation(run), determinism(run)
+
+
+@pytest.mark.parametrize("change, permutes", [
+    (nudged("reward", (2, 1), ULPS), True),
+    (nudged("states.x", (3, 2), 1), True),
+    (nudged("reward", (2, 1), ULPS + 1), False),
+    (nudged("observation", (1, 3), 64), False),
+    (bumped("states.elapsed", (3, 2)), False),
+    (bumped("terminated", (1, 0)), False),
+    (bumped("in_space", (0, 1)), False),
+], ids=["reward-4-ulps", "state-1-ulp", "reward-5-ulps", "observation-64-ulps", "int-state",
+        "terminated", "in-space"])
+def test_batch_permutation_tolerates_rounding_only(change, permutes):
+    """Planted differences in the permuted run: floats up to ULPS apart pass; a float further
+    apart, an integer or a boolean that differs fails, naming the field. The replay with the
+    same keys (``determinism``) fails every one of them: one program, bit for bit."""
+    permutation, replay = rerun_results(change)
+    assert permutation.passed is permutes, permutation.message
+    assert replay.failed and replay.message.startswith("same keys, different outputs")
+    if not permutes:
+        assert permutation.message.startswith("permuted keys do not permute the outputs")
+    if change.__qualname__.startswith("nudged") and not permutes:
+        assert "ulps apart" in permutation.message
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 4, 5))
+def reversed_collect(env, policy, params, key, batch_size, num_steps):
+    """``rollax.collect`` with the batch run in reverse order and put back: correct, but each
+    environment sits in another lane of the batch."""
+    reset_keys, action_keys, transition_keys = rollax.collection_keys(key, batch_size, num_steps,
+                                                                      env.stochastic)
+    back = np.arange(batch_size)[::-1]
+    final, traj = rollax.rollout(env, policy, params, reset_keys[back], action_keys[:, back],
+                                 None if transition_keys is None else transition_keys[:, back])
+    return jax.tree.map(lambda x: x[back], final), jax.tree.map(lambda x: x[:, back], traj)
+
+
+def reward_nudged(ulps):
+    """``rollax.collect`` with every reward moved ``ulps`` units in the last place."""
+    def collect_fn(env, policy, params, key, batch_size, num_steps):
+        final, traj = rollax.collect(env, policy, params, key, batch_size, num_steps)
+        reward = traj.reward
+        for _ in range(ulps):
+            reward = jnp.nextafter(reward, jnp.float32(0))
+        return final, traj._replace(reward=reward)
+    return collect_fn
+
+
+def test_matches_reference_tolerates_rounding_only():
+    """A correct collector running the batch in another order matches rollax.collect (on this
+    point mass its rewards are 1 ulp off at 16 environments); rewards moved further than ULPS
+    do not."""
+    report = check_collector(reversed_collect, PointMass(), batch_size=B)
+    assert report.ok, str(report)
+    env = PointMass(horizon=50)  # no padding: every reward nonzero
+    close = check_collector(reward_nudged(ULPS), env, batch_size=4, num_steps=20)
+    assert close["matches_reference"].passed, str(close)
+    far = check_collector(reward_nudged(ULPS + 1), env, batch_size=4, num_steps=20)
+    result = far["matches_reference"]
+    assert result.failed and result.message.startswith("reward differs from rollax.collect: "
+                                                       "step 0, env 0")
+    assert int(result.values["ulps apart"]) == ULPS + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# What the checker cannot drive: a long horizon (bounded by default), an unhashable
+# environment, a dict observation
+
+
+def test_default_steps_are_bounded():
+    """horizon + 3 steps, at most MAX_DEFAULT_STEPS: a continuing task's horizon=10**9 asked
+    the checker for a trace of 10**9 steps (119 GiB at 16 environments)."""
+    assert MAX_DEFAULT_STEPS == 1024
+    assert default_steps(PointMass(horizon=100)) == (103, True)
+    assert default_steps(PointMass(horizon=1021)) == (1024, True)
+    assert default_steps(PointMass(horizon=10**9)) == (MAX_DEFAULT_STEPS, True)
+
+
+def test_continuing_task_is_checked_on_the_default_steps():
+    report = check_env(PointMass(horizon=10**9), batch_size=4, autoreset_fn=None)
+    assert report.settings["num_steps"] == MAX_DEFAULT_STEPS
+    assert report.ok, str(report)
+    assert report["episodes_end"].status == "warning"
+    assert "no episode ended within 1024 steps" in report["episodes_end"].message
+
+
+@dataclasses.dataclass(frozen=True)
+class ListFieldPointMass(PointMass):
+    """Frozen, but with a list among its fields: hashing it raises."""
+
+    gains: list = dataclasses.field(default_factory=lambda: [1.0])
+
+
+@dataclasses.dataclass(frozen=True)
+class DictObservationPointMass(PointMass):
+    """Observes a dict of two arrays under its Box space."""
+
+    def observation(self, state):
+        return {"x": state.x[None], "v": state.v[None]}
+
+
+@dataclasses.dataclass(frozen=True)
+class DictSpacePointMass(DictObservationPointMass):
+    @property
+    def observation_space(self):
+        return {"x": Box(-np.inf, np.inf, (1,)), "v": Box(-np.inf, np.inf, (1,))}
+
+
+def test_unhashable_environment_fails_runs():
+    """rollax.collect and the trainers take the environment as a static argument of jit: an
+    unhashable one fails ``runs`` in one line (it used to pass every check but the auto-reset
+    one, which failed with JAX's many-line error)."""
+    report = check_env(ListFieldPointMass(horizon=4), batch_size=2, autoreset_fn=None)
+    runs = report["runs"]
+    assert runs.failed and "\n" not in runs.message
+    assert runs.message.endswith("is not hashable (TypeError: unhashable type: 'list'): "
+                                 "environments must be hashable: use "
+                                 "@dataclasses.dataclass(frozen=True) with hashable fields "
+                                 "(tuples, not lists or arrays)")
+    assert report["reset_output"].passed and report["step_output"].passed  # still run
+
+
+def test_dict_observations_are_refused_or_reported():
+    with pytest.raises(ValueError, match=r"^environment 'DictSpacePointMass\(horizon=4\)': its "
+                                         r"observation_space is a dict; the supported spaces "
+                                         r"are rollax.Discrete and rollax.Box"):
+        check_env(DictSpacePointMass(horizon=4), batch_size=2)
+    report = check_env(DictObservationPointMass(horizon=4), batch_size=2)
+    assert report["runs"].failed and "observation(state) returns a dict, not one array" in \
+        report["runs"].message
+    assert report["reset_output"].message == ("start observation does not match "
+                                              "observation_space: observation 'dict', space "
+                                              "'float32[2]'")

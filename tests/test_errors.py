@@ -193,6 +193,8 @@ def _config_without_kind(run: Path) -> None:
 
 
 USER_ENVS = '''"""Planted environments of a user's, each breaking the contract one way."""
+import dataclasses
+
 import jax.numpy as jnp
 
 import rollax
@@ -215,8 +217,58 @@ class Unwritten(CartPole):
         raise NotImplementedError("transition is not written yet")
 
 
+@dataclasses.dataclass
+class Unhashable(rollax.Environment):
+    """CartPole in a dataclass that is not frozen (so not hashable), with a list field."""
+
+    horizon: int = 500
+    gains: list = dataclasses.field(default_factory=lambda: [1.0, 1.0])
+
+    def reset(self, key):
+        return CartPole(horizon=self.horizon).reset(key)
+
+    def transition(self, state, action, key):
+        return CartPole(horizon=self.horizon).transition(state, action, key)
+
+    def observation(self, state):
+        return CartPole(horizon=self.horizon).observation(state)
+
+    @property
+    def observation_space(self):
+        return CartPole().observation_space
+
+    @property
+    def action_space(self):
+        return CartPole().action_space
+
+
+class DictObservation(CartPole):
+    def observation(self, state):
+        values = super().observation(state)
+        return {"position": values[:2], "velocity": values[2:]}  # observation_space says (4,)
+
+
+class DictSpace(DictObservation):
+    @property
+    def observation_space(self):
+        half = rollax.Box(-jnp.inf, jnp.inf, (2,))
+        return {"position": half, "velocity": half}
+
+
 def short_observation(horizon=500):
     return ShortObservation(horizon=horizon)
+
+
+def unhashable(horizon=500):
+    return Unhashable(horizon=horizon)
+
+
+def dict_observation(horizon=500):
+    return DictObservation(horizon=horizon)
+
+
+def dict_space(horizon=500):
+    return DictSpace(horizon=horizon)
 
 
 def float_terminated(horizon=500):
@@ -398,3 +450,14 @@ def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
             eval(entry["input"], dict(NAMESPACE))  # the catalogue's own inputs
         assert type(info.value) is exc_type
     assert snapshot(tmp_path) == before, "the bad input changed something on disk"
+
+
+@pytest.mark.parametrize("config", ["TabularConfig", "PPOConfig", "A2CConfig", "ReinforceConfig",
+                                    "GRPOConfig"])
+def test_every_config_refuses_an_environment_object(config):
+    """As the py-ppo-env-object row: one line naming env, alike for every algorithm's config
+    (a config names its environment, so that config.json can rebuild it)."""
+    expected = next(e["message"] for e in ENTRIES if e["id"] == "py-ppo-env-object")
+    with pytest.raises(ValueError) as info:
+        rollax.make_train(getattr(rollax, config)(env=rollax.make("CartPole-v1")))
+    assert str(info.value) == expected

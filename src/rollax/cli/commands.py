@@ -220,14 +220,18 @@ def run_gradients(cmd: Gradients) -> None:
 
 def run_check_env(cmd: CheckEnv) -> int:
     from rollax.contracts import check_env
-    from rollax.contracts.preflight import trace_once
+    from rollax.contracts.preflight import trace_checked
     from rollax.envs.registry import make
 
     check_count("batch_size", cmd.batch_size)
+    if cmd.num_steps is not None:
+        check_count("num_steps", cmd.num_steps)
     check_seed(cmd.seed)
     env = make(cmd.name)
-    trace_once(env, cmd.name)  # one line for an environment that cannot even be traced
-    report = check_env(env, batch_size=cmd.batch_size, seed=cmd.seed)
+    # one line for an environment that is unhashable, has a space rollax cannot drive, or
+    # cannot even be traced
+    trace_checked(env, cmd.name)
+    report = check_env(env, batch_size=cmd.batch_size, num_steps=cmd.num_steps, seed=cmd.seed)
     if cmd.json:
         emit({"env": cmd.name, "ok": report.ok,
               "checks": [{"name": r.name, "status": r.status, "message": r.message,

@@ -238,6 +238,8 @@ class CheckEnv:
     package.module:factory."""
     batch_size: int = 16
     """Environments checked in parallel."""
+    num_steps: int | None = None
+    """Steps each environment is driven for (default: its horizon + 3, at most 1024)."""
     seed: int = 0
     """Keys derive from jax.random.key(seed)."""
     json: bool = False

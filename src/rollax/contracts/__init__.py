@@ -32,7 +32,8 @@ Modules: :mod:`~rollax.contracts.report` (results and reports), :mod:`~rollax.co
 ordered check registries), and the checks: :mod:`~rollax.contracts.env_checks`,
 :mod:`~rollax.contracts.autoreset_checks`, :mod:`~rollax.contracts.collector_checks`;
 :mod:`~rollax.contracts.preflight` holds the one-line check of an environment that the command
-line runs before it writes anything (one reset and step traced against the declared spaces).
+line runs before it writes anything (hashable, ``Discrete`` or ``Box`` spaces, one reset and step
+traced against them).
 
 The check names and what each checks, in report order (generated from the registries):
 """

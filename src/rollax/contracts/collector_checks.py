@@ -26,8 +26,10 @@ from rollax.contracts.report import (
     outcome,
 )
 from rollax.contracts.trees import (
+    ULPS,
     bits,
     cell_mismatch,
+    distance,
     first_cell,
     host,
     scalar_cells,
@@ -253,16 +255,19 @@ def keys_per_step(run: CollectorRun) -> CheckResult:
 
 
 @collector_check("matches_reference", "every field and the final state equal "
-                 "`rollax.collect`'s for the same inputs, bit for bit.")
+                 "`rollax.collect`'s for the same inputs: integers and booleans bit for bit, "
+                 f"floats up to {ULPS} ulps apart (another program, or the same environment in "
+                 "another lane of a batch, may round differently).")
 def matches_reference(run: CollectorRun) -> CheckResult:
-    """Field by field, then the final state, against ``rollax.collect``."""
+    """Field by field, then the final state, against ``rollax.collect`` (floats up to ``ULPS``
+    units in the last place apart)."""
     reference, error = run.reference
     if reference is None:
         return outcome(SKIPPED, f"rollax.collect failed: {error}")
     findings = []
     for index, name in enumerate(FIELDS):
         value, expected = run.field(name), np.asarray(getattr(reference[1], name))
-        d = cell_mismatch(value, expected, 2)
+        d = cell_mismatch(value, expected, 2, ULPS)
         if d is None:
             findings.append(Finding(None, None, f"{name} has another shape or dtype than "
                                     f"rollax.collect's", {}))
@@ -270,12 +275,13 @@ def matches_reference(run: CollectorRun) -> CheckResult:
         cell = first_cell(d)
         if cell is not None:
             findings.append(Finding(*cell, f"{name} differs from rollax.collect",
-                                    {"collector": value[cell], "rollax.collect": expected[cell]},
-                                    index))
+                                    {"collector": value[cell], "rollax.collect": expected[cell],
+                                     **distance(value[cell], expected[cell])}, index))
     if not findings:
         findings.append(tree_difference(run.final, reference[0],
-                                        "final state differs from rollax.collect's", lead=1))
-    return judge(findings, "bit for bit equal to rollax.collect")
+                                        "final state differs from rollax.collect's", lead=1,
+                                        ulps=ULPS))
+    return judge(findings, f"equal to rollax.collect (floats within {ULPS} ulps)")
 
 
 def collector_results(collect_fn: Callable, setup: Setup) -> list[CheckResult]:
@@ -297,7 +303,7 @@ def check_collector(collect_fn: Callable, env: Any, policy: Any = None, params: 
     uniformly random actions (:class:`RandomPolicy`); the key checks (``keys_per_env``,
     ``keys_per_step``) need a stochastic policy and count repeated action columns / rows
     against the reference's own count, so a correct collector never fails them. ``num_steps``
-    defaults to ``env.horizon + 3``. Check names: ``COLLECTOR_CHECKS``.
+    defaults to ``env.horizon + 3``, at most 1024. Check names: ``COLLECTOR_CHECKS``.
 
     Example::
 

@@ -13,7 +13,7 @@ from rollax.contracts.autoreset_checks import final_observation_findings, record
 from rollax.contracts.collector_checks import collector_results
 from rollax.contracts.env_run import EnvRun, state_step
 from rollax.contracts.key_checks import draws_from_key, key_used_once
-from rollax.contracts.probe import RandomPolicy, default_steps, describe
+from rollax.contracts.probe import RandomPolicy, default_steps, describe, unsupported_space
 from rollax.contracts.registry import ENV_REGISTRY, env_check
 from rollax.contracts.report import (
     FAILED,
@@ -30,6 +30,7 @@ from rollax.contracts.report import (
 )
 from rollax.contracts.tracer import permute, trace_difference
 from rollax.contracts.trees import (
+    ULPS,
     any_last,
     cell_mismatch,
     first_cell,
@@ -40,15 +41,22 @@ from rollax.validate import check_count
 
 
 def _type(x: Any) -> str:
+    """``float32[4]``; for a pytree of arrays (a dict of observations) its type's name."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        return type(x).__name__
     return f"{x.dtype}{list(x.shape)}"
 
 
 def _is(x: Any, shape: tuple[int, ...], dtype: Any) -> bool:
+    """``x`` is one array of this shape and dtype."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        return False
     return tuple(x.shape) == shape and np.dtype(x.dtype) == np.dtype(dtype)
 
 
 @env_check("runs", "reset, step, observation and done trace, compile and run under `jit` and "
-           "`vmap`.", gate=True)
+           "`vmap`; the environment is hashable (`jit` takes it as a static argument) and "
+           "its observation one array.", gate=True)
 def runs(run: EnvRun) -> CheckResult:
     """Trace and run the environment; every later check needs it."""
     return attempt(run.start, "reset, step, observation, done under jit+vmap")
@@ -289,23 +297,26 @@ def determinism(run: EnvRun) -> CheckResult:
 
 
 @env_check("batch_permutation", "permuting the batch's reset keys and per-step keys permutes "
-           "every output.")
+           f"every output: integers and booleans bit for bit, floats up to {ULPS} ulps apart (XLA "
+           "may round one lane of a vectorised batch differently from another).")
 def batch_permutation(run: EnvRun) -> CheckResult:
-    """A permutation of the keys' batch axis permutes the trace."""
+    """A permutation of the keys' batch axis permutes the trace (floats up to ``ULPS`` units
+    in the last place apart: the permuted run puts each environment in another lane)."""
     trace, B = run.require_trace(), run.batch_size
     if B < 2:
         return outcome(SKIPPED, "needs batch_size >= 2")
     perm = np.random.default_rng(run.seed).permutation(B)
     if (perm == np.arange(B)).all():
         perm = np.roll(perm, 1)
-    diff = trace_difference(permute(trace, perm), run.run(run.keys, perm.astype(np.int32)))
+    diff = trace_difference(permute(trace, perm), run.run(run.keys, perm.astype(np.int32)),
+                            ULPS)
     findings = []
     if diff is not None:
         values = dict(diff.values)
         values["original env"] = int(perm[diff.env]) if diff.env is not None else -1
         findings.append(diff._replace(what=f"permuted keys do not permute the outputs: "
                                            f"{diff.what}", values=values))
-    return judge(findings, "permuted keys permute every output")
+    return judge(findings, f"permuted keys permute every output (floats within {ULPS} ulps)")
 
 
 @env_check("autoreset_final_observation", "`rollax.collect_autoreset` keeps the true final "
@@ -365,11 +376,13 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     vmapped.
 
     Drives ``batch_size`` environments for ``num_steps`` steps (default: ``env.horizon + 3``, so
-    every episode can end and some absorbing steps follow) with uniformly random actions
-    (:class:`RandomPolicy`), keys derived from ``jax.random.key(seed)`` as
+    every episode can end and some absorbing steps follow, at most ``MAX_DEFAULT_STEPS`` =
+    1024: a continuing task's long horizon is checked on its first 1024 steps) with uniformly
+    random actions (:class:`RandomPolicy`), keys derived from ``jax.random.key(seed)`` as
     :func:`rollax.collect` derives them. Works for deterministic and stochastic environments,
-    ``Discrete`` and ``Box`` actions. Nothing is raised for a broken environment: the report
-    says which checks failed (``ENV_CHECKS``, described in the package docstring) and where.
+    ``Discrete`` and ``Box`` spaces (another space, e.g. a dict, is a ``ValueError``). Nothing
+    is raised for a broken environment: the report says which checks failed (``ENV_CHECKS``,
+    described in the package docstring) and where.
 
     ``collect_fn``: also check this collector (signature of :func:`rollax.collect`) with the
     random policy, as ``check_collector`` does. ``autoreset_fn``: the auto-reset collector
@@ -387,6 +400,9 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     else:
         check_count("num_steps", num_steps)
         from_horizon = True
+    problem = unsupported_space(env, describe(env))
+    if problem is not None:
+        raise ValueError(problem)
     policy = RandomPolicy.for_space(env.action_space)
     run = EnvRun(env, policy, policy.init(), int(batch_size), int(num_steps), seed, from_horizon,
                  autoreset_fn)

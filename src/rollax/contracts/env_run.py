@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from rollax.contracts.probe import Setup
+from rollax.contracts.probe import Setup, describe, unhashable, unsupported_observation
 from rollax.contracts.registry import NotRun
 from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
 from rollax.contracts.trees import any_last, host, scalar_cells
@@ -75,9 +75,16 @@ class EnvRun(Setup):
     _no_override: tuple | None = None
 
     def start(self) -> None:
-        """Abstract shapes, then the compiled tracer and the first trace (may raise)."""
+        """Abstract shapes, then the compiled tracer and the first trace (may raise; a
+        ``TypeError`` for an unhashable environment, which ``jit`` cannot take as a static
+        argument, and for an observation that is not one array)."""
         self.shapes = abstract_shapes(self.env, self.policy, self.params,
                                       jax.random.key(self.seed))
+        name = describe(self.env)
+        problem = (unhashable(self.env, name)
+                   or unsupported_observation(self.shapes.observation, name))
+        if problem is not None:
+            raise TypeError(problem)
         self._compiled = cached(make_tracer, self.env, self.policy, self.params)
         self._no_override = no_override(self.env, self.policy, self.params, self.batch_size,
                                         self.num_steps)

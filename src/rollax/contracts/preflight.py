@@ -1,7 +1,8 @@
-"""The check a command runs on an environment before it writes anything: one reset and one
-step traced abstractly (``jax.eval_shape``: nothing is compiled or run) and held against the
-declared spaces by the ``reset_output`` and ``step_output`` checks of ``check_env``. A failure
-is one line (``ValueError``) naming the environment.
+"""The checks a command runs on an environment before it writes anything: that the environment
+is hashable and declares spaces rollax supports, then one reset and one step traced abstractly
+(``jax.eval_shape``: nothing is compiled or run), the observation one array, and held against
+the declared spaces by the ``reset_output`` and ``step_output`` checks of ``check_env``. A
+failure is one line (``ValueError``) naming the environment.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import jax
 
 from rollax.contracts.env_checks import reset_output, step_output
 from rollax.contracts.env_run import EnvRun, Shapes, abstract_shapes
-from rollax.contracts.probe import RandomPolicy
-
-
-def _first_line(err: BaseException) -> str:
-    """``"TypeError: <the first line of its message>"``."""
-    text = str(err).strip().partition("\n")[0]
-    return f"{type(err).__name__}: {text}"
+from rollax.contracts.probe import (
+    RandomPolicy,
+    first_line,
+    unhashable,
+    unsupported_observation,
+    unsupported_space,
+)
 
 
 def trace_once(env: Any, name: str) -> Shapes:
@@ -31,19 +32,45 @@ def trace_once(env: Any, name: str) -> Shapes:
         return abstract_shapes(env, policy, policy.init(), key)
     except Exception as err:
         raise ValueError(f"environment {name!r}: one reset and step cannot be traced "
-                         f"({_first_line(err)})") from None
+                         f"({first_line(err)})") from None
+
+
+def check_usable(env: Any, name: str) -> None:
+    """``ValueError`` in one line unless ``env`` is hashable (``jit`` takes it as a static
+    argument) and its ``observation_space`` and ``action_space`` are spaces rollax supports
+    (``Discrete`` or ``Box``; not a dict or a tuple)."""
+    problem = unhashable(env, name) or unsupported_space(env, name)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def trace_checked(env: Any, name: str) -> Shapes:
+    """:func:`check_usable`, then :func:`trace_once`, then the observation must be one array
+    (``ValueError`` in one line otherwise). What ``rollax check-env`` runs before its checks."""
+    check_usable(env, name)
+    shapes = trace_once(env, name)
+    problem = unsupported_observation(shapes.observation, name)
+    if problem is not None:
+        raise ValueError(problem)
+    return shapes
 
 
 def check_before_run(env: Any, name: str) -> None:
-    """``ValueError`` in one line naming ``name`` and pointing to ``rollax check-env``, unless
-    one reset and one step of ``env`` trace and pass ``reset_output`` and ``step_output``
-    (observation shape and dtype against ``observation_space``, a float32 scalar reward, bool
-    scalar ``terminated`` / ``truncated``, a state of stable types)."""
+    """``ValueError`` in one line naming ``name`` unless ``env`` is usable
+    (:func:`check_usable`) and one reset and one step of ``env`` trace and pass
+    ``reset_output`` and ``step_output`` (observation one array of the shape and dtype of
+    ``observation_space``, a float32 scalar reward, bool scalar ``terminated`` /
+    ``truncated``, a state of stable types); a failing trace or check points to ``rollax
+    check-env``."""
+    check_usable(env, name)  # check-env refuses these too: no pointer to it
     hint = f"; `rollax check-env {name}` runs every check"
     try:
         shapes = trace_once(env, name)
     except ValueError as err:
         raise ValueError(f"{err}{hint}") from None
+    problem = unsupported_observation(shapes.observation, name)
+    if problem is not None:
+        raise ValueError(problem)
     run = EnvRun(env=env, policy=None, params=None, batch_size=1, num_steps=1, seed=0,
                  from_horizon=False, autoreset_fn=None, shapes=shapes)
     for check in (reset_output, step_output):
@@ -51,7 +78,7 @@ def check_before_run(env: Any, name: str) -> None:
             result = check(run)
         except Exception as err:  # e.g. an observation_space without shape or dtype
             raise ValueError(f"environment {name!r}: {check.__name__} cannot be checked "
-                             f"({_first_line(err)}){hint}") from None
+                             f"({first_line(err)}){hint}") from None
         if result.failed:
             raise ValueError(f"environment {name!r} fails {check.__name__}: {result.message}"
                              f"{hint}")

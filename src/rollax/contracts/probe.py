@@ -1,21 +1,29 @@
 """How the checker drives an environment: uniformly random actions (:class:`RandomPolicy`),
-the fixed probe actions tried on every state, and the default number of steps."""
+the fixed probe actions tried on every state, the default number of steps, and what it cannot
+drive (an unhashable environment, a space that is not a ``Discrete`` or ``Box``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Discrete
+from rollax.envs.base import Box, Discrete
 
 EXTRA_STEPS = 3
 """``num_steps`` defaults to ``env.horizon + EXTRA_STEPS``: every episode ends and a few
 absorbing steps follow."""
+
+MAX_DEFAULT_STEPS = 1024
+"""The most steps ``num_steps`` defaults to: the trace keeps every visited state, so a long
+horizon (a continuing task's ``horizon=10**9``) would need memory in proportion; past it the
+checks run on the first ``MAX_DEFAULT_STEPS`` steps and ``episodes_end`` warns about the
+episodes still running (a larger ``num_steps`` may be given)."""
 
 FALLBACK_STEPS = 64
 """``num_steps`` for an environment without a ``horizon``."""
@@ -145,12 +153,72 @@ class Setup:
 
 
 def default_steps(env: Any) -> tuple[int, bool]:
-    """``(num_steps, from_horizon)``: ``env.horizon + EXTRA_STEPS``, or ``FALLBACK_STEPS`` (and
-    False) for an environment without a positive integer ``horizon``."""
+    """``(num_steps, from_horizon)``: ``env.horizon + EXTRA_STEPS`` up to
+    ``MAX_DEFAULT_STEPS``, or ``FALLBACK_STEPS`` (and False) for an environment without a
+    positive integer ``horizon``."""
     horizon = getattr(env, "horizon", None)
     if isinstance(horizon, (int, np.integer)) and not isinstance(horizon, bool) and horizon > 0:
-        return int(horizon) + EXTRA_STEPS, True
+        return min(int(horizon) + EXTRA_STEPS, MAX_DEFAULT_STEPS), True
     return FALLBACK_STEPS, False
+
+
+SUPPORTED_SPACES = ("the supported spaces are rollax.Discrete and rollax.Box (one array per "
+                    "observation and per action; dict and tuple spaces are not supported yet)")
+"""What a refused space or observation is told."""
+
+
+def first_line(err: BaseException) -> str:
+    """``"TypeError: <the first line of its message>"``."""
+    text = str(err).strip().partition("\n")[0]
+    return f"{type(err).__name__}: {text}"
+
+
+def unhashable(env: Any, name: str) -> str | None:
+    """The one-line reason why ``env`` cannot be a static argument of ``jit`` (as
+    :func:`rollax.collect` and the trainers take it), or None when it is hashable."""
+    try:
+        hash(env)
+    except Exception as err:  # a non-frozen dataclass, or a list among a frozen one's fields
+        return (f"environment {name!r} is not hashable ({first_line(err)}): environments must "
+                f"be hashable: use @dataclasses.dataclass(frozen=True) with hashable fields "
+                f"(tuples, not lists or arrays)")
+    return None
+
+
+def _space_kind(space: Any) -> str | None:
+    """What ``space`` is when rollax cannot drive it (``"a dict"``), None for a ``Discrete`` or
+    ``Box`` (or a space with their attributes: ``n``, or ``low`` and ``high``, with a tuple
+    ``shape``, a ``dtype`` and ``contains``)."""
+    if isinstance(space, (Discrete, Box)):
+        return None
+    if isinstance(space, Mapping):
+        return "a dict"
+    kind = hasattr(space, "n") or (hasattr(space, "low") and hasattr(space, "high"))
+    usable = isinstance(getattr(space, "shape", None), tuple) and hasattr(space, "dtype")
+    if kind and usable and hasattr(space, "contains"):
+        return None
+    return f"a {type(space).__name__}"
+
+
+def unsupported_space(env: Any, name: str) -> str | None:
+    """The one-line reason why rollax cannot drive ``env``'s ``observation_space`` or
+    ``action_space`` (a dict, a tuple, ...), or None."""
+    for which in ("observation_space", "action_space"):
+        kind = _space_kind(getattr(env, which))
+        if kind is not None:
+            return f"environment {name!r}: its {which} is {kind}; {SUPPORTED_SPACES}"
+    return None
+
+
+def unsupported_observation(observation: Any, name: str) -> str | None:
+    """The one-line reason why an observation (its abstract value) is not one array (a dict of
+    arrays, a tuple, ...), or None."""
+    leaves = jax.tree.leaves(observation)
+    if len(leaves) == 1 and leaves[0] is observation:
+        return None
+    kind = "a dict" if isinstance(observation, Mapping) else f"a {type(observation).__name__}"
+    return (f"environment {name!r}: observation(state) returns {kind}, not one array; "
+            f"{SUPPORTED_SPACES}")
 
 
 def describe(env: Any) -> str:

@@ -190,7 +190,7 @@ def memory_handed_on(run: RecurrentRun) -> CheckResult:
                  "with the memory of the episode's end.")
 def memory_frozen_when_absorbed(run: RecurrentRun) -> CheckResult:
     """Counts of `absorbing_fn(env, policy, params, key, B, T)` over ``env.horizon + 3``
-    steps (every episode ends, padding follows): ``min(t, L) + 1``."""
+    steps, at most 1024 (every episode ends, padding follows): ``min(t, L) + 1``."""
     if run.absorbing_fn is None:
         return outcome(SKIPPED, "no absorbing collector given")
     steps = default_steps(run.env)[0]

@@ -16,7 +16,7 @@ import numpy as np
 from rollax.collect import collection_keys
 from rollax.contracts.probe import probe_actions
 from rollax.contracts.report import Finding
-from rollax.contracts.trees import first_mismatch, is_key, same_bits
+from rollax.contracts.trees import first_mismatch, is_key, mismatch_values, same_bits
 from rollax.envs.base import step_with_key
 
 
@@ -187,11 +187,13 @@ def no_override(env: Any, policy: Any, params: Any, batch_size: int, num_steps: 
     return jax.tree.map(zeros, state), zeros(action)
 
 
-def trace_difference(a: Trace, b: Trace) -> Finding | None:
-    """The first (step, env, field) where two traces differ bit for bit, or None."""
+def trace_difference(a: Trace, b: Trace, ulps: int = 0) -> Finding | None:
+    """The first (step, env, field) where two traces differ, or None: bit for bit, or with
+    ``ulps`` floats up to that many units in the last place apart (integers, booleans and keys
+    still bit for bit)."""
     best = None
     for field in Trace._fields:
-        found = first_mismatch(getattr(a, field), getattr(b, field), 2)
+        found = first_mismatch(getattr(a, field), getattr(b, field), 2, ulps)
         if found is None:
             continue
         name = field + found.path
@@ -201,8 +203,7 @@ def trace_difference(a: Trace, b: Trace) -> Finding | None:
             return Finding(None, None, f"{name} changed shape or dtype", {})
         i, env = found.cell
         step = (None if i == 0 else i - 1) if field in STATE_FIELDS else i
-        finding = Finding(step, env, f"{name} differs",
-                          {"first": found.first, "second": found.second})
+        finding = Finding(step, env, f"{name} differs", mismatch_values(found))
         if best is None or finding.order() < best.order():
             best = finding
     return best

@@ -52,11 +52,45 @@ def first_cell(mask: ArrayLike) -> tuple[int, int] | None:
     return None if len(cells) == 0 else (int(cells[0][0]), int(cells[0][1]))
 
 
-def cell_mismatch(a: np.ndarray, b: np.ndarray, lead: int) -> np.ndarray | None:
-    """Per-cell bitwise difference over the first ``lead`` axes; None if the shapes differ."""
+ULPS = 4
+"""How many units in the last place two floats computed by differently batched programs may be
+apart and still count as equal: XLA may round one lane of a vectorised batch differently from
+another (a fused multiply-add in one lane, two roundings in another), so the same environment
+at another batch index can give a float 1 ulp off."""
+
+
+def ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise distance of two float arrays of one dtype in units in the last place of that
+    dtype (0 for equal values, ``+0`` and ``-0`` included, and for two NaNs); the largest
+    ``uint64`` for a NaN against a number and for an infinity against any other value."""
+    a, b = np.asarray(a), np.asarray(b)
+    size = a.dtype.itemsize
+    signed = np.dtype(f"int{8 * size}")
+    sign_bit = np.array(1, signed) << (8 * size - 1)
+    ia, ib = a.view(signed), b.view(signed)
+    # the magnitude bits count the representable floats up from zero; across zero the two
+    # magnitudes add up
+    ma = (ia & ~sign_bit).astype(np.uint64)
+    mb = (ib & ~sign_bit).astype(np.uint64)
+    same_sign = (ia < 0) == (ib < 0)
+    apart = np.where(same_sign, np.maximum(ma, mb) - np.minimum(ma, mb), ma + mb)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    inf = np.isinf(a) | np.isinf(b)
+    far = (nan_a != nan_b) | (inf & (a != b))
+    apart = np.where(far, np.iinfo(np.uint64).max, apart)
+    return np.where(nan_a & nan_b, np.uint64(0), apart)
+
+
+def cell_mismatch(a: np.ndarray, b: np.ndarray, lead: int,
+                  ulps: int = 0) -> np.ndarray | None:
+    """Per-cell difference over the first ``lead`` axes; None if the shapes differ. Bit for bit,
+    or with ``ulps`` floats may be that many units in the last place apart (integers, booleans
+    and keys are still compared bit for bit)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return None
+    if ulps and jnp.issubdtype(a.dtype, jnp.floating):
+        return any_last(scalar_cells(ulps_apart(a, b) > ulps, lead))
     return any_last(scalar_cells(bits(a) != bits(b), lead))
 
 
@@ -123,9 +157,10 @@ class Mismatch(NamedTuple):
         return (-1,) * (2 - len(self.cell)) + self.cell
 
 
-def first_mismatch(a: Any, b: Any, lead: int = 2) -> Mismatch | None:
-    """The first difference of two pytrees of host arrays, bit for bit over the first
-    ``lead`` axes of every leaf (fewer for a leaf with fewer axes); None if equal."""
+def first_mismatch(a: Any, b: Any, lead: int = 2, ulps: int = 0) -> Mismatch | None:
+    """The first difference of two pytrees of host arrays over the first ``lead`` axes of every
+    leaf (fewer for a leaf with fewer axes), bit for bit or with floats up to ``ulps`` units in
+    the last place apart (:func:`cell_mismatch`); None if equal."""
     leaves_a, tree_a = jax.tree_util.tree_flatten_with_path(a)
     leaves_b, tree_b = jax.tree_util.tree_flatten_with_path(b)
     if tree_a != tree_b:
@@ -133,7 +168,7 @@ def first_mismatch(a: Any, b: Any, lead: int = 2) -> Mismatch | None:
     best = None
     for (path, x), (_, y) in zip(leaves_a, leaves_b):
         x, y = np.asarray(x), np.asarray(y)
-        diff = cell_mismatch(x, y, min(lead, x.ndim))
+        diff = cell_mismatch(x, y, min(lead, x.ndim), ulps)
         name = jax.tree_util.keystr(path)
         if diff is None:
             return Mismatch("shape", name)
@@ -145,10 +180,11 @@ def first_mismatch(a: Any, b: Any, lead: int = 2) -> Mismatch | None:
     return best
 
 
-def tree_difference(a: Any, b: Any, what: str, lead: int = 2) -> Finding | None:
+def tree_difference(a: Any, b: Any, what: str, lead: int = 2, ulps: int = 0) -> Finding | None:
     """The first (step, env) where two pytrees of time-major (``lead`` 2) or batch (``lead``
-    1) arrays differ, as a finding ``what (leaf)``; None if they are equal bit for bit."""
-    found = first_mismatch(a, b, lead)
+    1) arrays differ, as a finding ``what (leaf)``; None if they are equal bit for bit (with
+    ``ulps``: floats up to that many units in the last place apart)."""
+    found = first_mismatch(a, b, lead, ulps)
     if found is None:
         return None
     if found.kind == "structure":
@@ -156,6 +192,22 @@ def tree_difference(a: Any, b: Any, what: str, lead: int = 2) -> Finding | None:
     if found.kind == "shape":
         return Finding(None, None, f"{what}: {found.path} changed shape or dtype", {})
     step, env = found.order()
-    values = {"first": found.first, "second": found.second} if found.cell else {}
+    values = mismatch_values(found) if found.cell else {}
     return Finding(None if step < 0 else step, None if env < 0 else env,
                    f"{what} ({found.path})", values)
+
+
+def mismatch_values(found: Mismatch) -> dict:
+    """The values of a mismatched cell: ``first``, ``second`` and :func:`distance`."""
+    return {"first": found.first, "second": found.second,
+            **distance(found.first, found.second)}
+
+
+def distance(x: Any, y: Any) -> dict:
+    """``{"ulps apart": n}`` for two finite float cells of one shape (floats print rounded:
+    this says how far apart they are), else ``{}``."""
+    x, y = np.asarray(x), np.asarray(y)
+    if (x.dtype != y.dtype or x.shape != y.shape or not jnp.issubdtype(x.dtype, jnp.floating)
+            or not (np.isfinite(x).all() and np.isfinite(y).all())):
+        return {}
+    return {"ulps apart": int(ulps_apart(x, y).max())}

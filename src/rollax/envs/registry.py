@@ -109,7 +109,15 @@ def make(name: str, **kwargs) -> Environment:
     """Build a registered environment, e.g. ``make("corridor", horizon=8)``, a suite's one,
     e.g. ``make("gymnax:Catch-bsuite")`` (needs ``pip install rollax[gymnax]``), or one from a
     factory named by import path, e.g. ``make("my_envs.grid:make_env", horizon=20)``, which
-    imports ``my_envs.grid`` and returns ``make_env(horizon=20)`` (an :class:`Environment`)."""
+    imports ``my_envs.grid`` and returns ``make_env(horizon=20)`` (an :class:`Environment`).
+    Anything but a string (an environment object, as a config's ``env``) is a ``ValueError``:
+    configs name their environment, so that a run folder's config.json can rebuild it."""
+    if not isinstance(name, str):
+        raise ValueError(f"env must be the name of an environment (a registered id, "
+                         f"<suite>:<id> or package.module:factory), got a value of type "
+                         f"{type(name).__name__}; name your own environment by its factory, "
+                         f"'package.module:factory', or register it with "
+                         f"rollax.register(name, factory)")
     found = split_suite(name)
     if found is not None:
         suite, env_id = found
