@@ -110,14 +110,16 @@ def test_collector_resets_exactly_the_restarted_environments(gru, rollouts):
             carry = np.zeros(8, np.float32) if done[t, b] else np.asarray(new)
 
 
-def test_replay_gives_the_stored_log_probs_exactly(gru, rollouts):
+def test_replay_gives_the_stored_log_probs_to_float32_rounding(gru, rollouts):
+    """The replay is another compiled program than the collector's scan: XLA may fuse its
+    float32 arithmetic differently (1 ulp seen on some CPUs), never by more than rounding."""
     net, params = gru
     _, _, carry1, traj1, _ = rollouts
     starts = np.asarray(episode_starts(traj1))
     assert starts.any() and not starts[0].any()
     assert np.asarray(carry1).any(), "the second rollout should start mid-episode"
     replayed = jax.jit(replay_log_prob, static_argnums=0)(net, params, carry1, traj1)
-    np.testing.assert_array_equal(np.asarray(replayed), np.asarray(traj1.log_prob))
+    np.testing.assert_array_max_ulp(np.asarray(replayed), np.asarray(traj1.log_prob), maxulp=4)
 
 
 def test_unroll_resets_before_reading(gru):
