@@ -80,7 +80,7 @@ def run_rollout(cmd: Rollout) -> None:
     check_seed(cmd.seed)
     check_count("batch_size", cmd.batch_size)
     env = Corridor(horizon=cmd.horizon)
-    run_dir = check_new_run_dir(cmd.out, f"rollout-seed{cmd.seed}")
+    run_dir = check_new_run_dir(cmd.out, f"rollout-seed{cmd.seed}", staged=True)
     policy = BernoulliPolicy(3)
     _, traj = collect(env, policy, policy.init(), jax.random.key(cmd.seed), cmd.batch_size,
                       cmd.horizon)
@@ -136,13 +136,14 @@ def gradients_figure_path(out: str | None, env: str, seed: int) -> Path:
     import re
     import time
 
-    from rollax.run.folder import check_creatable_folder
+    from rollax.run.folder import check_creatable_folder, check_path_fits
 
     if out is None:
         safe = re.sub(r"[^\w.-]+", "_", env)
         path = Path("runs") / f"gradients-{safe}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}.png"
     else:
         path = Path(out)
+    check_path_fits(path)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise ValueError(f"out must name a figure file ending in .png, .svg or .pdf, got "
                          f"{str(path)!r}")
