@@ -14,6 +14,7 @@ import numpy as np
 
 from rollax.run.files import finite_or_none
 from rollax.run.folder import metric_label, metric_table
+from rollax.validate import counted
 
 STARTED = time.perf_counter()
 """When the command line was imported: where the process's start is not known, the start of
@@ -116,9 +117,10 @@ def budget(algo, lanes: int) -> str:
     """``8 updates x 512 env steps = 4,096 env steps per lane (8,192 over 2 lanes)``: the env
     steps that will run."""
     per_lane = algo.num_updates * algo.env_steps_per_update
-    return (f"{algo.num_updates} updates x {algo.env_steps_per_update:,} env steps = "
-            f"{per_lane:,} env steps per lane"
-            + (f" ({lanes * per_lane:,} over {lanes} lanes)" if lanes > 1 else ""))
+    return (f"{counted(algo.num_updates, 'update')} x "
+            f"{counted(algo.env_steps_per_update, 'env step')} = "
+            f"{counted(per_lane, 'env step')} per lane"
+            + (f" ({lanes * per_lane:,} over {counted(lanes, 'lane')})" if lanes > 1 else ""))
 
 
 def resume_header(stopped) -> None:
@@ -132,7 +134,7 @@ def resume_header(stopped) -> None:
              else "no checkpoint: starting again")
     out.print(f"resuming the run in {stopped.folder.path} at update {done} of "
               f"{algo.num_updates} ({where}); {algo.num_updates - done} x "
-              f"{algo.env_steps_per_update:,} env steps per lane to go")
+              f"{counted(algo.env_steps_per_update, 'env step')} per lane to go")
     if stopped.was is not None:
         name = run.spec.budget
         out.print(f"trained longer: {name}={getattr(run.algorithm, name)} (was {stopped.was})")
@@ -140,12 +142,12 @@ def resume_header(stopped) -> None:
 
 
 def headline(run) -> str:
-    """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane(s)``: the method, the
+    """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane``: the method, the
     environment and the settings the algorithm names as its run's shape (``spec.headline``)."""
     config, spec = run.algorithm, run.spec
     shape = "".join(f"{name}={_shown(getattr(config, name), run, name)}, "
                     for name in spec.headline)
-    return f"{spec.method(config)} on {config.env}: {shape}{len(run.lanes())} lane(s)"
+    return f"{spec.method(config)} on {config.env}: {shape}{counted(len(run.lanes()), 'lane')}"
 
 
 def settings_line(run, sources: dict[str, str], file=None) -> str:
