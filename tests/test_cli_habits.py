@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from rollax.cli import main
@@ -15,6 +16,7 @@ from rollax.cli.flags import parse_count
 from rollax.cli.parse import parse_train
 from rollax.cli.train import budget, eta
 from rollax.run.config import assemble
+from rollax.validate import counted
 
 
 def test_whole_numbers_in_exponent_form_are_counts():
@@ -89,6 +91,38 @@ def test_the_header_gives_the_budget_per_lane_and_over_all_lanes():
     run, algo = assemble(request.config, request.env, request.settings, request.given)
     assert budget(algo, len(run.lanes())) == (  # whole episodes: counted as episodes
         "3 updates x 8 episodes of at most 500 steps = 24 episodes per lane (48 over 2 lanes)")
+    one = parse_train(["train", "--env", "CartPole-v1", "--total-steps", "512"])
+    run, algo = assemble(one.config, one.env, one.settings, one.given)
+    assert budget(algo, len(run.lanes())) == "1 update x 512 env steps = 512 env steps per lane"
+
+
+def test_counts_read_as_written_singular_for_one_and_thousands_separated():
+    assert counted(1, "lane") == "1 lane" and counted(0, "lane") == "0 lanes"
+    assert counted(2, "batch", "batches") == "2 batches"
+    assert counted(320_000, "env step") == "320,000 env steps"
+    assert counted(np.int64(1234567), "observation") == "1,234,567 observations"
+
+
+def test_one_update_one_lane_and_one_episode_are_singular(capsys, tmp_path):
+    """The header of a one-update run, ``rollax eval --episodes 1`` of a one-lane run, and
+    check-env on one environment: no "1 updates", "1 lane(s)", "over 1 lanes", "1 keys"."""
+    out = tmp_path / "run"
+    assert main(["train", "--updates", "1", "--batch-size", "128", "--out", str(out)]) == 0
+    header = capsys.readouterr().out.splitlines()
+    assert header[0].endswith(", 1 lane")
+    assert header[1].startswith("1 update x 128 episodes of at most 8 steps = 128 episodes "
+                                "per lane;")
+    assert main(["eval", str(out), "--episodes", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "corridor: 1 greedy episode per lane" and lines[-1].endswith(
+        " over 1 lane")
+    assert main(["check-env", "CartPole-v1", "--batch-size", "1"]) == 0
+    text = capsys.readouterr().out
+    for phrase in ("(1 key consumed in reset, 0 keys consumed in transition)",
+                   "1 event, one per episode", " 1 episode ended (lengths "):
+        assert phrase in text
+    assert main(["check-env", "CartPole-v1", "--batch-size", "4"]) == 0
+    assert re.search(r"\b2,016 observations in the space\b", capsys.readouterr().out)
 
 
 def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):

@@ -14,7 +14,7 @@ from rollax.algos import episodic, grpo, reinforce
 from rollax.algos.base import make_train
 from rollax.collect import collect, collect_groups
 from rollax.contracts import check_collector
-from rollax.returns import group_mean
+from rollax.returns import group_mean, group_standardize
 
 ENV = "CartPole-v1"
 HORIZON = 12
@@ -99,6 +99,32 @@ def test_group_advantages_by_hand():
     spread = jnp.array([0.0, 4.0, 10.0, 30.0])  # std 2 and 10: both groups scaled to +-1
     np.testing.assert_allclose(grpo.group_advantages(spread, 2, True), [-1, 1, -1, 1],
                                atol=1e-6)
+
+
+def test_group_standardize_is_numpys_population_std_plus_1e_8():
+    x = np.random.default_rng(0).normal(size=(3, 12)).astype(np.float32)  # (T, B), G = 4
+    grouped = x.astype(np.float64).reshape(3, 3, 4)
+    want = (grouped - grouped.mean(-1, keepdims=True)) / (grouped.std(-1, keepdims=True)
+                                                          + 1e-8)  # NumPy: ddof 0
+    got = group_standardize(jnp.asarray(x), 4)
+    np.testing.assert_allclose(got, want.reshape(3, 12), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(group_standardize(jnp.array([1.0, 2.0, 6.0]), 3),
+                               np.array([-2.0, -1.0, 3.0]) / np.sqrt(14 / 3), rtol=1e-6)
+
+
+def test_grpo_scale_by_std_computes_the_floats_it_trained_with_before():
+    """``--scale-by-std`` goes through :func:`group_standardize` now; its floats are those of
+    GRPO's own formula before (bit for bit), so trained runs do not change."""
+    def before(returns, group_size):
+        advantage = returns - group_mean(returns, group_size)
+        std = jnp.sqrt(group_mean(advantage ** 2, group_size))
+        return advantage / (std + 1e-8)
+
+    returns = jax.random.normal(jax.random.key(3), (64,)) * 40 + 100
+    for fn in (lambda r: r, jax.jit):
+        np.testing.assert_array_equal(
+            fn(lambda r: grpo.group_advantages(r, 8, True))(returns),
+            fn(lambda r: before(r, 8))(returns))
 
 
 # --- replay and first gradients against plain loops ---------------------------------------------

@@ -5,14 +5,16 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
+from pathlib import Path
 
 import pytest
 
 from rollax.cli import main
 from rollax.run import files
 from rollax.run.config import from_settings
-from rollax.run.folder import RunFolder
+from rollax.run.folder import RunFolder, check_path_fits
 
 
 def test_run_files_and_folders_follow_the_umask(tmp_path, capsys):
@@ -129,3 +131,31 @@ def test_full_disk_while_drawing_figures_says_the_run_finished(tmp_path, capsys,
         f"rollax train: error: {out / 'figures' / 'returns.png'}: No space left on device; the "
         f"run finished (summary.json); draw its figures with `rollax plot {out}`\n")
     assert (out / "summary.json").exists()
+
+
+def test_out_names_that_cannot_exist_are_refused_before_anything_is_written(tmp_path,
+                                                                             monkeypatch):
+    """255 bytes per name (NAME_MAX), 10 fewer for the last name of a folder staged under a
+    temporary name (``.NAME.`` and 8 random characters), 4096 for the absolute path: each
+    limit checked at its boundary by making the folder for real."""
+    monkeypatch.chdir(tmp_path)
+    assert os.pathconf(".", "PC_NAME_MAX") == 255  # the limits of Linux file systems
+    check_path_fits(Path("a" * 255))
+    Path("a" * 255).mkdir()
+    staged = Path("b" * 255) / ("c" * 245)
+    check_path_fits(staged, staged=True)
+    with files.staged_folder(staged):  # made under ".ccc....XXXXXXXX" (255 bytes), renamed
+        pass
+    assert staged.is_dir()
+    with pytest.raises(OSError) as err:  # what the operating system says one byte later
+        Path("d" * 256).mkdir()
+    assert err.value.errno == errno.ENAMETOOLONG
+    refused = [(Path("d" * 256), False, "at most 255 bytes, and 'dddddddddddddddddddd...' has 256"),
+               (Path("e") / ("f" * 256), False, "at most 255 bytes"),
+               (Path("g" * 246), True, "at most 245 bytes (255, the file system's limit, less "
+                                       "10 for the temporary name it is first written under)"),
+               (Path("h/" * 2100), False, "a path may have at most 4096 bytes")]
+    for path, staged, message in refused:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_path_fits(path, staged)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a" * 255, "b" * 255]

@@ -243,6 +243,27 @@ def test_group_std_equalises_groups_of_unequal_scale(two_scales_samples):
     assert row["cosine"] < 0.9
 
 
+def test_group_std_is_the_advantage_grpo_trains_with():
+    """One definition for the lab's ``group-std`` and ``--algo grpo --scale-by-std``: the
+    population standard deviation (``ddof = 0``) plus 1e-8, checked against NumPy and against
+    GRPO's own advantages on one batch."""
+    from rollax.algos import grpo
+
+    lab = corridor_lab()
+    traj = gradients.lab_batch(lab, CORRIDOR_PARAMS, jax.random.key(3), 32)
+    returns = np.asarray(traj.reward.sum(axis=0), np.float64).reshape(8, 4)
+    spread = returns.std(axis=1, keepdims=True)  # NumPy's default: ddof 0
+    assert (spread > 0).sum() >= 4  # groups whose returns differ: the divisor matters
+    advantage = (returns - returns.mean(axis=1, keepdims=True)) / (spread + 1e-8)
+    want = gradients.score_gradient(lab, CORRIDOR_PARAMS, traj,
+                                    jnp.asarray(advantage.reshape(-1), jnp.float32))
+    got = gradients.ESTIMATORS["group-std"](lab, CORRIDOR_PARAMS, traj, None)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    ours = grpo.group_advantages(traj.reward.sum(axis=0), lab.group_size, True)
+    np.testing.assert_array_equal(
+        gradients.score_gradient(lab, CORRIDOR_PARAMS, traj, ours), got)
+
+
 def test_per_step_equals_score_when_every_episode_has_one_step(two_scales_samples):
     grads, _ = two_scales_samples
     np.testing.assert_allclose(grads["per-step"], grads["score"], rtol=1e-5, atol=1e-7)

@@ -81,4 +81,4 @@ def test_headline_from_the_declared_fields():
 
     spec = SimpleNamespace(headline=("width", "rate"), method=lambda config: "toy")
     run = SimpleNamespace(algorithm=Config(), spec=spec, lanes=lambda: [0, 1, 2])
-    assert headline(run) == "toy on corridor: width=7, rate=0.25, 3 lane(s)"
+    assert headline(run) == "toy on corridor: width=7, rate=0.25, 3 lanes"

@@ -115,7 +115,7 @@ def test_a_damaged_latest_continues_from_the_newest_checkpoint_that_verifies(
     assert code == 0, err
     assert err == "rollax train: " + note.format(c=killed / "checkpoints") + "\n"
     assert out.splitlines()[:2] == [  # the header: the run, its folder and the update
-        "ppo on corridor: updates=4, batch_size=16, horizon=8, epochs=3, lr=0.5, 1 lane(s)",
+        "ppo on corridor: updates=4, batch_size=16, horizon=8, epochs=3, lr=0.5, 1 lane",
         f"resuming the run in {killed} at update {start} of 4 (checkpoint "
         f"update-{start:07d}); {4 - start} x 16 episodes per lane to go"]
     # it ends where the uninterrupted run ended, bit for bit

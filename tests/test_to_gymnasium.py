@@ -262,3 +262,316 @@ def test_bad_actions_and_resets_raise_value_errors():
         venv.step(np.zeros(3, np.int64))
     with pytest.raises(ValueError, match="seed must be one integer"):
         venv.reset(seed=[0, 1, 2, 3])
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering, next-step auto-reset and Gymnasium's vector wrappers
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_a_render_mode_is_refused_in_one_line(num_envs):
+    with pytest.raises(ValueError, match=r"^render_mode: rollax environments do not render "
+                                         r"yet, only render_mode=None is accepted, got "
+                                         r"'rgb_array'$"):
+        rollax.to_gymnasium("CartPole-v1", num_envs=num_envs, render_mode="rgb_array")
+    assert rollax.to_gymnasium("CartPole-v1", num_envs=num_envs, render_mode=None).render_mode \
+        is None
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_render_warns_and_returns_none_as_gymnasiums_own_envs_without_a_mode(num_envs):
+    env = rollax.to_gymnasium("CartPole-v1", num_envs=num_envs)
+    env.reset(seed=0)
+    with pytest.warns(UserWarning, match="do not render yet"):
+        assert env.render() is None
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(num_envs=2, autoreset_mode=AutoresetMode.DISABLED), "autoreset_mode must be"),
+    (dict(num_envs=2, autoreset_mode="Disabled"), "autoreset_mode must be"),
+    (dict(num_envs=2, autoreset_mode="next-step"), "autoreset_mode must be"),
+    (dict(autoreset_mode="NextStep"), "without num_envs"),
+])
+def test_bad_autoreset_modes_raise_value_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        rollax.to_gymnasium("CartPole-v1", **kwargs)
+
+
+def test_autoreset_mode_by_name_or_enum():
+    for mode in (AutoresetMode.NEXT_STEP, "NextStep"):
+        venv = rollax.to_gymnasium("CartPole-v1", num_envs=2, autoreset_mode=mode)
+        assert venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    for mode in (None, AutoresetMode.SAME_STEP, "SameStep"):
+        venv = rollax.to_gymnasium("CartPole-v1", num_envs=2, autoreset_mode=mode)
+        assert venv.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+
+
+def _by_hand_next_step(env, num_envs, seed, actions):
+    """The next-step chain by hand, one environment at a time: ``(obs, reward, terminated,
+    truncated)`` per step. An environment that ended in the previous step is restarted from
+    ``env.reset(split(reset_key, N)[b])`` of this step, its action ignored, reward 0."""
+    reset, step, observation = _compiled(env)
+    key = jax.random.key(seed)
+    key, reset_key = jax.random.split(key)
+    states = [reset(k) for k in jax.random.split(reset_key, num_envs)]
+    restart = [False] * num_envs
+    rows = []
+    for batch in actions:
+        key, step_key = jax.random.split(key)
+        reset_key, transition_key = jax.random.split(step_key)
+        resets, transitions = (jax.random.split(k, num_envs) for k in (reset_key, transition_key))
+        row = []
+        for b in range(num_envs):
+            if restart[b]:
+                states[b] = reset(resets[b])
+                reward, term, trunc = 0.0, False, False
+            else:
+                action = np.asarray(batch[b], np.dtype(env.action_space.dtype))
+                states[b], reward, term, trunc = step(states[b], action, transitions[b])
+            restart[b] = bool(term or trunc)
+            row.append((np.asarray(observation(states[b])), float(reward), bool(term),
+                        bool(trunc)))
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize(("env_id", "horizon"), [("CartPole-v1", 12), ("FrozenLake-v1", 4)])
+def test_next_step_vector_env_is_rollax_step_with_next_step_autoreset(env_id, horizon):
+    num_envs, steps = 3, 14
+    venv = rollax.to_gymnasium(env_id, num_envs=num_envs, horizon=horizon,
+                               autoreset_mode=AutoresetMode.NEXT_STEP)
+    actions = _actions(venv.action_space, steps, 4)
+    expected = _by_hand_next_step(rollax.make(env_id, horizon=horizon), num_envs, 9, actions)
+    venv.reset(seed=9)
+    ended = restarted = 0
+    previous_done = np.zeros(num_envs, bool)
+    for batch, row in zip(actions, expected):
+        obs, reward, term, trunc, info = venv.step(batch)
+        assert info == {}
+        assert reward.dtype == np.float64 and term.dtype == trunc.dtype == np.bool_
+        for b, (e_obs, e_reward, e_term, e_trunc) in enumerate(row):
+            np.testing.assert_array_equal(obs[b], e_obs)
+            assert (reward[b], term[b], trunc[b]) == (e_reward, e_term, e_trunc)
+        assert not np.any((term | trunc) & previous_done)  # a restart step is no event
+        assert np.all(reward[previous_done] == 0)
+        restarted += int(previous_done.sum())
+        previous_done = term | trunc
+        ended += int(previous_done.sum())
+    assert ended >= num_envs and restarted >= num_envs
+
+
+def test_next_step_layout_matches_sync_vector_env_next_step():
+    def make():
+        return rollax.to_gymnasium("FrozenLake-v1", horizon=2)
+
+    venv = rollax.to_gymnasium("FrozenLake-v1", num_envs=4, horizon=2, autoreset_mode="NextStep")
+    sync = SyncVectorEnv([make] * 4, autoreset_mode=AutoresetMode.NEXT_STEP)
+    assert venv.metadata["autoreset_mode"] == sync.metadata["autoreset_mode"]
+    (ours, _), (theirs, _) = venv.reset(seed=0), sync.reset(seed=0)
+    assert (ours.dtype, ours.shape) == (theirs.dtype, theirs.shape)
+    action = np.zeros(4, np.int64)  # left: truncated at steps 2 and 5, restarted at step 3
+    for t in range(5):
+        ours, theirs = venv.step(action), sync.step(action)
+        for a, b in zip(ours[:4], theirs[:4]):
+            assert (a.dtype, a.shape) == (b.dtype, b.shape)
+        for a, b in zip(ours[1:4], theirs[1:4]):  # rewards and events: the same schedule
+            np.testing.assert_array_equal(a, b)
+        assert ours[4] == theirs[4] == {}
+        assert ours[3].all() == (t in (1, 4)) and ours[3].any() == (t in (1, 4))
+        if t == 2:
+            np.testing.assert_array_equal(ours[0], 0)  # FrozenLake starts in state 0
+
+
+def _normalize_observation_by_hand(observations, epsilon=1e-8):
+    """Gymnasium's running mean and variance (parallel Welford from count 1e-4, mean 0, var
+    1), updated with each batch before it is normalised: float64 NumPy."""
+    count, mean, var = 1e-4, np.zeros(observations[0].shape[1:]), np.ones(
+        observations[0].shape[1:])
+    out = []
+    for batch in observations:
+        b_mean, b_var, b_count = batch.mean(0), batch.var(0), batch.shape[0]
+        delta, total = b_mean - mean, count + b_count
+        mean = mean + delta * b_count / total
+        var = (var * count + b_var * b_count + delta ** 2 * count * b_count / total) / total
+        count = total
+        out.append((batch - mean) / np.sqrt(var + epsilon))
+    return out
+
+
+def test_normalize_observation_on_the_next_step_vector_env():
+    from gymnasium.wrappers.vector import NormalizeObservation
+
+    def make():
+        return rollax.to_gymnasium("CartPole-v1", num_envs=3, horizon=10,
+                                   autoreset_mode=AutoresetMode.NEXT_STEP)
+
+    raw, wrapped = make(), NormalizeObservation(make())
+    actions = _actions(raw.action_space, 25, 2)
+    seen = [raw.reset(seed=1)[0]] + [raw.step(a)[0] for a in actions]
+    got = [wrapped.reset(seed=1)[0]] + [wrapped.step(a)[0] for a in actions]
+    for want, have in zip(_normalize_observation_by_hand(seen), got):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+    assert got[-1].dtype == np.float32 and np.abs(got[-1]).max() < 5
+
+
+@pytest.mark.parametrize(("name", "wrap", "by_hand"), [
+    ("TransformObservation", lambda e, w: w.TransformObservation(e, lambda o: 2 * o),
+     lambda o: 2 * o),
+    ("DtypeObservation", lambda e, w: w.DtypeObservation(e, np.float64),
+     lambda o: o.astype(np.float64)),
+    ("RescaleObservation", lambda e, w: w.RescaleObservation(e, np.float32(-1), np.float32(1)),
+     lambda o: o / np.array([1, 1, 8], np.float32)),  # Pendulum's bounds: +-1, +-1, +-8
+    ("FlattenObservation", lambda e, w: w.FlattenObservation(e), lambda o: o),
+    ("VectorizeTransformObservation",
+     lambda e, w: w.VectorizeTransformObservation(e, gym.wrappers.TransformObservation,
+                                                  func=lambda o: o - 1, observation_space=None),
+     lambda o: o - 1),
+])
+def test_observation_wrappers_on_the_next_step_vector_env(name, wrap, by_hand):
+    from gymnasium.wrappers import vector
+
+    def make():
+        return rollax.to_gymnasium("Pendulum-v1", num_envs=2, horizon=3,
+                                   autoreset_mode=AutoresetMode.NEXT_STEP)
+
+    raw, wrapped = make(), wrap(make(), vector)
+    actions = _actions(raw.action_space, 8, 1)  # two episodes end and restart
+    seen = [raw.reset(seed=0)[0]] + [raw.step(a)[0] for a in actions]
+    got = [wrapped.reset(seed=0)[0]] + [wrapped.step(a)[0] for a in actions]
+    for o, g in zip(seen, got):
+        np.testing.assert_allclose(g, by_hand(o), rtol=1e-6, atol=1e-7)
+        assert wrapped.observation_space.contains(g) or "Transform" in name
+
+
+def test_observation_wrappers_refuse_the_same_step_default_as_documented():
+    """Gymnasium's observation wrappers transform ``obs`` but not ``info["final_obs"]``, so
+    they assert next-step (or disabled) auto-reset: the documented reason to build the vector
+    environment with ``autoreset_mode=NEXT_STEP`` for them."""
+    from gymnasium.wrappers.vector import NormalizeObservation, TransformObservation
+
+    for wrapper in (NormalizeObservation, lambda e: TransformObservation(e, lambda o: o)):
+        with pytest.raises(AssertionError):
+            wrapper(rollax.to_gymnasium("CartPole-v1", num_envs=2))
+
+
+def _cartpole_episodes_by_hand(mode, num_envs, horizon, seed, actions):
+    """(return, length) of every episode that ends, in order of its last step, counted from
+    the vector environment's own outputs without any Gymnasium wrapper: CartPole's reward is
+    1 per step, 0 on a next-step restart."""
+    venv = rollax.to_gymnasium("CartPole-v1", num_envs=num_envs, horizon=horizon,
+                               autoreset_mode=mode)
+    venv.reset(seed=seed)
+    length, restart, ended = np.zeros(num_envs, int), np.zeros(num_envs, bool), []
+    for batch in actions:
+        _, reward, term, trunc, _ = venv.step(batch)
+        assert np.all(reward == np.where(restart, 0.0, 1.0))
+        length = np.where(restart, 0, length + 1)
+        done = term | trunc
+        ended += [(float(length[b]), int(length[b])) for b in np.flatnonzero(done)]
+        if mode == AutoresetMode.NEXT_STEP:
+            restart = done
+        else:
+            length = np.where(done, 0, length)
+    return ended
+
+
+def _recorded_episodes(mode, num_envs, horizon, seed, actions):
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+    env = RecordEpisodeStatistics(rollax.to_gymnasium(
+        "CartPole-v1", num_envs=num_envs, horizon=horizon, autoreset_mode=mode))
+    env.reset(seed=seed)
+    got = []
+    for batch in actions:
+        *_, info = env.step(batch)
+        if "episode" in info:
+            got += [(float(info["episode"]["r"][b]), int(info["episode"]["l"][b]))
+                    for b in np.flatnonzero(info["_episode"])]
+    return got
+
+
+def test_record_episode_statistics_counts_rollax_episodes_in_next_step_mode():
+    num_envs, horizon = 3, 9
+    actions = _actions(gym.spaces.MultiDiscrete([2] * num_envs), 30, 3)
+    mode = AutoresetMode.NEXT_STEP
+    expected = _cartpole_episodes_by_hand(mode, num_envs, horizon, 5, actions)
+    assert _recorded_episodes(mode, num_envs, horizon, 5, actions) == expected
+    assert len(expected) >= 2 * num_envs and all(n <= horizon for _, n in expected)
+
+
+def test_record_episode_statistics_in_same_step_mode_is_gymnasiums_known_miscount():
+    """Gymnasium 1.3's vector ``RecordEpisodeStatistics`` treats the step after an episode's
+    end as a restart whatever the mode, so under same-step auto-reset (its own
+    ``SyncVectorEnv``'s too) every episode after an environment's first loses its first step
+    (Farama-Foundation/Gymnasium#1624): the documented reason to use next-step with it. A
+    Gymnasium with the fix counts every episode right."""
+    num_envs, horizon = 3, 9
+    actions = _actions(gym.spaces.MultiDiscrete([2] * num_envs), 30, 3)
+    mode = AutoresetMode.SAME_STEP
+    expected = _cartpole_episodes_by_hand(mode, num_envs, horizon, 5, actions)
+    got = _recorded_episodes(mode, num_envs, horizon, 5, actions)
+    assert len(got) == len(expected) >= 2 * num_envs
+    if got != expected:
+        firsts = num_envs  # the horizon ends every first episode in the same step
+        assert got[:firsts] == expected[:firsts]
+        assert [(r + 1, n + 1) for r, n in got[firsts:]] == expected[firsts:]
+
+
+def test_normalize_reward_and_action_wrappers_on_the_vector_env():
+    from gymnasium.wrappers.vector import (
+        ClipAction,
+        ClipReward,
+        NormalizeReward,
+        RescaleAction,
+        TransformReward,
+    )
+
+    actions = [np.full((2, 1), a, np.float32) for a in (5.0, -7.0, 0.5, 3.0)]
+
+    def rewards(env):
+        env.reset(seed=0)
+        return np.array([env.step(a)[1] for a in actions])
+
+    def pendulum(**kw):
+        return rollax.to_gymnasium("Pendulum-v1", num_envs=2, **kw)
+
+    clipped = np.clip(np.concatenate(actions), -2.0, 2.0).reshape(len(actions), 2, 1)
+    by_hand = pendulum()
+    by_hand.reset(seed=0)
+    expected = np.array([by_hand.step(a)[1] for a in clipped])
+    for mode in AUTORESET:
+        np.testing.assert_array_equal(rewards(ClipAction(pendulum(autoreset_mode=mode))),
+                                      expected)
+        # RescaleAction maps [-1, 1] onto the torque range [-2, 2]: a / 2 is a
+        rescaled = RescaleAction(pendulum(autoreset_mode=mode), np.float32(-1),
+                                 np.float32(1))
+        rescaled.reset(seed=0)
+        np.testing.assert_allclose(
+            [rescaled.step(np.clip(a, -2, 2) / 2)[1] for a in actions], expected, rtol=1e-6)
+        np.testing.assert_array_equal(rewards(ClipReward(pendulum(autoreset_mode=mode), -1, 0)),
+                                      np.clip(rewards(pendulum()), -1, 0))
+        np.testing.assert_array_equal(
+            rewards(TransformReward(pendulum(autoreset_mode=mode), lambda r: 2 * r)),
+            2 * rewards(pendulum()))
+        normalized = rewards(NormalizeReward(pendulum(autoreset_mode=mode)))
+        raw = rewards(pendulum())
+        assert np.all(np.sign(normalized) == np.sign(raw)) and not np.allclose(normalized, raw)
+
+
+AUTORESET = (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP)
+
+
+def test_dict_info_to_list_on_the_same_step_vector_env():
+    from gymnasium.wrappers.vector import DictInfoToList
+
+    def make():
+        return rollax.to_gymnasium("FrozenLake-v1", num_envs=3, horizon=2)
+
+    raw, wrapped = make(), DictInfoToList(make())
+    raw.reset(seed=0)
+    assert wrapped.reset(seed=0)[1] == [{}, {}, {}]
+    for _ in range(2):  # left twice: every environment truncated at step 2
+        action = np.zeros(3, np.int64)
+        info, infos = raw.step(action)[4], wrapped.step(action)[4]
+    assert [sorted(i) for i in infos] == [["final_info", "final_obs"]] * 3
+    assert [i["final_obs"] for i in infos] == list(info["final_obs"])

@@ -38,7 +38,7 @@ import numpy as np
 from rollax.collect import Trajectory, collect_groups
 from rollax.exact import FiniteMDP, policy_return, policy_table
 from rollax.losses import live_mean, ppo_clip_loss, reinforce_loss
-from rollax.returns import gae, reward_to_go
+from rollax.returns import gae, group_standardize, reward_to_go
 from rollax.returns import group_mean as group_means
 from rollax.validate import check_count, check_real, closest
 
@@ -49,8 +49,6 @@ RANDOM_SCALE = 0.5
 """The standard deviation of the ``random`` logits."""
 PPO_CLIP_EPS = 0.2
 """The clip range of the ``ppo-first-epoch`` surrogate (irrelevant at ratio 1)."""
-STD_EPS = 1e-4
-"""Added to a group's standard deviation before dividing (``group-std``), as TRL's GRPO."""
 CELLS_PER_CHUNK = 1 << 21
 """About this many trajectory cells (batches x episodes x steps) are held at once: the ``K``
 batches are ``vmap``ped in chunks under one ``lax.map`` (one program; memory bounded)."""
@@ -148,12 +146,6 @@ def log_probs(policy, params, traj: Trajectory) -> jax.Array:
     """``log pi(a_t | s_t)`` of every cell, ``(T, N)``, as a function of ``params``."""
     cell = jax.vmap(jax.vmap(policy.log_prob, in_axes=(None, 0, 0)), in_axes=(None, 0, 0))
     return cell(params, traj.observation, traj.action)
-
-
-def by_group(x: jax.Array, group_size: int) -> jax.Array:
-    """``(..., N)`` -> ``(..., N / G, G)``: episode ``i`` is member ``i % G`` of group
-    ``i // G``."""
-    return x.reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)
 
 
 def episode_returns(traj: Trajectory) -> jax.Array:
@@ -287,13 +279,11 @@ def group_loo(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Arra
 
 
 def group_std(lab: Lab, params, traj: Trajectory, values: jax.Array) -> jax.Array:
-    """GRPO's advantage: ``w^i = (R_i - mean_g R) / (std_g R + 1e-4)`` with the group's
-    sample standard deviation (``ddof = 1``, as ``torch.std``). Biased: each group is
+    """GRPO's scaled advantage, as ``--algo grpo --scale-by-std`` trains with
+    (:func:`rollax.returns.group_standardize`): ``w^i = (R_i - mean_g R) / (std_g R + 1e-8)``
+    with the group's population standard deviation (``ddof = 0``). Biased: each group is
     rescaled by its own spread."""
-    grouped = by_group(episode_returns(traj), lab.group_size)
-    mean = grouped.mean(-1, keepdims=True)
-    std = jnp.std(grouped, axis=-1, ddof=1, keepdims=True)
-    advantage = ((grouped - mean) / (std + STD_EPS)).reshape(-1)
+    advantage = group_standardize(episode_returns(traj), lab.group_size)
     return score_gradient(lab, params, traj, advantage)
 
 

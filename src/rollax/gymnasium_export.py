@@ -16,11 +16,21 @@ Keys are owned by the wrapper, one chain per wrapper, and every key is used once
   environment ``b`` with ``split(transition_key, N)[b]`` and restarts a finished one from
   ``env.reset(split(reset_key, N)[b])`` (:func:`rollax.collect.autoreset`).
 
-The vector environment auto-resets in Gymnasium's **same-step** mode
+The vector environment auto-resets in Gymnasium's **same-step** mode by default
 (``metadata["autoreset_mode"] == AutoresetMode.SAME_STEP``), the convention of
 :func:`rollax.collect_autoreset`: the step that ends an episode returns the first observation
 of the next episode, and the episode's last observation in ``info["final_obs"]`` (masked by
 ``info["_final_obs"]``), exactly as ``SyncVectorEnv(..., autoreset_mode=SAME_STEP)`` does.
+With ``autoreset_mode=AutoresetMode.NEXT_STEP`` (Gymnasium's default) the step that ends an
+episode returns its last observation, and the next step ignores that environment's action and
+returns a fresh start with reward 0 and no event, as ``SyncVectorEnv`` does in that mode: the
+mode Gymnasium's observation wrappers (``NormalizeObservation``, ``TransformObservation``, ...)
+require, since they transform ``obs`` but not ``info["final_obs"]``. The key chain is the same
+in both modes; a finished environment is reset with the reset key of the step that restarts
+it (same-step: the step that ends the episode; next-step: the one after).
+
+Nothing renders yet: ``render_mode`` is ``None``, and ``render()`` warns and returns ``None``,
+as Gymnasium's own environments do without a render mode.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from typing import Any
 
 import gymnasium as gym
 import jax
+import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -38,6 +49,10 @@ from rollax.collect import autoreset, per_env, reset_batch
 from rollax.envs.base import Box, Discrete, Environment, step_with_key
 from rollax.envs.registry import make
 from rollax.validate import check_count, check_seed
+
+AUTORESET_MODES = (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP)
+"""The auto-reset modes of :class:`GymnasiumVectorEnv`, the default first (``DISABLED`` would
+need partial resets, ``reset(options={"reset_mask": ...})``, which rollax does not offer)."""
 
 # ---------------------------------------------------------------------------------------------
 # Spaces, actions, seeds
@@ -98,6 +113,31 @@ def check_options(options: dict | None) -> None:
                          f"{sorted(options)}")
 
 
+def check_render_mode(render_mode: Any) -> None:
+    """Rollax environments do not render (yet): ``render_mode=None`` only."""
+    if render_mode is not None:
+        raise ValueError(f"render_mode: rollax environments do not render yet, only "
+                         f"render_mode=None is accepted, got {render_mode!r}")
+
+
+def autoreset_mode_of(mode: Any) -> AutoresetMode:
+    """``mode`` (an ``AutoresetMode`` or its value, e.g. ``"NextStep"``) as an
+    ``AutoresetMode`` of :data:`AUTORESET_MODES`; ``ValueError`` naming it otherwise."""
+    for known in AUTORESET_MODES:
+        if mode is known or (isinstance(mode, str) and mode == known.value):
+            return known
+    shown = " or ".join(f"AutoresetMode.{m.name} ({m.value!r})" for m in AUTORESET_MODES)
+    raise ValueError(f"autoreset_mode must be {shown} (rollax's vector environment resets "
+                     f"finished environments itself), got {mode!r}")
+
+
+def render_nothing() -> None:
+    """What ``render()`` does without a render mode, as Gymnasium's own environments: warn and
+    return ``None``."""
+    gym.logger.warn("rollax environments do not render yet (render_mode is None): render() "
+                    "returns None")
+
+
 def host_observation(space: gym.spaces.Space, obs: np.ndarray):
     """One environment's observation as Gymnasium's checker expects it: ``np.int64`` for a
     ``Discrete`` space, a fresh writeable array of the space's dtype for a ``Box``."""
@@ -133,6 +173,7 @@ def _reset_many(env: Environment, num_envs: int, key: jax.Array):
 
 @functools.partial(jax.jit, static_argnums=0)
 def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
+    """Same-step: the environments that end an episode restart in this step."""
     num_envs = actions.shape[0]
     key, step_key = jax.random.split(key)
     reset_key, transition_key = jax.random.split(step_key)
@@ -143,6 +184,25 @@ def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
     states = autoreset(env, terminated | truncated, stepped, reset_key)
     obs = jax.vmap(env.observation)(states)
     return key, states, (obs, final_obs, reward, terminated, truncated)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _step_many_next(env: Environment, key: jax.Array, states, actions: jax.Array,
+                    restart: jax.Array):
+    """Next-step: the environments that ended an episode in the previous step (``restart``)
+    restart now, their actions ignored, with reward 0 and no event (a finished state absorbs:
+    stepping it changes nothing)."""
+    num_envs = actions.shape[0]
+    key, step_key = jax.random.split(key)
+    reset_key, transition_key = jax.random.split(step_key)
+    keys = per_env(transition_key, num_envs) if env.stochastic else None
+    step = functools.partial(step_with_key, env)
+    stepped, reward, terminated, truncated = jax.vmap(step)(states, actions, keys)
+    states = autoreset(env, restart, stepped, reset_key)
+    reward = jnp.where(restart, 0.0, reward)
+    terminated, truncated = terminated & ~restart, truncated & ~restart
+    obs = jax.vmap(env.observation)(states)
+    return key, states, (obs, reward, terminated, truncated)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,7 +217,7 @@ class GymnasiumEnv(gym.Env):
     array of the space's shape), ``reward`` a Python float (rollax's float32 value), the events
     Python bools. Stepping a finished episode returns its last observation, reward 0 and no
     event (rollax's absorbing rule) until the next ``reset``. ``rollax_env`` is the wrapped
-    :class:`Environment`."""
+    :class:`Environment`. ``render_mode`` is ``None``; ``render()`` warns and returns ``None``."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's class attribute)
 
@@ -186,6 +246,10 @@ class GymnasiumEnv(gym.Env):
         return (host_observation(self.observation_space, obs), float(reward), bool(terminated),
                 bool(truncated), {})
 
+    def render(self) -> None:
+        """Nothing renders yet: a warning, and ``None``."""
+        render_nothing()
+
 
 class GymnasiumVectorEnv(VectorEnv):
     """``num_envs`` copies of a rollax environment as a ``gymnasium.vector.VectorEnv`` (build it
@@ -197,18 +261,23 @@ class GymnasiumVectorEnv(VectorEnv):
     and ``single_action_space`` are one environment's; ``observation_space`` and
     ``action_space`` the batched ones (``gymnasium.vector.utils.batch_space``).
 
-    Auto-reset: **same-step** (``metadata["autoreset_mode"]``). Where environment ``b`` ends an
-    episode (terminated or truncated) the returned ``obs[b]`` already starts the next one, and
-    ``info`` holds ``final_obs`` (object array of ``N``: the episode's last observation at
-    ``b``, ``None`` elsewhere), ``final_info`` (``{}``: rollax steps report no info) and their
-    masks ``_final_obs``/``_final_info`` (bool ``(N,)``); a step where nothing ended returns
-    ``info == {}``. ``reset(seed=s)`` takes one integer seed (the key chain of the module
-    docstring), not a list."""
+    Auto-reset (``metadata["autoreset_mode"]``): **same-step** by default. Where environment
+    ``b`` ends an episode (terminated or truncated) the returned ``obs[b]`` already starts the
+    next one, and ``info`` holds ``final_obs`` (object array of ``N``: the episode's last
+    observation at ``b``, ``None`` elsewhere), ``final_info`` (``{}``: rollax steps report no
+    info) and their masks ``_final_obs``/``_final_info`` (bool ``(N,)``); a step where nothing
+    ended returns ``info == {}``. **Next-step** (``autoreset_mode=AutoresetMode.NEXT_STEP``):
+    ``obs[b]`` is the episode's last observation, and the next step ignores ``actions[b]`` and
+    returns a fresh start with reward 0 and no event; ``info`` is always ``{}``.
+    ``reset(seed=s)`` takes one integer seed (the key chain of the module docstring), not a
+    list. ``render()`` warns and returns ``None``."""
 
-    def __init__(self, env: Environment, num_envs: int, seed: int | None = 0):
+    def __init__(self, env: Environment, num_envs: int, seed: int | None = 0,
+                 autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP):
         self.rollax_env = env
         self.num_envs = num_envs
-        self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self.render_mode = None
         self.single_observation_space = gym_space(env.observation_space)
         self.single_action_space = gym_space(env.action_space)
@@ -216,6 +285,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._key = seed_key(seed)
         self._states = None
+        self._restart = np.zeros(num_envs, bool)  # next-step: ended in the previous step
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None and not isinstance(seed, int | np.integer):
@@ -226,12 +296,15 @@ class GymnasiumVectorEnv(VectorEnv):
         if seed is not None:
             self._key = seed_key(seed)
         self._key, self._states, obs = _reset_many(self.rollax_env, self.num_envs, self._key)
+        self._restart = np.zeros(self.num_envs, bool)
         return np.array(obs, dtype=self.single_observation_space.dtype), {}
 
     def step(self, actions):
         if self._states is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         actions = device_action(self.rollax_env.action_space, actions, (self.num_envs,))
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            return self._step_next(actions)
         self._key, self._states, out = _step_many(self.rollax_env, self._key, self._states,
                                                   actions)
         obs, final_obs, reward, terminated, truncated = jax.device_get(out)
@@ -246,23 +319,38 @@ class GymnasiumVectorEnv(VectorEnv):
         return (np.array(obs, dtype=self.single_observation_space.dtype),
                 np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), info)
 
+    def _step_next(self, actions: np.ndarray):
+        self._key, self._states, out = _step_many_next(self.rollax_env, self._key, self._states,
+                                                       actions, self._restart)
+        obs, reward, terminated, truncated = jax.device_get(out)
+        self._restart = np.asarray(terminated | truncated)
+        return (np.array(obs, dtype=self.single_observation_space.dtype),
+                np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), {})
+
+    def render(self) -> None:
+        """Nothing renders yet: a warning, and ``None``."""
+        render_nothing()
+
 
 # ---------------------------------------------------------------------------------------------
 # The entry point
 
 
 def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed: int | None = 0,
+                 autoreset_mode: AutoresetMode | str | None = None, render_mode: None = None,
                  **make_kwargs) -> GymnasiumEnv | GymnasiumVectorEnv:
     """A rollax environment for Gymnasium users.
 
     ``env_or_id`` is an :class:`Environment` or a name for :func:`rollax.make` (``make_kwargs``,
     e.g. ``horizon=100``, go to ``make``). ``num_envs=None`` gives a ``gymnasium.Env`` for one
     environment (:class:`GymnasiumEnv`); ``num_envs=N`` a ``gymnasium.vector.VectorEnv`` of
-    ``N`` environments in one jitted batched step, with same-step auto-reset
-    (:class:`GymnasiumVectorEnv`). ``seed`` (an integer in ``[0, 2**63)``, or ``None`` for
-    fresh entropy) starts the key chain that the first ``reset()`` without a seed uses;
-    ``reset(seed=s)`` restarts it, so the same seed gives the same episodes. Compiled once
-    per environment (one reset, one step program).
+    ``N`` environments in one jitted batched step (:class:`GymnasiumVectorEnv`), with
+    same-step auto-reset, or next-step with ``autoreset_mode=AutoresetMode.NEXT_STEP`` (or
+    ``"NextStep"``; the mode Gymnasium's observation wrappers require). ``seed`` (an integer in
+    ``[0, 2**63)``, or ``None`` for fresh entropy) starts the key chain that the first
+    ``reset()`` without a seed uses; ``reset(seed=s)`` restarts it, so the same seed gives the
+    same episodes. ``render_mode`` must be ``None``: nothing renders yet. Compiled once per
+    environment (one reset, one step program).
 
     Example::
 
@@ -274,6 +362,12 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
         obs, info = envs.reset()                      # obs: float32 (8, 4)
         obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
     """
+    check_render_mode(render_mode)
+    if autoreset_mode is not None:
+        if num_envs is None:
+            raise ValueError(f"autoreset_mode applies to a vector environment (num_envs=N) "
+                             f"only, got autoreset_mode={autoreset_mode!r} without num_envs")
+        autoreset_mode = autoreset_mode_of(autoreset_mode)
     if isinstance(env_or_id, Environment):
         if make_kwargs:
             raise ValueError(f"make_kwargs {sorted(make_kwargs)} apply to an environment name "
@@ -289,4 +383,5 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
     if num_envs is None:
         return GymnasiumEnv(env, seed)
     check_count("num_envs", num_envs)
-    return GymnasiumVectorEnv(env, int(num_envs), seed)
+    return GymnasiumVectorEnv(env, int(num_envs), seed,
+                              autoreset_mode or AutoresetMode.SAME_STEP)

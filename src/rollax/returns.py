@@ -113,3 +113,21 @@ def group_mean(x: jax.Array, group_size: int, leave_one_out: bool = False) -> ja
     if leave_one_out:
         return (total - x) / (group_size - 1)
     return total / group_size
+
+
+GROUP_STD_EPS = 1e-8
+"""Added to a group's standard deviation before dividing by it (:func:`group_standardize`)."""
+
+
+def group_standardize(x: jax.Array, group_size: int) -> jax.Array:
+    """GRPO's scaled advantage: ``(x - mean_g x) / (std_g x + 1e-8)`` over each episode's
+    group of ``group_size`` (as :func:`group_mean`), with the group's population standard
+    deviation (``ddof = 0``, ``sqrt(mean_g (x - mean_g x)^2)``). The one definition of
+    ``--algo grpo --scale-by-std`` and of the gradient lab's ``group-std``.
+
+    Example: ``group_standardize([1, 2, 6], 3)`` is ``[-0.8006, -0.4804, 1.2810]`` (mean 3,
+    standard deviation ``sqrt(14 / 3)``).
+    """
+    advantage = x - group_mean(x, group_size)
+    std = jnp.sqrt(group_mean(advantage ** 2, group_size))
+    return advantage / (std + GROUP_STD_EPS)

@@ -1,5 +1,7 @@
 """Checks of user-given settings, shared by every layer: each raises a ``ValueError`` that names
-the setting, its allowed range and the value given, before anything is compiled."""
+the setting, its allowed range and the value given, before anything is compiled. Also the
+helpers messages share: :func:`closest` (did you mean) and :func:`counted` (``1 lane``,
+``320,000 env steps``)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,11 @@ def closest(name: str, valid, aliases=None) -> str | None:
         return aliases[name]
     close = difflib.get_close_matches(name, list(valid), n=1)
     return close[0] if close else None
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` things as a person writes them, in every message and report: thousands separated,
+    the noun singular for exactly one. ``counted(1, "lane")`` -> ``"1 lane"``,
+    ``counted(320_000, "env step")`` -> ``"320,000 env steps"``, ``counted(2, "batch",
+    "batches")`` -> ``"2 batches"``."""
+    return f"{int(n):,} {noun if n == 1 else plural or noun + 's'}"

@@ -39,7 +39,7 @@ from rollax.algos.base import AlgorithmSpec, hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
 from rollax.envs.base import Environment
 from rollax.losses import live_mean, ppo_clip_objective, ratio_stats
-from rollax.returns import group_mean
+from rollax.returns import group_mean, group_standardize
 from rollax.validate import check_count, check_real
 
 __all__ = ["PRESETS", "SPEC", "GRPOConfig", "GRPOHyperparams", "GRPOMetrics", "GRPOResult",
@@ -110,12 +110,11 @@ PRESETS: dict[str, dict] = {
 
 def group_advantages(returns: jax.Array, group_size: int, scale_by_std: bool) -> jax.Array:
     """``(B,)`` episode returns to advantages: the return minus its group's mean (the episode
-    included), divided by the group's standard deviation (``+ 1e-8``) when ``scale_by_std``."""
-    advantage = returns - group_mean(returns, group_size)
+    included), divided by the group's standard deviation (``+ 1e-8``, ``ddof = 0``:
+    :func:`rollax.returns.group_standardize`) when ``scale_by_std``."""
     if scale_by_std:
-        std = jnp.sqrt(group_mean(advantage ** 2, group_size))
-        advantage = advantage / (std + 1e-8)
-    return advantage
+        return group_standardize(returns, group_size)
+    return returns - group_mean(returns, group_size)
 
 
 def update(parts: EpisodicParts, state: EpisodicState, hp):

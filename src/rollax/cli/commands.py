@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rollax.cli.flags import CheckEnv, Envs, Evaluate, Exact, Gradients, Plot, Rollout, parse_count
 from rollax.cli.train import emit
-from rollax.validate import check_count, check_seed
+from rollax.validate import check_count, check_seed, counted
 
 
 def run_eval(cmd: Evaluate) -> None:
@@ -18,7 +18,7 @@ def run_eval(cmd: Evaluate) -> None:
         emit(result)
         return
     mode = "greedy" if not cmd.stochastic else "stochastic"
-    print(f"{result['env']}: {cmd.episodes} {mode} episodes per lane")
+    print(f"{result['env']}: {counted(cmd.episodes, mode + ' episode')} per lane")
     for lane in result["lanes"]:
         extra = (f", exact {lane['exact_return']:.6f}" if "exact_return" in lane else "")
         label = ", ".join(f"{k}={v}" for k, v in lane.items()
@@ -26,7 +26,7 @@ def run_eval(cmd: Evaluate) -> None:
         print(f"  {label}: mean return {lane['mean_return']:.4f}{extra}")
     agg = result["aggregate"]
     print(f"mean {agg['mean']:.4f}, 95% CI [{agg['ci95'][0]:.4f}, {agg['ci95'][1]:.4f}], "
-          f"IQM {agg['iqm']:.4f} over {agg['n']} lanes")
+          f"IQM {agg['iqm']:.4f} over {counted(agg['n'], 'lane')}")
 
 
 def _check_plot_input(run: Path) -> None:
@@ -80,7 +80,7 @@ def run_rollout(cmd: Rollout) -> None:
     check_seed(cmd.seed)
     check_count("batch_size", cmd.batch_size)
     env = Corridor(horizon=cmd.horizon)
-    run_dir = check_new_run_dir(cmd.out, f"rollout-seed{cmd.seed}")
+    run_dir = check_new_run_dir(cmd.out, f"rollout-seed{cmd.seed}", staged=True)
     policy = BernoulliPolicy(3)
     _, traj = collect(env, policy, policy.init(), jax.random.key(cmd.seed), cmd.batch_size,
                       cmd.horizon)
@@ -115,7 +115,8 @@ def run_exact(cmd: Exact) -> None:
     if cmd.json:
         emit({"uniform_return": uniform, "optimal_return": optimal, "horizon": mdp.horizon})
         return
-    print(f"{cmd.env}, horizon {mdp.horizon}, {mdp.num_states} states x {mdp.num_actions} actions")
+    print(f"{cmd.env}, horizon {mdp.horizon}, {counted(mdp.num_states, 'state')} x "
+          f"{counted(mdp.num_actions, 'action')}")
     print(f"uniform policy exact return: {uniform:.6f}")
     print(f"optimal exact return:        {optimal:.6f}")
 
@@ -136,13 +137,14 @@ def gradients_figure_path(out: str | None, env: str, seed: int) -> Path:
     import re
     import time
 
-    from rollax.run.folder import check_creatable_folder
+    from rollax.run.folder import check_creatable_folder, check_path_fits
 
     if out is None:
         safe = re.sub(r"[^\w.-]+", "_", env)
         path = Path("runs") / f"gradients-{safe}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}.png"
     else:
         path = Path(out)
+    check_path_fits(path)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise ValueError(f"out must name a figure file ending in .png, .svg or .pdf, got "
                          f"{str(path)!r}")
@@ -194,7 +196,8 @@ def run_gradients(cmd: Gradients) -> None:
 
     def progress(n: int) -> None:
         if not cmd.json:
-            print(f"N={n}: {cmd.batches} batches done", file=sys.stderr, flush=True)
+            print(f"N={n}: {counted(cmd.batches, 'batch', 'batches')} done", file=sys.stderr,
+                  flush=True)
 
     rows = gradients.lab_table(lab, params, batches_key, names, episodes, cmd.batches, progress)
     title = (f"{cmd.env}, {cmd.params} params (seed {cmd.seed}), K={cmd.batches}, "
@@ -208,11 +211,11 @@ def run_gradients(cmd: Gradients) -> None:
     if cmd.json:
         emit({**settings, **facts, "rows": rows, "figure": str(path)})
         return
-    print(f"{cmd.env}, horizon {mdp.horizon}, {mdp.num_states} states x {mdp.num_actions} "
-          f"actions; {cmd.params} params (seed {cmd.seed})")
+    print(f"{cmd.env}, horizon {mdp.horizon}, {counted(mdp.num_states, 'state')} x "
+          f"{counted(mdp.num_actions, 'action')}; {cmd.params} params (seed {cmd.seed})")
     print(f"exact return J = {facts['exact_return']:.6f}, ||grad J|| = "
-          f"{facts['exact_gradient_norm']:.6g}; {cmd.batches} batches per N, groups of "
-          f"{cmd.group_size}, GAE lambda {cmd.lam}")
+          f"{facts['exact_gradient_norm']:.6g}; {counted(cmd.batches, 'batch', 'batches')} "
+          f"per N, groups of {cmd.group_size}, GAE lambda {cmd.lam}")
     for line in gradient_lines(facts, rows):
         print(line)
     print(f"figure: {path}")

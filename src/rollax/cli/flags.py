@@ -27,10 +27,11 @@ from rollax.envs.tabular import TOY_TEXT
 
 @dataclasses.dataclass(frozen=True)
 class RunFlags:
-    """Train a policy. Finite tasks (corridor, toy-text) train a tabular policy with REINFORCE
-    or PPO-clip and report the exact return per update; vector-observation tasks (CartPole-v1,
-    Acrobot-v1, MountainCar-v0, Pendulum-v1, gymnax:<id>) train a neural actor-critic with PPO
-    from the task's preset and report a greedy evaluation."""
+    """Train a policy (--algo; default ppo). Finite tasks (corridor, toy-text) train a tabular
+    policy with PPO or REINFORCE and report the exact return per update; vector-observation
+    tasks (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, gymnax:<id>) train a neural
+    policy with PPO, A2C, REINFORCE or GRPO, from the algorithm's preset for the task, and
+    report a greedy evaluation."""
 
     env: str = "corridor"
     """Registered environment name, gymnax:<id>, or package.module:factory (an importable

@@ -14,6 +14,7 @@ import numpy as np
 
 from rollax.run.files import finite_or_none
 from rollax.run.folder import metric_label, metric_table
+from rollax.validate import counted
 
 STARTED = time.perf_counter()
 """When the command line was imported: where the process's start is not known, the start of
@@ -117,14 +118,15 @@ def budget(algo, lanes: int) -> str:
     lanes)`` for fixed-length rollouts; for whole episodes, ``40 updates x 256 episodes of at
     most 8 steps = 10,240 episodes per lane`` (the steps they take are counted as they run)."""
     if algo.episodes_per_update is None:
-        each, per_lane = f"{algo.env_steps_per_update:,} env steps", "env steps"
-        total = algo.num_updates * algo.env_steps_per_update
+        each = counted(algo.env_steps_per_update, "env step")
+        total, unit = algo.num_updates * algo.env_steps_per_update, "env step"
     else:
         longest = algo.env_steps_per_update // algo.episodes_per_update
-        each = f"{algo.episodes_per_update:,} episodes of at most {longest:,} steps"
-        per_lane, total = "episodes", algo.num_updates * algo.episodes_per_update
-    return (f"{algo.num_updates} updates x {each} = {total:,} {per_lane} per lane"
-            + (f" ({lanes * total:,} over {lanes} lanes)" if lanes > 1 else ""))
+        each = (f"{counted(algo.episodes_per_update, 'episode')} of at most "
+                f"{counted(longest, 'step')}")
+        total, unit = algo.num_updates * algo.episodes_per_update, "episode"
+    return (f"{counted(algo.num_updates, 'update')} x {each} = {counted(total, unit)} per lane"
+            + (f" ({lanes * total:,} over {counted(lanes, 'lane')})" if lanes > 1 else ""))
 
 
 def resume_header(stopped) -> None:
@@ -136,8 +138,8 @@ def resume_header(stopped) -> None:
     done = 0 if start is None else start.update
     where = (f"checkpoint {start.path.name}" if start is not None
              else "no checkpoint: starting again")
-    each = (f"{algo.env_steps_per_update:,} env steps" if algo.episodes_per_update is None
-            else f"{algo.episodes_per_update:,} episodes")
+    each = (counted(algo.env_steps_per_update, "env step") if algo.episodes_per_update is None
+            else counted(algo.episodes_per_update, "episode"))
     out.print(f"resuming the run in {stopped.folder.path} at update {done} of "
               f"{algo.num_updates} ({where}); {algo.num_updates - done} x {each} per lane to go")
     if stopped.was is not None:
@@ -147,12 +149,12 @@ def resume_header(stopped) -> None:
 
 
 def headline(run) -> str:
-    """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane(s)``: the method, the
+    """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane``: the method, the
     environment and the settings the algorithm names as its run's shape (``spec.headline``)."""
     config, spec = run.algorithm, run.spec
     shape = "".join(f"{name}={_shown(getattr(config, name), run, name)}, "
                     for name in spec.headline)
-    return f"{spec.method(config)} on {config.env}: {shape}{len(run.lanes())} lane(s)"
+    return f"{spec.method(config)} on {config.env}: {shape}{counted(len(run.lanes()), 'lane')}"
 
 
 def settings_line(run, sources: dict[str, str], file=None) -> str:

@@ -37,7 +37,7 @@ from rollax.contracts.trees import (
     scalar_cells,
     tree_difference,
 )
-from rollax.validate import check_count
+from rollax.validate import check_count, counted
 
 
 def _type(x: Any) -> str:
@@ -144,7 +144,8 @@ def observation_in_space(run: EnvRun) -> CheckResult:
         i, b = cell
         findings.append(Finding(state_step(i), b, "observation outside observation_space",
                                 {"observation": np.asarray(trace.observation)[i, b]}))
-    return judge(findings, f"{(run.num_steps + 1) * run.batch_size} observations in the space")
+    return judge(findings, f"{counted((run.num_steps + 1) * run.batch_size, 'observation')} in "
+                           f"the space")
 
 
 @env_check("finite_values", "no NaN or inf in observations and rewards.")
@@ -186,7 +187,7 @@ def events(run: EnvRun) -> CheckResult:
     if cell is not None:
         findings.append(Finding(*cell, "ending event after done",
                                 {"terminated": f.term[cell], "truncated": f.trunc[cell]}, 2))
-    return judge(findings, f"{int(f.event.sum())} events, one per episode")
+    return judge(findings, f"{counted(f.event.sum(), 'event')}, one per episode")
 
 
 @env_check("done_flag", "`done(reset(key))` is False and `done` turns true exactly when an "
@@ -243,7 +244,7 @@ def absorbing_state(run: EnvRun) -> CheckResult:
     moved = ~np.asarray(run.require_trace().probe_same, bool)
     findings = [_moved_leaf(run),
                 _probe_finding(run, moved, "done state moved under a probe action", ("action",))]
-    return judge(findings, f"{int(run.flags.done_before.sum())} done states unchanged")
+    return judge(findings, f"{counted(run.flags.done_before.sum(), 'done state')} unchanged")
 
 
 @env_check("absorbing_reward", "stepping a done state gives reward 0.")
@@ -337,24 +338,27 @@ def autoreset_final_observation(run: EnvRun) -> CheckResult:
         findings = final_observation_findings(rows)
     except Exception as error:
         return outcome(FAILED, f"auto-reset collection raised {error_text(error)}")
-    return judge(findings, f"{int(rows.ending.sum())} episode ends, final observations kept")
+    return judge(findings, f"{counted(rows.ending.sum(), 'episode end')}, final observations "
+                           f"kept")
 
 
 def _episodes_end_result(run: EnvRun) -> CheckResult:
     event, T, B = run.flags.event, run.num_steps, run.batch_size
     ended = event.any(axis=0)
     horizon = run.horizon
-    hint = (f"; horizon {horizon} <= {T} steps: truncation missing?"
+    hint = (f"; horizon {horizon} <= {counted(T, 'step')}: truncation missing?"
             if horizon is not None and horizon <= T else " (raise num_steps)")
     if not ended.any():
-        return outcome(WARNING, f"no episode ended within {T} steps, the ending contracts "
-                                f"were not exercised{hint}")
+        return outcome(WARNING, f"no episode ended within {counted(T, 'step')}, the ending "
+                                f"contracts were not exercised{hint}")
     if not ended.all():
         missing = int(np.flatnonzero(~ended)[0])
-        return outcome(WARNING, f"{int((~ended).sum())} of {B} episodes did not end within {T} "
-                                f"steps (first: env {missing}){hint}", None, missing)
+        return outcome(WARNING, f"{int((~ended).sum()):,} of {counted(B, 'episode')} did not "
+                                f"end within {counted(T, 'step')} (first: env {missing}){hint}",
+                       None, missing)
     lengths = np.argmax(event, axis=0) + 1
-    return outcome(PASSED, f"all {B} episodes ended (lengths {int(lengths.min())}.."
+    return outcome(PASSED, f"{'all ' if B > 1 else ''}{counted(B, 'episode')} ended "
+                           f"(lengths {int(lengths.min())}.."
                            f"{int(lengths.max())})")
 
 
@@ -365,7 +369,8 @@ def episodes_end(run: EnvRun) -> CheckResult:
     result = _episodes_end_result(run)
     if run.from_horizon:
         return result
-    return outcome(WARNING, f"env has no horizon, ran {run.num_steps} steps: {result.message}",
+    return outcome(WARNING, f"env has no horizon, ran {counted(run.num_steps, 'step')}: "
+                            f"{result.message}",
                    result.step, result.env)
 
 

@@ -33,6 +33,7 @@ from rollax.contracts.registry import NotRun
 from rollax.contracts.report import WARNING, CheckResult, Finding, judge, outcome
 from rollax.envs.base import Environment, step_with_key
 from rollax.envs.suites.base import SuiteEnvironment
+from rollax.validate import counted
 
 KEY, INPUT = 1, 2
 """Dependence bits of a value: on the key argument, on another argument."""
@@ -336,7 +337,7 @@ def key_used_once(run: EnvRun) -> CheckResult:
     findings, upstream, counts = [], [], []
     suite = isinstance(run.env, SuiteEnvironment)
     for priority, (subject, uses) in enumerate(env_uses(run).items()):
-        counts.append(f"{len(uses.consumed)} keys consumed in {subject}")
+        counts.append(f"{counted(len(uses.consumed), 'key')} consumed in {subject}")
         for atom, atom_uses in uses.consumed.items():
             n = sum(u.times for u in atom_uses)
             if n > 1:

@@ -39,6 +39,12 @@ def writing(path: Path) -> Iterator[None]:
         raise OSError(err.errno, err.strerror or str(err), str(path)) from err
 
 
+STAGED_EXTRA = 10
+"""The bytes a name gains as the hidden temporary name it is first written under
+(:func:`atomic_write_text`, :func:`staged_folder`): ``"." + name + "."`` and ``tempfile``'s 8
+random characters."""
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` by a file holding ``text`` (written and synced to a hidden temporary
     file beside it first), with the umask's permissions. An ``OSError`` (a full disk) names

@@ -19,9 +19,39 @@ from typing import Any
 import numpy as np
 
 from rollax.run import checkpoint
-from rollax.run.files import atomic_write_text, read_json, write_json, writing
+from rollax.run.files import STAGED_EXTRA, atomic_write_text, read_json, write_json, writing
 
 CONFIG, METRICS, SUMMARY, ROLLOUT = "config.json", "metrics.jsonl", "summary.json", "rollout.json"
+
+
+def _limit(name: str, fallback: int) -> int:
+    """The file system's ``PC_NAME_MAX`` or ``PC_PATH_MAX`` at the working folder (``fallback``
+    where the system does not say, e.g. on Windows)."""
+    try:
+        return int(os.pathconf(".", name))
+    except (AttributeError, OSError, ValueError):
+        return fallback
+
+
+def check_path_fits(path: Path, staged: bool = False) -> None:
+    """Every name in ``path`` fits the file system (at most ``NAME_MAX`` bytes, 255 on Linux
+    and macOS; the last one :data:`STAGED_EXTRA` fewer when it is ``staged``, first written
+    under a temporary name), and so does the whole absolute path (``PATH_MAX``, 4096 on
+    Linux): a one-line ``ValueError`` before anything is written, not the operating system's
+    error after a parent folder was made."""
+    name_max, path_max = _limit("PC_NAME_MAX", 255), _limit("PC_PATH_MAX", 4096)
+    for i, part in enumerate(path.parts):
+        limit = name_max - (STAGED_EXTRA if staged and i == len(path.parts) - 1 else 0)
+        size = len(os.fsencode(part))
+        if size > limit:
+            why = (f" ({name_max}, the file system's limit, less {STAGED_EXTRA} for the "
+                   f"temporary name it is first written under)" if limit < name_max else "")
+            raise ValueError(f"out cannot be created: a file name may have at most {limit} "
+                             f"bytes{why}, and {part[:20] + '...'!r} has {size}")
+    size = len(os.fsencode(str(path.absolute())))
+    if size > path_max:
+        raise ValueError(f"out cannot be created: a path may have at most {path_max} bytes, "
+                         f"and {str(path)[:20] + '...'!r} has {size} as an absolute path")
 
 
 def _check_creatable(path: Path) -> None:
@@ -36,6 +66,7 @@ def _check_creatable(path: Path) -> None:
 
 def check_creatable_folder(path: Path) -> None:
     """``path`` is an existing folder or can be created as one (checked, nothing written)."""
+    check_path_fits(path)
     if path.exists():
         if not path.is_dir():
             raise ValueError(f"out {str(path)!r} exists and is not a folder")
@@ -43,12 +74,15 @@ def check_creatable_folder(path: Path) -> None:
     _check_creatable(path)
 
 
-def check_new_run_dir(out: str | None, default_name: str, root: str = "runs") -> Path:
+def check_new_run_dir(out: str | None, default_name: str, root: str = "runs",
+                      staged: bool = False) -> Path:
     """The folder a new run will be written to. ``out`` must not exist yet (a run folder is
-    never overwritten) and must be creatable; without ``out`` a fresh name under ``root`` is
+    never overwritten) and must be creatable (:func:`check_path_fits`; ``staged``: the folder is
+    made whole under a temporary name first); without ``out`` a fresh name under ``root`` is
     chosen. Checked before any work starts."""
     if out is not None:
         path = Path(out)
+        check_path_fits(path, staged)
         if path.exists():
             raise ValueError(f"out {str(path)!r} already exists: choose a new folder")
         _check_creatable(path)

@@ -37,6 +37,7 @@ from rollax.run.experiment import (
 )
 from rollax.run.folder import RunFolder, check_new_run_dir, metric_table
 from rollax.run.stats import summarize
+from rollax.validate import counted
 
 
 class Interrupted(Exception):
@@ -419,7 +420,7 @@ def open_resume(path: str | Path, devices: int | None = None,
         shorter, algo = algo, run.build()
         if algo.num_updates <= shorter.num_updates:
             raise ValueError(f"resume: {flag} {budget} would not train longer than the run's "
-                             f"{flag} {was} ({shorter.num_updates} updates)")
+                             f"{flag} {was} ({counted(shorter.num_updates, 'update')})")
         longer = {**stored, "config": {**stored["config"], name: budget}}
     if devices is not None:
         run = dataclasses.replace(run, devices=devices)
@@ -428,7 +429,8 @@ def open_resume(path: str | Path, devices: int | None = None,
     if found is not None:
         if found.update > algo.num_updates:
             raise ValueError(f"resume: checkpoint {str(found.path)!r} is at update "
-                             f"{found.update}, past the run's {algo.num_updates} updates")
+                             f"{found.update}, past the run's "
+                             f"{counted(algo.num_updates, 'update')}")
         folder.check_metrics()
     return Resumable(folder, run, algo, found, longer, was)
 
