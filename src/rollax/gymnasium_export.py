@@ -171,15 +171,20 @@ def _reset_many(env: Environment, num_envs: int, key: jax.Array):
     return key, states, jax.vmap(env.observation)(states)
 
 
+def _step_all(env: Environment, key: jax.Array, states, actions: jax.Array):
+    """Every environment one step with this step's keys (the module docstring's chain):
+    ``(next key, this step's reset key, stepped states, reward, terminated, truncated)``."""
+    key, step_key = jax.random.split(key)
+    reset_key, transition_key = jax.random.split(step_key)
+    keys = per_env(transition_key, actions.shape[0]) if env.stochastic else None
+    step = functools.partial(step_with_key, env)
+    return key, reset_key, *jax.vmap(step)(states, actions, keys)
+
+
 @functools.partial(jax.jit, static_argnums=0)
 def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
     """Same-step: the environments that end an episode restart in this step."""
-    num_envs = actions.shape[0]
-    key, step_key = jax.random.split(key)
-    reset_key, transition_key = jax.random.split(step_key)
-    keys = per_env(transition_key, num_envs) if env.stochastic else None
-    step = functools.partial(step_with_key, env)
-    stepped, reward, terminated, truncated = jax.vmap(step)(states, actions, keys)
+    key, reset_key, stepped, reward, terminated, truncated = _step_all(env, key, states, actions)
     final_obs = jax.vmap(env.observation)(stepped)
     states = autoreset(env, terminated | truncated, stepped, reset_key)
     obs = jax.vmap(env.observation)(states)
@@ -192,12 +197,7 @@ def _step_many_next(env: Environment, key: jax.Array, states, actions: jax.Array
     """Next-step: the environments that ended an episode in the previous step (``restart``)
     restart now, their actions ignored, with reward 0 and no event (a finished state absorbs:
     stepping it changes nothing)."""
-    num_envs = actions.shape[0]
-    key, step_key = jax.random.split(key)
-    reset_key, transition_key = jax.random.split(step_key)
-    keys = per_env(transition_key, num_envs) if env.stochastic else None
-    step = functools.partial(step_with_key, env)
-    stepped, reward, terminated, truncated = jax.vmap(step)(states, actions, keys)
+    key, reset_key, stepped, reward, terminated, truncated = _step_all(env, key, states, actions)
     states = autoreset(env, restart, stepped, reset_key)
     reward = jnp.where(restart, 0.0, reward)
     terminated, truncated = terminated & ~restart, truncated & ~restart

@@ -296,7 +296,7 @@ def finite_lanes(params) -> np.ndarray:
         leaf = np.asarray(leaf)
         if not np.issubdtype(leaf.dtype, np.inexact):
             continue
-        lane_ok = np.isfinite(leaf.reshape(leaf.shape[0], -1)).all(axis=1)
+        lane_ok = np.asarray(np.isfinite(leaf.reshape(leaf.shape[0], -1)).all(axis=1))
         ok = lane_ok if ok is None else ok & lane_ok
     return np.ones(0, bool) if ok is None else ok
 
