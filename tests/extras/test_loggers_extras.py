@@ -19,9 +19,7 @@ def train(capsys, out_dir, *argv):
                  "--out", str(out_dir), *argv])
     _, err = capsys.readouterr()
     assert code == 0, err
-    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    per_update = json.loads((out_dir / "summary.json").read_text())["env_steps_per_lane"] // 3
-    return rows, per_update
+    return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def read_events(folder):
@@ -30,19 +28,27 @@ def read_events(folder):
     return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
-def check_events(run_dir, rows, per_update, keys):
+def check_events(run_dir, rows, keys, batch=32):
+    """Each lane's events equal its metric rows, each at the lane's live env steps so far,
+    rebuilt from each update's mean episode length over the batch's ``batch`` episodes."""
     lanes = {}
     for row in rows:
         lane = "-".join(f"{k}{format(row[k], 'g') if isinstance(row[k], float) else row[k]}"
                         for k in keys)
         lanes.setdefault(lane, []).append(row)
+    steps = {}
+    for lane, lane_rows in lanes.items():
+        live = 0
+        for r in sorted(lane_rows, key=lambda r: r["update"]):
+            live += round(r.get("episode_length", 0) * batch) if r["update"] else 0
+            steps[lane, r["update"]] = live
     assert sorted(p.name for p in (run_dir / "tensorboard").iterdir()) == sorted(lanes)
     for lane, lane_rows in lanes.items():
         scalars = read_events(run_dir / "tensorboard" / lane)
         metrics = {k for r in lane_rows for k in r if k not in (*keys, "update")}
         assert set(scalars) == {tag(m) for m in metrics}
         for metric in metrics:
-            expected = {r["update"] * per_update: r[metric] for r in lane_rows
+            expected = {steps[lane, r["update"]]: r[metric] for r in lane_rows
                         if r.get(metric) is not None}
             got = scalars[tag(metric)]
             # steps: env steps per lane, each once (a resumed run's are replaced)
@@ -54,15 +60,15 @@ def check_events(run_dir, rows, per_update, keys):
 
 def test_tensorboard_events_equal_metrics(capsys, tmp_path):
     run_dir = tmp_path / "run"
-    rows, per_update = train(capsys, run_dir, "--log", "tensorboard", "--sweep", "lr=0.5,0.1")
+    rows = train(capsys, run_dir, "--log", "tensorboard", "--sweep", "lr=0.5,0.1")
     assert {tag("episode_return"), tag("clip_fraction")} <= set(
         read_events(run_dir / "tensorboard" / "seed0-lr0.5"))
-    check_events(run_dir, rows, per_update, ("seed", "lr"))
+    check_events(run_dir, rows, ("seed", "lr"))
 
 
 def test_tensorboard_after_resume_equals_metrics(capsys, tmp_path):
     run_dir = tmp_path / "run"
-    rows, per_update = train(capsys, run_dir, "--log", "tensorboard", "--chunk-size", "1")
+    rows = train(capsys, run_dir, "--log", "tensorboard", "--chunk-size", "1")
     (run_dir / "summary.json").unlink()  # as if stopped after update 3: resume relogs
     (run_dir / "checkpoints" / "latest").write_text(
         sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.is_dir())[0])
@@ -71,7 +77,7 @@ def test_tensorboard_after_resume_equals_metrics(capsys, tmp_path):
     assert code == 0, err
     again = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert len(again) == len(rows)
-    check_events(run_dir, again, per_update, ("seed",))
+    check_events(run_dir, again, ("seed",))
 
 
 def test_wandb_offline_run_in_run_folder(capsys, tmp_path, monkeypatch):
