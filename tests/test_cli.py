@@ -213,7 +213,7 @@ def test_check_env_steps_of_a_continuing_task(capsys):
     assert _episodes_end(out)["message"].startswith("no episode ended within 8 steps")
     code, out, err = run(capsys, "check-env", name, "--batch-size", "4", "--json")
     assert code == 0, err
-    assert _episodes_end(out)["message"].startswith("no episode ended within 1024 steps")
+    assert _episodes_end(out)["message"].startswith("no episode ended within 1,024 steps")
 
 
 def test_check_env_passes_a_point_mass(capsys):

@@ -759,7 +759,7 @@ def test_continuing_task_is_checked_on_the_default_steps():
     assert report.settings["num_steps"] == MAX_DEFAULT_STEPS
     assert report.ok, str(report)
     assert report["episodes_end"].status == "warning"
-    assert "no episode ended within 1024 steps" in report["episodes_end"].message
+    assert "no episode ended within 1,024 steps" in report["episodes_end"].message
 
 
 @dataclasses.dataclass(frozen=True)

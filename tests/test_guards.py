@@ -49,10 +49,14 @@ def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained on garbage is kept
 
 
-def test_without_checked_mode_the_garbage_goes_unnoticed(capsys, tmp_path, nan_env):
+def test_without_checked_mode_the_garbage_is_only_seen_at_the_end(capsys, tmp_path, nan_env):
+    """No check stops the run: it trains to the end on NaN observations, and only then is it
+    reported as diverged (exit status 3, the warning line); --checked stops it at the first."""
     code, _, err = run(capsys, "train", "--env", "test-nan-observation", "--total-steps", "256",
                        "--num-envs", "4", "--num-steps", "64", "--out", str(tmp_path / "r"))
-    assert code == 0, err
+    assert code == 3, err
+    assert err.startswith("rollax train: warning: training diverged")
+    assert (tmp_path / "r" / "summary.json").is_file()
 
 
 def test_diverging_loss_stops_the_run(capsys, tmp_path):
