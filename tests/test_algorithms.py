@@ -14,7 +14,6 @@ import rollax
 from rollax.algos import registry
 from rollax.algos.base import make_train
 from rollax.cli import main
-from rollax.run import compile_cache
 from rollax.run.experiment import Runner
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
@@ -53,16 +52,6 @@ def _flags(settings: dict) -> list[str]:
         else:
             argv += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
     return argv
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_once(tmp_path_factory):
-    """The module's CLI runs share a persistent compile cache of their own."""
-    folder = tmp_path_factory.mktemp("jax-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ROLLAX_COMPILE_CACHE", str(folder))
-        yield
-    compile_cache.disable()
 
 
 def _train(capsys, *argv) -> dict:

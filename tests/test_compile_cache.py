@@ -2,7 +2,8 @@
 
 The cache is per process, so the runs that read it back are subprocesses, each with
 ``ROLLAX_COMPILE_CACHE`` (and HOME, XDG_CACHE_HOME) pointing into the test's temporary folder:
-the user's ~/.cache is never touched. In-process, tests/conftest.py turns the cache off.
+the user's ~/.cache is never touched, nor the session's cache (tests/conftest.py), which every
+other test compiles into.
 """
 
 import json

@@ -11,7 +11,7 @@ import pytest
 
 from rollax.cli import main
 from rollax.cli.parse import parse_train
-from rollax.run import compile_cache, plots
+from rollax.run import plots
 from rollax.run.folder import RunFolder
 
 BASE = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "1",
@@ -33,17 +33,6 @@ def digest(folder: Path) -> dict[str, str]:
 def updates(run_dir: Path) -> list[int]:
     return [json.loads(line)["update"] for line in
             (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_once(tmp_path_factory):
-    """The module's runs compile the same programs: the first compiles them into a
-    persistent cache of the module's own, the others load them (results never change)."""
-    folder = tmp_path_factory.mktemp("jax-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ROLLAX_COMPILE_CACHE", str(folder))
-        yield
-    compile_cache.disable()
 
 
 @pytest.fixture(scope="module")
