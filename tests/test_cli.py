@@ -178,6 +178,7 @@ def test_unwritable_out_is_refused_before_training(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1 and blocker.read_text() == "x"
 
 
+@pytest.mark.integration
 def test_entry_point_in_a_subprocess(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     ok = subprocess.run([sys.executable, "-m", "rollax.cli", "exact", "--json"],

@@ -42,6 +42,7 @@ def test_counts_in_any_spelling_train_the_same(tmp_path, capsys):
     assert "batch_size must be a whole number, got '2.55e1'" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
     with open(tmp_path / "stderr.txt", "w") as err:
         proc = subprocess.Popen(
@@ -125,6 +126,7 @@ def test_one_update_one_lane_and_one_episode_are_singular(capsys, tmp_path):
     assert re.search(r"\b2,016 observations in the space\b", capsys.readouterr().out)
 
 
+@pytest.mark.integration
 def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):
     """``rollax envs | head``: Python's way with SIGPIPE, stdout to devnull, no message."""
     reader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.close()"],

@@ -39,6 +39,7 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+@pytest.mark.integration
 def test_second_process_reuses_the_cache(tmp_path):
     folder = tmp_path / "cache"
     cold, _ = _train(tmp_path, str(folder), "a")

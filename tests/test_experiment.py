@@ -78,6 +78,7 @@ def start_and_wait_for_checkpoint(out):
     return proc
 
 
+@pytest.mark.integration
 def test_sigkill_then_resume_is_bit_identical(capsys, tmp_path, uninterrupted):
     out = tmp_path / "killed"
     proc = start_and_wait_for_checkpoint(out)
@@ -92,6 +93,7 @@ def test_sigkill_then_resume_is_bit_identical(capsys, tmp_path, uninterrupted):
     assert [r["update"] for r in rows] == list(range(0, 1501))  # no gap, no duplicate
 
 
+@pytest.mark.integration
 def test_ctrl_c_checkpoints_then_exits_and_resumes(capsys, tmp_path, uninterrupted):
     out = tmp_path / "interrupted"
     proc = start_and_wait_for_checkpoint(out)

@@ -236,6 +236,7 @@ def _cli(lib, cwd, *argv) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.integration
 def test_custom_env_train_resume_eval_plot_in_new_processes(env_package, tmp_path):
     toml = tmp_path / "train.toml"
     toml.write_text('env = "mypkg.envs:make"\nhorizon = 5\n')
