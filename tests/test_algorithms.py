@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import greedy_return
 from rollax.algos import registry
 from rollax.algos.base import make_train
 from rollax.cli import main
 from rollax.run.experiment import Runner
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
-from test_loaded import greedy_return
 
 ENV = "CartPole-v1"
 TINY: dict[str, dict] = {

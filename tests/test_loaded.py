@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import greedy_return
 from rollax.cli import main
 from rollax.run.config import from_json, from_settings
 from rollax.run.experiment import Runner, lane_params_sha256
@@ -35,22 +36,6 @@ def _final_state(path, lane: int = 0):
     runner = Runner(run.build(), run.lanes(), 1)
     _, state = RunFolder(path).load_checkpoint(runner.initial_state(), run.identity())
     return jax.tree_util.tree_map(lambda x: x[lane], state)
-
-
-def greedy_return(loaded, key, episodes: int) -> jax.Array:
-    """A plain absorbing loop acting with ``loaded.act``: reset keys as collect derives them,
-    ``env.horizon`` steps under ``lax.scan``, mean over episodes of the summed rewards."""
-    env = loaded.env
-    reset_keys, _, _ = rollax.collection_keys(key, episodes, env.horizon, env.stochastic)
-    states = jax.vmap(env.reset)(reset_keys)
-
-    def body(states, _):
-        actions = jax.vmap(loaded.act)(jax.vmap(env.observation)(states))
-        states, reward, _, _ = jax.vmap(env.step)(states, actions)
-        return states, reward
-
-    _, rewards = jax.lax.scan(body, states, None, env.horizon)
-    return jnp.mean(jnp.sum(rewards, axis=0))
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "MountainCar-v0"])
