@@ -2,6 +2,7 @@
 only). Test modules import from here, never from one another."""
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -34,3 +35,19 @@ def greedy_return(loaded, key, episodes: int) -> jax.Array:
 
     _, rewards = jax.lax.scan(body, states, None, env.horizon)
     return jnp.mean(jnp.sum(rewards, axis=0))
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    """``rollax *argv`` in-process (``rollax.cli.main``): exit status, stdout, stderr."""
+    from rollax.cli import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def train_json(capsys, *argv) -> dict:
+    """``rollax train --json *argv`` in-process; it must succeed; its JSON object."""
+    code, out, err = run(capsys, "train", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)

@@ -8,13 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from rollax.cli import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from helpers import run
 
 
 def test_train_json_and_run_folder(capsys, tmp_path):

@@ -14,18 +14,12 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.cli import main
+from helpers import run
 from rollax.run.experiment import params_sha256
 from rollax.run.stats import summarize
 
 KILL_RUN = ["train", "--updates", "1500", "--batch-size", "16", "--chunk-size", "25",
             "--checkpoint-every", "25", "--json"]
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def sha_of(capsys, *argv):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run
 from rollax.cli import main
 from rollax.cli.parse import parse_train
 from rollax.run import plots
@@ -17,12 +18,6 @@ from rollax.run.folder import RunFolder
 BASE = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "1",
         "--checkpoint-every", "1"]
 """Four tabular updates, a checkpoint after each: update-0000002, -3 and -4 are kept."""
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def digest(folder: Path) -> dict[str, str]:
