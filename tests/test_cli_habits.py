@@ -4,6 +4,7 @@ rate and the time left while a run trains."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -48,7 +49,9 @@ def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "rollax.cli", "train", "--updates", "4", "--batch-size", "16",
              "--chunk-size", "1", "--out", str(tmp_path / "run")],
-            stdout=subprocess.PIPE, stderr=err, text=True)
+            stdout=subprocess.PIPE, stderr=err, text=True,
+            # the closing line names the cache folder, as long as the session's temporary path
+            env={**os.environ, "ROLLAX_COMPILE_CACHE": "off"})
         assert proc.stdout is not None
         first = proc.stdout.readline()  # arrives before the run ends (flushed)
         assert first.startswith("ppo on corridor: updates=4, batch_size=16")
