@@ -1,10 +1,69 @@
+"""Settings for the whole test session.
+
+**One compile cache per session.** The tests compile the same programs again and again (every
+``make_train`` builds a fresh closure, every ``rollax train`` in-process or in a subprocess a
+fresh process-level cache). The session turns JAX's persistent compilation cache on in ONE
+fresh temporary folder, created by the pytest process that starts the session (the xdist
+controller, or the only process without xdist), handed to the xdist workers
+(``workerinput``) and, through ``ROLLAX_COMPILE_CACHE``, to every ``rollax`` subprocess; it
+is removed when the session ends. The user's ``~/.cache`` is never read or written, and no
+test depends on what an earlier test compiled (a miss compiles, a hit loads the very program
+a miss would compile). tests/test_compile_cache.py gives its subprocesses folders of their
+own (and ``ROLLAX_COMPILE_CACHE=off``) to test the cache itself.
+"""
+
 import os
+import shutil
+import tempfile
 
 import jax
+import pytest
+
+from rollax.run import compile_cache
 
 # A silent (T, B) vs (T, B, 1) broadcast is an error in the tests.
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-# The command line caches compiled programs in ~/.cache/rollax/jax by default: the tests run it
-# in-process with the cache off (tests/test_compile_cache.py turns it on in a temporary folder).
-os.environ["ROLLAX_COMPILE_CACHE"] = "off"
+_KEY = "rollax_compile_cache"
+"""The session's cache folder in ``config.workerinput`` (xdist workers)."""
+
+_folder: list[str] = []
+"""The session's cache folder, once :func:`pytest_configure` has run."""
+
+_owned = pytest.StashKey[str]()
+"""The folder this process created (and removes at the end of the session)."""
+
+
+def pytest_configure(config):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and _KEY in workerinput:
+        folder = workerinput[_KEY]  # an xdist worker: the controller's folder
+    else:
+        folder = tempfile.mkdtemp(prefix="rollax-tests-jax-cache-")
+        config.stash[_owned] = folder
+    _folder.append(folder)
+    # subprocesses (`python -m rollax ...`) and in-process `rollax.cli.main` read it here
+    os.environ[compile_cache.ENV_VAR] = folder
+    # library calls (make_train, collect, ...) in this process use it too
+    compile_cache.enable(folder)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist (controller): each worker gets the session's folder."""
+    node.workerinput[_KEY] = node.config.stash[_owned]
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(_owned, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def session_compile_cache():
+    """After each test, the session's cache again (a test may turn it off, e.g. with
+    ``rollax train --no-compile-cache``, or point it elsewhere)."""
+    yield
+    if _folder and compile_cache.current() != _folder[0]:
+        compile_cache.enable(_folder[0])

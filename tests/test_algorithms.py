@@ -11,14 +11,12 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import greedy_return, train_json
 from rollax.algos import registry
 from rollax.algos.base import make_train
-from rollax.cli import main
-from rollax.run import compile_cache
 from rollax.run.experiment import Runner
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
-from test_loaded import greedy_return
 
 ENV = "CartPole-v1"
 TINY: dict[str, dict] = {
@@ -53,23 +51,6 @@ def _flags(settings: dict) -> list[str]:
         else:
             argv += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
     return argv
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_once(tmp_path_factory):
-    """The module's CLI runs share a persistent compile cache of their own."""
-    folder = tmp_path_factory.mktemp("jax-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ROLLAX_COMPILE_CACHE", str(folder))
-        yield
-    compile_cache.disable()
-
-
-def _train(capsys, *argv) -> dict:
-    code = main(["train", "--json", *map(str, argv)])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
 
 
 def _algo_argv(spec, **settings) -> list[str]:
@@ -110,14 +91,14 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path
     lanes = ["--seeds", "2", "--sweep", "lr=0.001,0.003", "--chunk-size", "1",
              "--checkpoint-every", "1"]
     whole = tmp_path / "whole"
-    summary = _train(capsys, *_algo_argv(spec), *lanes, "--out", whole)
+    summary = train_json(capsys, *_algo_argv(spec), *lanes, "--out", whole)
     assert len(summary["lanes"]) == 4  # 2 seeds x 2 learning rates, one program
     finals = np.asarray(summary["final_episode_return"], float)
     assert finals.shape == (4,) and np.all(np.isfinite(finals))
 
     cut = tmp_path / "cut"
-    _train(capsys, *_algo_argv(spec), *lanes, *_budget_argv(spec, 2), "--out", cut)
-    _train(capsys, "--resume", cut, *_budget_argv(spec, 1))
+    train_json(capsys, *_algo_argv(spec), *lanes, *_budget_argv(spec, 2), "--out", cut)
+    train_json(capsys, "--resume", cut, *_budget_argv(spec, 1))
     assert _metrics(cut) == _metrics(whole)
     last = sorted(p for p in _digests(whole) if p.startswith("update-") or "/" in p)[-1]
     assert _digests(cut)[last] == _digests(whole)[last]
@@ -137,8 +118,8 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path
 @pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
 def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):
     plain, checked = tmp_path / "plain", tmp_path / "checked"
-    _train(capsys, *_algo_argv(spec), "--out", plain)
-    _train(capsys, *_algo_argv(spec), "--checked", "--out", checked)
+    train_json(capsys, *_algo_argv(spec), "--out", plain)
+    train_json(capsys, *_algo_argv(spec), "--checked", "--out", checked)
     # the staged checks may change XLA's fusion: diagnostics can move in the last float32 bit
     for a, b in zip(_metrics(plain), _metrics(checked), strict=True):
         assert a.keys() == b.keys()

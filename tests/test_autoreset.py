@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import TracedPolicy  # counts compilations through the public API
 from rollax.collect import (
     AutoResetTrajectory,
     Trajectory,
@@ -14,7 +15,6 @@ from rollax.collect import (
     reset_batch,
     split_at,
 )
-from test_collect import TracedPolicy  # counts compilations through the public API
 
 POLICY = rollax.BernoulliPolicy(3)
 

@@ -8,13 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from rollax.cli import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from helpers import run
 
 
 def test_train_json_and_run_folder(capsys, tmp_path):
@@ -178,6 +172,7 @@ def test_unwritable_out_is_refused_before_training(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1 and blocker.read_text() == "x"
 
 
+@pytest.mark.integration
 def test_entry_point_in_a_subprocess(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     ok = subprocess.run([sys.executable, "-m", "rollax.cli", "exact", "--json"],

@@ -4,6 +4,7 @@ rate and the time left while a run trains."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -42,12 +43,15 @@ def test_counts_in_any_spelling_train_the_same(tmp_path, capsys):
     assert "batch_size must be a whole number, got '2.55e1'" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_piped_output_has_the_header_first_then_a_line_per_chunk(tmp_path):
     with open(tmp_path / "stderr.txt", "w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rollax.cli", "train", "--updates", "4", "--batch-size", "16",
              "--chunk-size", "1", "--out", str(tmp_path / "run")],
-            stdout=subprocess.PIPE, stderr=err, text=True)
+            stdout=subprocess.PIPE, stderr=err, text=True,
+            # the closing line names the cache folder, as long as the session's temporary path
+            env={**os.environ, "ROLLAX_COMPILE_CACHE": "off"})
         assert proc.stdout is not None
         first = proc.stdout.readline()  # arrives before the run ends (flushed)
         assert first.startswith("ppo on corridor: updates=4, batch_size=16")
@@ -125,6 +129,7 @@ def test_one_update_one_lane_and_one_episode_are_singular(capsys, tmp_path):
     assert re.search(r"\b2,016 observations in the space\b", capsys.readouterr().out)
 
 
+@pytest.mark.integration
 def test_a_reader_that_closes_early_gets_no_broken_pipe_message(tmp_path):
     """``rollax envs | head``: Python's way with SIGPIPE, stdout to devnull, no message."""
     reader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.close()"],

@@ -1,8 +1,6 @@
 """Absorbing collector contracts (docs/contract.md §2) against hand-built and plain-loop
 expectations."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,21 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rollax
+from helpers import TracedPolicy
 from rollax.envs.corridor import Corridor
 
 POLICY = rollax.BernoulliPolicy(3)
 FIELDS = rollax.Trajectory._fields
-
-
-@dataclasses.dataclass(frozen=True)
-class TracedPolicy(rollax.BernoulliPolicy):
-    """``BernoulliPolicy`` that records each trace of ``sample`` (one per compilation)."""
-
-    traces: list = dataclasses.field(default_factory=list, compare=False, hash=False)
-
-    def sample(self, params, observation, key):
-        self.traces.append(None)
-        return super().sample(params, observation, key)
 
 
 def corridor_collect(theta, key, batch_size, num_steps, horizon=8):

@@ -2,7 +2,8 @@
 
 The cache is per process, so the runs that read it back are subprocesses, each with
 ``ROLLAX_COMPILE_CACHE`` (and HOME, XDG_CACHE_HOME) pointing into the test's temporary folder:
-the user's ~/.cache is never touched. In-process, tests/conftest.py turns the cache off.
+the user's ~/.cache is never touched, nor the session's cache (tests/conftest.py), which every
+other test compiles into.
 """
 
 import json
@@ -38,6 +39,7 @@ def _entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+@pytest.mark.integration
 def test_second_process_reuses_the_cache(tmp_path):
     folder = tmp_path / "cache"
     cold, _ = _train(tmp_path, str(folder), "a")

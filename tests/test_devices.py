@@ -189,10 +189,12 @@ def test_one_device_is_the_unsharded_program():
 
 # --- eight CPU devices (one subprocess) ------------------------------------------------------
 
+@pytest.mark.integration
 def test_device_count(report):
     assert report["device_count"] == 8
 
 
+@pytest.mark.integration
 def test_tabular_eight_devices_equal_one(report):
     run = report["tabular"]
     assert run["mesh"] == {"lanes": 2, "envs": 4}
@@ -201,6 +203,7 @@ def test_tabular_eight_devices_equal_one(report):
         close(run["eight"]["metrics"][name], values, 1e-5, 1e-6)
 
 
+@pytest.mark.integration
 def test_ppo_eight_devices_equal_one(report):
     run = report["ppo"]
     assert run["mesh"] == {"lanes": 2, "envs": 4}
@@ -211,6 +214,7 @@ def test_ppo_eight_devices_equal_one(report):
     assert np.asarray(run["one"]["metrics"]["episodes"]).sum() > 0  # episodes ended: real work
 
 
+@pytest.mark.integration
 def test_state_spread_over_every_device(report):
     # tabular state (params (2, 3), key (2,), update (2,)): lanes split, the rest replicated
     for leaf in report["tabular"]["layout"]:
@@ -236,6 +240,7 @@ def test_state_spread_over_every_device(report):
     assert env_fields <= seen
 
 
+@pytest.mark.integration
 def test_gradient_averaged_with_all_reduce(report):
     # tabular: the (per-device) gradient of the lane's 3 logits is summed across the envs axis
     assert any(s.startswith("f32[1,3]") for s in report["tabular"]["all_reduce"]), \
@@ -243,6 +248,7 @@ def test_gradient_averaged_with_all_reduce(report):
     assert report["ppo"]["all_reduce"]  # batch statistics at least
 
 
+@pytest.mark.integration
 def test_ppo_gradient_all_reduce(report):
     # each device's minibatch rows give a partial gradient, summed across "envs" (per layer)
     shapes = report["ppo"]["all_reduce"]
@@ -250,6 +256,7 @@ def test_ppo_gradient_all_reduce(report):
     assert any(s == "f32[1,64,64]" or s == flat for s in shapes), shapes
 
 
+@pytest.mark.integration
 def test_cli_eight_devices(report):
     one, eight = report["cli_one"], report["cli_eight"]
     assert one["code"] == 0 and eight["code"] == 0, eight["stderr"]
@@ -264,6 +271,7 @@ def test_cli_eight_devices(report):
     assert json.loads((folder / "one" / "summary.json").read_text())["mesh"] is None
 
 
+@pytest.mark.integration
 def test_cli_resume_on_another_device_count(report):
     resumed = report["cli_resumed"]
     assert resumed["code"] == 0, resumed["stderr"]
@@ -274,6 +282,7 @@ def test_cli_resume_on_another_device_count(report):
     assert [json.loads(r)["update"] for r in rows] == [u for u in range(7) for _ in range(2)]
 
 
+@pytest.mark.integration
 def test_cli_ppo_eight_devices(report):
     result = report["cli_ppo"]
     assert result["code"] == 0, result["stderr"]
@@ -291,6 +300,7 @@ def test_cli_ppo_eight_devices(report):
         close(logged, one[name], 1e-4, 1e-5)
 
 
+@pytest.mark.integration
 def test_cli_too_many_devices(report):
     result = report["cli_too_many"]
     assert result["code"] == 2 and result["stdout"] == ""
@@ -314,6 +324,7 @@ LAUNCH = textwrap.dedent(r'''
 ''')
 
 
+@pytest.mark.integration
 def test_two_processes(report, tmp_path):
     """Multi-controller: two processes with four CPU devices each, jax.distributed.initialize
     on localhost, the same command with --devices 8; each writes its own run folder."""
@@ -391,6 +402,7 @@ def recurrent_report():
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("network", ["gru", "lstm"])
 def test_recurrent_carry_split_over_environments(recurrent_report, network):
     run = recurrent_report[network]

@@ -27,6 +27,9 @@ import pytest
 
 from rollax.envs import registry, suites
 
+# every example is executed documentation (some in a fresh interpreter)
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)( approx)?\n(.*?)^```\n", re.S | re.M)

@@ -106,6 +106,7 @@ def _example_near(page: str, marker: str) -> tuple[str, str]:
     return text[start:end], text[shown:text.index("```\n", shown)]
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 kernels only")
 @pytest.mark.parametrize("isa", ["AVX2", "SSE4_2"])

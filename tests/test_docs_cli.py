@@ -39,6 +39,9 @@ import pytest
 
 from rollax.cli import main
 
+# every session is executed documentation, each command a `rollax` subprocess
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 SESSION_DOCS = [ROOT / "docs" / "cli.md", ROOT / "docs" / "devices.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)

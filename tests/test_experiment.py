@@ -14,18 +14,12 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.cli import main
+from helpers import run
 from rollax.run.experiment import params_sha256
 from rollax.run.stats import summarize
 
 KILL_RUN = ["train", "--updates", "1500", "--batch-size", "16", "--chunk-size", "25",
             "--checkpoint-every", "25", "--json"]
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def sha_of(capsys, *argv):
@@ -78,6 +72,7 @@ def start_and_wait_for_checkpoint(out):
     return proc
 
 
+@pytest.mark.integration
 def test_sigkill_then_resume_is_bit_identical(capsys, tmp_path, uninterrupted):
     out = tmp_path / "killed"
     proc = start_and_wait_for_checkpoint(out)
@@ -92,6 +87,7 @@ def test_sigkill_then_resume_is_bit_identical(capsys, tmp_path, uninterrupted):
     assert [r["update"] for r in rows] == list(range(0, 1501))  # no gap, no duplicate
 
 
+@pytest.mark.integration
 def test_ctrl_c_checkpoints_then_exits_and_resumes(capsys, tmp_path, uninterrupted):
     out = tmp_path / "interrupted"
     proc = start_and_wait_for_checkpoint(out)

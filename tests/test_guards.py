@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import pytest
 
 import rollax
+from helpers import run
 from rollax import guards
-from rollax.cli import main
 from rollax.envs.base import Discrete
 from rollax.envs.cartpole import CartPole
 
@@ -30,12 +30,6 @@ def nan_env(monkeypatch):
 
     monkeypatch.setitem(registry._REGISTRY, "test-nan-observation",
                         lambda horizon=None: NanAfterThree(horizon or 50))
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):

@@ -25,9 +25,9 @@ INTERRUPTED = re.compile(r"rollax train: interrupted( at update \d+; checkpoint 
 """The two documented lines (docs/cli.md, Interrupting and resuming)."""
 
 LONG_RUN = ["train", "--env", "CartPole-v1", "--total-steps", "1e7", "--chunk-size", "10"]
-"""A run that cannot end within the delays below (19,531 updates; with the compile cache off,
-as the tests have it, its compilation alone takes longer than 3 s on a 2-core machine), in
-chunks short enough that an interrupt inside the loop waits for a fraction of a second."""
+"""A run that cannot end within the delays below (19,531 updates: minutes of training even
+when its programs load from the session's compile cache), in chunks short enough that an
+interrupt inside the loop waits for a fraction of a second."""
 
 
 def console_script(*argv: str) -> list[str]:

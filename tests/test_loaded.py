@@ -15,18 +15,11 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.cli import main
+from helpers import greedy_return, train_json
 from rollax.run.config import from_json, from_settings
 from rollax.run.experiment import Runner, lane_params_sha256
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
-
-
-def _train(capsys, *argv) -> dict:
-    code = main(["train", "--json", *argv])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
 
 
 def _final_state(path, lane: int = 0):
@@ -37,27 +30,11 @@ def _final_state(path, lane: int = 0):
     return jax.tree_util.tree_map(lambda x: x[lane], state)
 
 
-def greedy_return(loaded, key, episodes: int) -> jax.Array:
-    """A plain absorbing loop acting with ``loaded.act``: reset keys as collect derives them,
-    ``env.horizon`` steps under ``lax.scan``, mean over episodes of the summed rewards."""
-    env = loaded.env
-    reset_keys, _, _ = rollax.collection_keys(key, episodes, env.horizon, env.stochastic)
-    states = jax.vmap(env.reset)(reset_keys)
-
-    def body(states, _):
-        actions = jax.vmap(loaded.act)(jax.vmap(env.observation)(states))
-        states, reward, _, _ = jax.vmap(env.step)(states, actions)
-        return states, reward
-
-    _, rewards = jax.lax.scan(body, states, None, env.horizon)
-    return jnp.mean(jnp.sum(rewards, axis=0))
-
-
 @pytest.mark.parametrize("env", ["CartPole-v1", "MountainCar-v0"])
 def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
     out = tmp_path / "run"
     steps, updates = {"CartPole-v1": ("2048", 4), "MountainCar-v0": ("4096", 2)}[env]
-    _train(capsys, "--env", env, "--total-steps", steps, "--out", str(out))
+    train_json(capsys, "--env", env, "--total-steps", steps, "--out", str(out))
     summary = json.loads((out / "summary.json").read_text())
     config = json.loads((out / "config.json").read_text())["config"]
     loaded = rollax.load_run(out)
@@ -94,7 +71,7 @@ def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
 
 def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path):
     out = tmp_path / "run"
-    obj = _train(capsys, "--updates", "4", "--batch-size", "16", "--out", str(out))
+    obj = train_json(capsys, "--updates", "4", "--batch-size", "16", "--out", str(out))
     loaded = rollax.load_run(out)
     np.testing.assert_array_equal(loaded.lane_params(0), np.float32(obj["params"][0]))
     observations = jnp.arange(loaded.env.observation_space.n)
@@ -117,7 +94,7 @@ def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path
 
 def test_load_run_lanes_of_seeds_and_sweeps(capsys, tmp_path):
     out = tmp_path / "run"
-    _train(capsys, "--updates", "3", "--batch-size", "16", "--seeds", "2", "--sweep",
+    train_json(capsys, "--updates", "3", "--batch-size", "16", "--seeds", "2", "--sweep",
            "lr=0.5,0.25", "--out", str(out))
     summary = json.loads((out / "summary.json").read_text())
     loaded = rollax.load_run(out)
@@ -236,6 +213,7 @@ def _cli(lib, cwd, *argv) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.integration
 def test_custom_env_train_resume_eval_plot_in_new_processes(env_package, tmp_path):
     toml = tmp_path / "train.toml"
     toml.write_text('env = "mypkg.envs:make"\nhorizon = 5\n')

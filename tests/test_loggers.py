@@ -7,15 +7,9 @@ from typing import ClassVar
 
 import pytest
 
-from rollax.cli import main
+from helpers import run
 from rollax.cli.parse import parse_train
 from rollax.run import loggers
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def no_compiling(monkeypatch):

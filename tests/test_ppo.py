@@ -25,6 +25,7 @@ def cartpole_learning():
     return jax.jit(jax.vmap(rollax.make_train(config)))(seeds(2))
 
 
+@pytest.mark.slow
 def test_ppo_learns_cartpole(cartpole_learning):
     # the benchmark asks >= 475 at 5e5 steps over 8 seeds; here 65536 steps and 2 seeds
     result = cartpole_learning
@@ -35,6 +36,7 @@ def test_ppo_learns_cartpole(cartpole_learning):
     assert np.nanmean(ep[:, -10:]) > 3 * np.nanmean(ep[:, :10])
 
 
+@pytest.mark.slow
 def test_metrics_are_sane(cartpole_learning):
     m = jax.tree_util.tree_map(np.asarray, cartpole_learning.metrics)
     updates = 65536 // 512

@@ -317,6 +317,7 @@ def test_recurrent_ppo_compiles_once_and_normalises():
     assert np.isfinite(np.asarray(out.metrics.value_loss)).all()
 
 
+@pytest.mark.integration
 def test_cli_trains_and_loads_a_gru_run(tmp_path):
     out = tmp_path / "gru"
     cmd = [sys.executable, "-m", "rollax.cli", "train", "--env", "CartPole-v1", "--network", "gru",

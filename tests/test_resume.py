@@ -9,20 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run
 from rollax.cli import main
 from rollax.cli.parse import parse_train
-from rollax.run import compile_cache, plots
+from rollax.run import plots
 from rollax.run.folder import RunFolder
 
 BASE = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "1",
         "--checkpoint-every", "1"]
 """Four tabular updates, a checkpoint after each: update-0000002, -3 and -4 are kept."""
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -33,17 +28,6 @@ def digest(folder: Path) -> dict[str, str]:
 def updates(run_dir: Path) -> list[int]:
     return [json.loads(line)["update"] for line in
             (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compile_once(tmp_path_factory):
-    """The module's runs compile the same programs: the first compiles them into a
-    persistent cache of the module's own, the others load them (results never change)."""
-    folder = tmp_path_factory.mktemp("jax-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ROLLAX_COMPILE_CACHE", str(folder))
-        yield
-    compile_cache.disable()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from rollax.cli import main
+from helpers import run
 
 MARKER = "rollax-pwned-marker"
 
@@ -21,12 +21,6 @@ class Payload:
 
     def __reduce__(self):
         return (pathlib.Path.touch, (pathlib.Path(self.path),))
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture()

@@ -20,6 +20,7 @@ def default_runs():
     return {algo: rollax.train(rollax.TabularConfig(algo=algo)) for algo in ("ppo", "reinforce")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "reinforce"])
 def test_training_improves_exact_return_well_above_point_nine(default_runs, algo):
     result = default_runs[algo]

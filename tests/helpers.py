@@ -1,0 +1,53 @@
+"""Helpers that several test modules share (not a test module: pytest collects ``test_*.py``
+only). Test modules import from here, never from one another."""
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+
+import rollax
+
+
+@dataclasses.dataclass(frozen=True)
+class TracedPolicy(rollax.BernoulliPolicy):
+    """``BernoulliPolicy`` that records each trace of ``sample`` (one per compilation)."""
+
+    traces: list = dataclasses.field(default_factory=list, compare=False, hash=False)
+
+    def sample(self, params, observation, key):
+        self.traces.append(None)
+        return super().sample(params, observation, key)
+
+
+def greedy_return(loaded, key, episodes: int) -> jax.Array:
+    """A plain absorbing loop acting with ``loaded.act``: reset keys as collect derives them,
+    ``env.horizon`` steps under ``lax.scan``, mean over episodes of the summed rewards."""
+    env = loaded.env
+    reset_keys, _, _ = rollax.collection_keys(key, episodes, env.horizon, env.stochastic)
+    states = jax.vmap(env.reset)(reset_keys)
+
+    def body(states, _):
+        actions = jax.vmap(loaded.act)(jax.vmap(env.observation)(states))
+        states, reward, _, _ = jax.vmap(env.step)(states, actions)
+        return states, reward
+
+    _, rewards = jax.lax.scan(body, states, None, env.horizon)
+    return jnp.mean(jnp.sum(rewards, axis=0))
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    """``rollax *argv`` in-process (``rollax.cli.main``): exit status, stdout, stderr."""
+    from rollax.cli import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def train_json(capsys, *argv) -> dict:
+    """``rollax train --json *argv`` in-process; it must succeed; its JSON object."""
+    code, out, err = run(capsys, "train", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)
