@@ -20,7 +20,7 @@ differ (benchmarks/ppo_rejax.py lists them):
   normal of variance 1 / fan_in), zero biases;
 - ``adam-eps-1e-8``: Adam's epsilon 1e-8 (optax's default, rejax's);
 - ``clip-per-network``: the global-norm clip applied to the actor's and the critic's gradients
-  apart (``rollax.algos.ppo.clip_per_network``);
+  apart (``rollax.algos.optim.clip_per_network``);
 - ``clip-elementwise``: rejax's ``optax.clip(0.5)``, each gradient entry clipped to [-0.5, 0.5];
 - ``no-clip``: no gradient clipping;
 - ``anneal-per-update``: the learning rate held within an update and lowered at each update;
@@ -55,7 +55,7 @@ from _timing import device
 from scipy import stats as scipy_stats
 
 import rollax
-from rollax.algos import ppo
+from rollax.algos import optim, ppo
 from rollax.nets import heads, mlp
 
 Patch = Callable[[], contextlib.AbstractContextManager]
@@ -97,7 +97,7 @@ def _lecun_plans(key, plans):
     return out
 
 
-CLIPS = {"joint": optax.clip_by_global_norm, "per-network": ppo.clip_per_network,
+CLIPS = {"joint": optax.clip_by_global_norm, "per-network": optim.clip_per_network,
          "elementwise": optax.clip, "none": None}
 
 

@@ -1,5 +1,6 @@
-"""A2C: its loss against independent hand-written gradients, one update against PyTorch's
-RMSprop written in NumPy, validation, one compilation, the command line and a GRU."""
+"""A2C: its policy gradient against an independent hand-written one, one update against
+PyTorch's RMSprop written in NumPy, validation, one compilation, the command line and a GRU
+(the loss's terms by hand: tests/test_losses.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.algos import a2c, ppo
+from rollax.algos import a2c, optim
 from rollax.cli import main
+from rollax.losses import a2c_loss
 
 # --- the loss ----------------------------------------------------------------------------------
 
@@ -34,8 +36,8 @@ def _loss_of_weights(w, ent_coef, normalize=False):
     log_prob = log_p[jnp.arange(4), ACTIONS]
     entropy = -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
     zeros = jnp.zeros(4)
-    return a2c.a2c_loss(log_prob, jnp.asarray(ADVANTAGES), zeros, zeros, entropy, vf_coef=0.5,
-                        ent_coef=ent_coef, normalize_advantages=normalize)
+    return a2c_loss(log_prob, jnp.asarray(ADVANTAGES), zeros, zeros, entropy, vf_coef=0.5,
+                    ent_coef=ent_coef, normalize_advantages=normalize)
 
 
 @pytest.mark.parametrize("ent_coef", [0.0, 0.3])
@@ -49,30 +51,6 @@ def test_policy_gradient_equals_the_softmax_formula(ent_coef):
     want = d_logits.T @ OBS
     got = jax.grad(lambda w: _loss_of_weights(w, ent_coef)[0])(jnp.asarray(W))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
-
-
-def test_loss_terms_by_hand_and_frozen_data():
-    log_prob = jnp.log(jnp.asarray([0.5, 0.25, 0.8, 0.1]))
-    value = jnp.asarray([1.0, 2.0, 3.0, 0.5])
-    target = jnp.asarray([1.5, 1.0, 3.0, 2.0])
-    entropy = jnp.asarray([0.6, 0.7, 0.5, 0.2])
-    args = (log_prob, jnp.asarray(ADVANTAGES), value, target, entropy)
-    total, aux = a2c.a2c_loss(*args, vf_coef=0.5, ent_coef=0.1)
-    value_loss = (0.25 + 1.0 + 0.0 + 2.25) / 4  # mean squared error: no 0.5
-    policy_loss = -np.mean(ADVANTAGES * np.log([0.5, 0.25, 0.8, 0.1]))
-    assert float(aux["value_loss"]) == pytest.approx(value_loss)
-    assert float(aux["policy_loss"]) == pytest.approx(policy_loss, rel=1e-6)
-    assert float(aux["entropy"]) == pytest.approx(0.5)
-    assert float(total) == pytest.approx(policy_loss + 0.5 * value_loss - 0.1 * 0.5, rel=1e-6)
-    grads = jax.grad(lambda *a: a2c.a2c_loss(*a, vf_coef=0.5, ent_coef=0.1)[0],
-                     argnums=(1, 2, 3))(*args)
-    np.testing.assert_array_equal(grads[0], 0.0)  # advantages frozen
-    np.testing.assert_allclose(grads[1], 0.5 * 2 * (value - target) / 4, rtol=1e-6)
-    np.testing.assert_array_equal(grads[2], 0.0)  # targets frozen
-    normalized = a2c.a2c_loss(*args, vf_coef=0.5, ent_coef=0.0, normalize_advantages=True)[1]
-    a = (ADVANTAGES - ADVANTAGES.mean()) / (ADVANTAGES.std() + 1e-8)
-    assert float(normalized["policy_loss"]) == pytest.approx(
-        -np.mean(a * np.log([0.5, 0.25, 0.8, 0.1])), rel=1e-5)
 
 
 def _torch_rmsprop(grads, lr, alpha=0.99, eps=1e-5):
@@ -89,7 +67,7 @@ def test_rmsprop_is_torchs_formula():
     rng = np.random.default_rng(0)
     grads = [rng.normal(size=5).astype(np.float32) * s for s in (1.0, 1e-3, 10.0, 0.1)]
     grads[1][0] = 0.0
-    tx = a2c.rmsprop(7e-4)
+    tx = optim.rmsprop(7e-4)
     state = tx.init(jnp.zeros(5))
     for g, want in zip(grads, _torch_rmsprop(grads, 7e-4)):
         got, state = tx.update(jnp.asarray(g), state)
@@ -114,18 +92,18 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
     state = algo.init(jax.random.key(3), hp)
     new_state, metrics = algo.update(state, hp)
     setup = algo.update.args[0]
-    batch = ppo.rollout_cells(setup, state, jax.random.split(state.key)[1], hp).data
-    net = setup.net
+    batch = setup.rollout.collect(state, jax.random.split(state.key)[1], hp).data
+    net, n = setup.rollout.net, setup.rollout.batch
 
     def loss(params):  # written apart from a2c_loss: per-cell terms, then means
         dist = jax.vmap(net.distribution, (None, 0))(params, batch.observation)
         value = jax.vmap(net.value, (None, 0))(params, batch.observation)
-        pg = -jnp.sum(batch.advantage * dist.log_prob(batch.action)) / setup.batch
-        vf = jnp.sum(jnp.square(value - batch.target)) / setup.batch
-        return pg + 0.5 * vf - 0.2 * jnp.sum(dist.entropy()) / setup.batch
+        pg = -jnp.sum(batch.advantage * dist.log_prob(batch.action)) / n
+        vf = jnp.sum(jnp.square(value - batch.target)) / n
+        return pg + 0.5 * vf - 0.2 * jnp.sum(dist.entropy()) / n
 
     grads = jax.grad(loss)(state.params)
-    got = jax.grad(lambda p: a2c.cells_loss(setup, p, batch, hp)[0])(state.params)
+    got = jax.grad(lambda p: a2c.loss(setup, p, batch, hp)[0])(state.params)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(grads)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     actor = [np.asarray(g) for g in jax.tree.leaves((grads.actor, grads.log_std))]
@@ -206,8 +184,8 @@ def test_a_gru_replays_its_rollout_and_trains():
     algo = a2c.SPEC.build(config)
     setup, hp = algo.update.args[0], algo.hyperparams
     state = algo.init(jax.random.key(0), hp)
-    data = ppo.rollout_sequences(setup, state, jax.random.split(state.key)[1], hp).data
-    _, aux = a2c.sequences_loss(setup, state.params, data, hp)
+    data = setup.rollout.collect(state, jax.random.split(state.key)[1], hp).data
+    _, aux = a2c.loss(setup, state.params, data, hp)
     # the replay from the collected carries gives the collected log-probs back
     want = -np.mean(np.asarray(data.advantage) * np.asarray(data.log_prob))
     assert float(aux["policy_loss"]) == pytest.approx(want, rel=1e-5, abs=1e-6)

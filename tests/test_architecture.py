@@ -1,8 +1,9 @@
 """The shape docs/architecture.md promises, checked on the source so that it stays true: no
 import cycle, the math modules apart from the outer ring, no module importing another's
 underscored names, no branching on an algorithm's name outside ``rollax/algos/``, no
-algorithm module imported by the command line, and no module past ~700 lines (cohesion, not
-a line count, decides where a module splits; the cap only catches one that grew unread)."""
+algorithm module imported by the command line or by another algorithm, and no module past ~700
+lines (cohesion, not a line count, decides where a module splits; the cap only catches one that
+grew unread)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,16 @@ def test_the_command_line_holds_no_per_algorithm_code(path):
         imported = [module] + [f"{module}.{n}" for n in names]
         assert not any(m.startswith("rollax.algos.") and m.split(".")[2] not in (
             "registry", "base") for m in imported), f"{_name(path)} imports {module} {names}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if _layer(_name(p)) == "algos"
+                                  and p.stem not in ("__init__", "registry")], ids=_name)
+def test_no_algorithm_imports_another(path):
+    """Algorithms compose what they share from its one home (``base``, ``optim``, ``rollout``,
+    ``episodic``, ``losses``, ``nets``, ...), never from another algorithm's module: renaming
+    a setting of one algorithm cannot change another."""
+    known = {_name(p) for p in MODULES}
+    algorithms = set(registry.BUILT_IN) - {_name(path)}
+    for module, names in _imports(path):
+        found = _resolve(module, names, known) & algorithms
+        assert not found, f"{_name(path)} imports {sorted(found)}"

@@ -14,6 +14,7 @@ from rollax.algos import episodic, grpo, reinforce
 from rollax.algos.base import make_train
 from rollax.collect import collect, collect_groups
 from rollax.contracts import check_collector
+from rollax.losses import normalized_sum
 from rollax.returns import group_mean, group_standardize
 
 ENV = "CartPole-v1"
@@ -72,17 +73,7 @@ def test_group_sizes_are_checked():
         collect_groups(env, net, net.init(jax.random.key(0)), jax.random.key(0), 2, 0, 5)
 
 
-# --- normalisations and group statistics ------------------------------------------------------
-
-def test_normalized_sums_by_hand():
-    x = jnp.array([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 1.0, 1.0, 1.0]])
-    live = jnp.array([[1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 0, 1]], bool)
-    # live sums per episode: 15, 2, 10, 13 (lengths 3, 1, 2, 3)
-    assert float(episodic.normalized_sum(x, live, 2, "episode")) == pytest.approx(40 / 4)
-    assert float(episodic.normalized_sum(x, live, 2, "step")) == pytest.approx(40 / 9)
-    group = ((15 + 2) / 4 + (10 + 13) / 5) / 2
-    assert float(episodic.normalized_sum(x, live, 2, "group")) == pytest.approx(group)
-
+# --- group statistics -------------------------------------------------------------------------
 
 def test_group_means_and_leave_one_out_by_hand():
     x = jnp.array([1.0, 2.0, 6.0, 10.0, 20.0, 30.0])
@@ -194,8 +185,7 @@ def test_reinforce_gradient_is_the_score_function_sum(parts, batch, baseline):
     def policy_loss(p):
         out = episodic.replay(setup, p, traj)
         adv = reinforce.advantages(returns, out.value, traj.active, baseline, 3)
-        return -episodic.normalized_sum(out.log_prob * jax.lax.stop_gradient(adv), traj.active,
-                                        3)
+        return -normalized_sum(out.log_prob * jax.lax.stop_gradient(adv), traj.active, 3)
 
     _close(jax.grad(policy_loss)(params), _loop_gradient(parts, params, traj, A, -1 / 6))
 
@@ -212,8 +202,8 @@ def test_grpo_first_gradient_is_the_group_relative_score_sum(parts, batch):
     def objective(p):  # the clipped objective at ratio 1, per episode
         out = episodic.replay(setup, p, traj)
         ratio = jnp.exp(out.log_prob - traj.log_prob)
-        return episodic.normalized_sum(rollax.ppo_clip_objective(ratio, advantage, 0.2),
-                                       traj.active, 3)
+        return normalized_sum(rollax.ppo_clip_objective(ratio, advantage, 0.2), traj.active,
+                              3)
 
     expected = _loop_gradient(setup, params, traj, np.broadcast_to(A, traj.reward.shape), 1 / 6)
     _close(jax.grad(objective)(params), expected)

@@ -11,7 +11,7 @@ import optax
 import pytest
 
 import rollax
-from rollax.algos import ppo
+from rollax.algos import optim, ppo, rollout
 from rollax.nets import MLPActorCritic
 
 
@@ -91,13 +91,12 @@ def test_seeds_vmap_equals_single_runs_and_compiles_once():
 def test_critic_values_in_chunks_equal_one_vmap(monkeypatch, chunk):
     # (T, B) = (5, 4): chunks of max(1, chunk // 4) whole rows (1, 2 with a remainder of 1, 5)
     config = ppo.resolve(ppo.PPOConfig(env="CartPole-v1", hidden=(8,)))
-    env = rollax.make("CartPole-v1")
-    setup = ppo.PPOParts(config, env, ppo.make_network(env, config), 1)
-    params = setup.net.init(jax.random.key(0))
+    net = ppo.make_network(rollax.make("CartPole-v1"), config)
+    params = net.init(jax.random.key(0))
     obs = jax.random.normal(jax.random.key(1), (5, 4, 4))
-    monkeypatch.setattr(ppo, "CRITIC_CHUNK", chunk)
-    got = ppo.critic_values(setup, params, obs)
-    want = jax.vmap(jax.vmap(setup.net.value, (None, 0)), (None, 0))(params, obs)
+    monkeypatch.setattr(rollout, "CRITIC_CHUNK", chunk)
+    got = rollout.critic_values(net, params, obs)
+    want = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, obs)
     assert got.shape == (5, 4)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
@@ -134,7 +133,7 @@ def test_clip_per_network_clips_each_part_by_its_own_norm():
 
     grads = Params(embed=jnp.full(4, 0.1), actor=(jnp.full((2, 2), 1.5),),
                    critic=(jnp.asarray([30.0, -40.0]), jnp.zeros(3)), log_std=jnp.asarray([2.0]))
-    out, _ = ppo.clip_per_network(0.5).update(grads, optax.EmptyState())
+    out, _ = optim.clip_per_network(0.5).update(grads, optax.EmptyState())
     alone = optax.clip_by_global_norm(0.5)
     actor, _ = alone.update((grads.actor, grads.log_std), alone.init(None))
     critic, _ = alone.update(grads.critic, alone.init(None))

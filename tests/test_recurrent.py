@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.algos import ppo
+from rollax.algos import ppo, rollout
 from rollax.collect import AutoResetTrajectory, collect_autoreset_recurrent, reset_batch
 from rollax.contracts import RECURRENT_CHECKS, CountingPolicy, check_recurrent
 from rollax.nets import RecurrentActorCritic
@@ -284,12 +284,11 @@ def test_lstm_update_replays_to_float_rounding():
 
 
 def test_minibatches_split_environments_and_keep_sequences_whole():
-    setup = type("S", (), {"config": tiny(num_envs=6, minibatches=3)})()
     T, B = 5, 6
     cell = jnp.arange(T * B, dtype=jnp.float32).reshape(T, B)  # value 6 t + b
-    data = ppo.Sequences(jnp.arange(B, dtype=jnp.float32) * 100, cell,
-                                   jnp.zeros((T, B), bool), cell, cell, cell, cell, cell)
-    split = ppo.sequence_minibatches(setup, data, jax.random.key(0))
+    data = rollout.Sequences(jnp.arange(B, dtype=jnp.float32) * 100, cell,
+                             jnp.zeros((T, B), bool), cell, cell, cell, cell, cell)
+    split = rollout.sequence_minibatches(data, jax.random.key(0), 3)
     assert split.observation.shape == (3, T, 2) and split.carry.shape == (3, 2)
     envs = np.asarray(split.carry) / 100  # the environment each column holds
     assert sorted(envs.ravel().tolist()) == list(range(B))

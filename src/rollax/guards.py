@@ -60,6 +60,21 @@ def check_finite(name: str, tree, update, where: str = "") -> None:
                    f"({{n}} of {flat.size} values)", u=update, v=value, n=jnp.sum(bad))
 
 
+def check_collected(traj, action_space, update) -> None:
+    """A collected ``(T, B)`` batch's observations finite and its actions valid
+    (:func:`check_observations`, :func:`check_actions`)."""
+    check_observations(traj.observation, update)
+    check_actions(traj.action, action_space, update)
+
+
+def check_step(update, loss, gradient, parameters) -> None:
+    """One gradient step's loss, gradient and new parameters finite (:func:`check_finite`, in
+    that order)."""
+    check_finite("loss", loss, update)
+    check_finite("gradient", gradient, update)
+    check_finite("parameters", parameters, update)
+
+
 def functionalize(fn):
     """``checkify`` for the user checks staged by the functions above."""
     return checkify.checkify(fn, errors=checkify.user_checks)

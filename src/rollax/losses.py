@@ -1,8 +1,17 @@
-"""Policy-gradient losses over time-major ``(T, B)`` arrays (minimised by gradient descent).
+"""The policy-gradient losses and their diagnostics, every algorithm's (minimised by gradient
+descent).
 
-Both losses sum over live cells only and divide by the number of episodes ``B`` (the
-objective is return per episode, not per transition). Targets, advantages and stored
-behaviour log-probabilities are held under ``stop_gradient``.
+- over time-major ``(T, B)`` arrays of whole episodes (``active`` marks the live cells):
+  :func:`reinforce_loss` and :func:`ppo_clip_loss` sum over live cells and divide by the number
+  of episodes ``B`` (the objective is return per episode, not per transition); their targets,
+  advantages and stored behaviour log-probabilities are held under ``stop_gradient``;
+  :func:`normalized_sum` turns per-cell terms into an objective per episode, per live step or
+  per group; :func:`k3_penalty` estimates a KL divergence to a reference policy per cell;
+- over a flat batch ``(N,)`` of rollout cells: PPO's :func:`actor_critic_loss` (with
+  :func:`ppo_clip_objective` and :func:`clipped_value_loss`) and A2C's :func:`a2c_loss`;
+- diagnostics: :func:`ratio_stats` (how far an update moved the policy),
+  :func:`explained_variance` (how much of the targets' variance the values explain),
+  :func:`live_mean`.
 """
 
 from __future__ import annotations
@@ -136,3 +145,92 @@ def actor_critic_loss(log_prob, behaviour_log_prob, advantage, value, behaviour_
     aux = dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                **ratio_stats(ratio, log_ratio, clip_eps)._asdict())
     return total, aux
+
+
+def a2c_loss(log_prob, advantage, value, target, entropy, *, vf_coef, ent_coef,
+             normalize_advantages: bool = False):
+    """A2C's loss over a flat batch (every argument ``(N,)``)::
+
+        A = (advantage - mean) / (std + 1e-8)                      # when normalising
+        L = -mean(A * log_prob) + vf_coef * mean((value - target)^2) - ent_coef * mean(entropy)
+
+    Its policy gradient is ``-mean(A * grad log pi(a|s))``, the advantage actor-critic
+    estimate. There is no 0.5 on the squared error (Stable-Baselines3's A2C has none, unlike
+    :func:`clipped_value_loss`). The advantages and targets are frozen (``stop_gradient``).
+    Returns ``(L, aux)`` with the policy loss, value loss and entropy.
+
+    Example: ``A = (1, -1)``, ``log_prob = log(0.5, 0.25)``, ``value = target``, no entropy
+    bonus: ``L = -(log 0.5 - log 0.25) / 2 = -log(2) / 2``.
+    """
+    advantage = jax.lax.stop_gradient(advantage)
+    target = jax.lax.stop_gradient(target)
+    if normalize_advantages:
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    policy_loss = -jnp.mean(advantage * log_prob)
+    value_loss = jnp.mean((value - target) ** 2)
+    entropy = jnp.mean(entropy)
+    total = policy_loss + vf_coef * value_loss - ent_coef * entropy
+    return total, dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
+
+
+def k3_penalty(log_prob: jax.Array, reference_log_prob: jax.Array) -> jax.Array:
+    """Per cell, the k3 estimate of ``KL(pi || pi_ref)`` from an action drawn by ``pi``::
+
+        k3 = pi_ref / pi - log(pi_ref / pi) - 1        (computed from log-probabilities)
+
+    Shapes: the two arrays alike (any shape); returns that shape. Each term is ``>= 0`` (0
+    where the two policies agree), and its mean over ``pi``'s actions is unbiased for the KL
+    divergence. Example: ``pi_ref / pi = 2`` gives ``1 - log 2 = 0.3069``.
+    """
+    log_ratio = reference_log_prob - log_prob
+    return jnp.exp(log_ratio) - log_ratio - 1.0
+
+
+NORMALIZATIONS = ("episode", "step", "group")
+"""How a sum over a batch's live cells becomes an objective (:func:`normalized_sum`)."""
+
+
+def normalized_sum(x: jax.Array, live: jax.Array, group_size: int,
+                   normalization: str = "episode") -> jax.Array:
+    """The objective of per-cell terms ``x (T, B)`` over the ``live`` cells ``(T, B)``::
+
+        episode:  (1/B) sum_{t,b} live x                   (the contract's: per episode)
+        step:     sum_{t,b} live x / sum_{t,b} live        (per live step: weighs long
+                                                            episodes more)
+        group:    (1/K) sum_k [sum_{t, b in k} live x / sum_{t, b in k} live]
+                                                           (per live step within each of the
+                                                            K groups of group_size episodes)
+
+    Returns a scalar (a step or group without a live cell counts one step). Example: ``x`` all
+    1 on 2 episodes of lengths 3 and 1: episode 2, step 1.
+    """
+    masked = jnp.where(live, x, 0.0)
+    if normalization == "episode":
+        return jnp.sum(masked) / x.shape[1]
+    if normalization == "step":
+        return jnp.sum(masked) / jnp.maximum(jnp.sum(live), 1)
+    sums = jnp.sum(masked, axis=0).reshape(-1, group_size).sum(axis=1)
+    steps = jnp.sum(live, axis=0).reshape(-1, group_size).sum(axis=1)
+    return jnp.mean(sums / jnp.maximum(steps, 1))
+
+
+def explained_variance(predicted: jax.Array, target: jax.Array,
+                       live: jax.Array | None = None) -> jax.Array:
+    """How much of the targets' variance the predictions explain::
+
+        1 - Var(target - predicted) / Var(target)
+
+    over every cell (any shape, the two arrays alike; ``jnp.var``), or over the cells where
+    ``live`` is true (the variances as :func:`live_mean` of squared deviations from the live
+    mean). Returns a scalar: 1 for perfect predictions, 0 for predicting the mean, negative
+    when worse; NaN when the targets do not vary. Example: targets ``(1, 2, 3)``, predictions
+    ``(1, 2, 2)``: ``1 - (2/9) / (2/3) = 2/3``.
+    """
+    if live is None:
+        var = jnp.var(target)
+        return jnp.where(var > 0, 1.0 - jnp.var(target - predicted) / var, jnp.nan)
+    centred = target - live_mean(target, live)
+    var = live_mean(centred ** 2, live)
+    resid = target - predicted
+    resid_var = live_mean((resid - live_mean(resid, live)) ** 2, live)
+    return jnp.where(var > 0, 1.0 - resid_var / jnp.where(var > 0, var, 1.0), jnp.nan)

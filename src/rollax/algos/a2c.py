@@ -1,9 +1,8 @@
 """A2C, synchronous advantage actor-critic, compiled end to end:
 ``rollax.make_train(A2CConfig())(key)``.
 
-One update on PPO's auto-reset rollout (:mod:`rollax.algos.ppo` collects, computes the values
-and the advantages; this module only replaces PPO's epochs of clipped steps by one plain
-policy-gradient step)::
+One update on the auto-reset rollout of :mod:`rollax.algos.rollout` (which collects, computes
+the values and the advantages), one plain policy-gradient step on all of it::
 
     key, rollout_key = split(key)
     env_state, traj = collect_autoreset(env, policy, params, env_state, rollout_key, T)
@@ -14,7 +13,7 @@ policy-gradient step)::
 
 A feed-forward network (MLP, CNN) scores the ``T * B`` cells of the rollout; a recurrent one
 (GRU, LSTM) replays each environment's whole sequence from the carry it was collected with,
-resets included, as PPO does (:func:`rollax.algos.ppo.rollout_sequences`). The defaults are
+resets included (the rollout's :class:`~rollax.algos.rollout.Strategy`). The defaults are
 Stable-Baselines3's A2C (``n_steps=5``, ``lr=7e-4``, RMSprop with ``alpha=0.99, eps=1e-5`` as
 ``torch.optim.RMSprop`` defines it, ``gae_lambda=1``, no entropy bonus); docs/algorithms.md
 lists what differs from it.
@@ -25,33 +24,31 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Literal, NamedTuple, cast
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from rollax import guards
-from rollax.algos import ppo
+from rollax.algos import optim
 from rollax.algos.base import (
     Algorithm,
     AlgorithmSpec,
-    hyperparams_of,
+    accepts_vectors,
     hyperparams_type,
     traced,
 )
-from rollax.envs.base import Box, Environment
-from rollax.envs.registry import make
-from rollax.evaluation import evaluate_policy
+from rollax.algos.rollout import ActorCriticState, RolloutParts, check_sizes, environment
+from rollax.envs.base import Environment
+from rollax.losses import a2c_loss, explained_variance
+from rollax.nets.build import actor_critic, check_network, network_choice
 from rollax.nets.heads import ActorCriticParams
-from rollax.nets.rnn import RecurrentActorCritic
-from rollax.policies import ObsNormState, obs_norm_update
-from rollax.recurrent import unroll
+from rollax.policies import ObsNormState
 from rollax.validate import check_count, check_real, check_seed
 
 __all__ = ["PRESETS", "SPEC", "A2CConfig", "A2CHyperparams", "A2CMetrics", "A2CParts",
-           "A2CResult", "a2c_loss", "make_algorithm", "num_updates", "ppo_config", "preset",
-           "resolve", "rmsprop", "update", "validate"]
+           "A2CResult", "loss", "make_algorithm", "num_updates", "preset", "resolve", "update",
+           "validate"]
 
 
 # --- config -----------------------------------------------------------------------------------
@@ -154,26 +151,14 @@ def num_updates(config: A2CConfig) -> int:
     return config.total_steps // (config.num_envs * config.num_steps)
 
 
-def ppo_config(config: A2CConfig) -> ppo.PPOConfig:
-    """The :class:`~rollax.algos.ppo.PPOConfig` whose rollout A2C runs: the shared settings,
-    one epoch of one minibatch (so PPO's learning-rate schedule counts one step per update)."""
-    shared = {f.name: getattr(config, f.name) for f in dataclasses.fields(ppo.PPOConfig)
-              if hasattr(config, f.name)}
-    return ppo.PPOConfig(**{**shared, "epochs": 1, "minibatches": 1})
-
-
 def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
     """Check every setting (``ValueError`` naming it and its range); returns the environment
     (``env`` when given: the one already built from ``config.env`` and ``config.horizon``)."""
     check_seed(config.seed)
-    for name in ("total_steps", "num_envs", "num_steps", "eval_episodes", "memory_size"):
-        check_count(name, getattr(config, name))
+    check_sizes(config.total_steps, config.num_envs, config.num_steps)
+    check_count("eval_episodes", config.eval_episodes)
     if config.eval_steps is not None:
         check_count("eval_steps", config.eval_steps)
-    batch = config.num_envs * config.num_steps
-    if config.total_steps < batch:
-        raise ValueError(f"total_steps must be at least num_envs * num_steps = {batch}, "
-                         f"got {config.total_steps}")
     inf = math.inf
     check_real("lr", config.lr, 0, inf, low_open=True, high_open=True)
     check_real("gamma", config.gamma, 0, 1, low_open=True)
@@ -188,13 +173,10 @@ def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
     for name in ("anneal_lr", "normalize_advantages", "normalize_observations"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be true or false, got {getattr(config, name)!r}")
-    if env is None:
-        env = make(config.env, **({} if config.horizon is None else {"horizon": config.horizon}))
-    space = env.observation_space
-    if not isinstance(space, Box) or len(space.shape) != 1:
-        raise ValueError(f"env {config.env!r} has no vector (Box) observations: A2C needs one "
-                         f"(finite tasks train with the tabular trainer, rollax.algos.tabular)")
-    return ppo.validate(ppo_config(config), env)  # hidden, activation, init_log_std, network
+    env = environment(config.env, config.horizon, env, "A2C")
+    check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
+                  config.memory_size, config.env)
+    return env
 
 
 def resolve(config: A2CConfig, env: Environment | None = None) -> A2CConfig:
@@ -205,11 +187,12 @@ def resolve(config: A2CConfig, env: Environment | None = None) -> A2CConfig:
 
 def _resolved(config: A2CConfig, env: Environment | None) -> tuple[A2CConfig, Environment]:
     env = validate(config, env)
-    rollout = ppo.resolve(ppo_config(config), env)
-    return dataclasses.replace(config, horizon=rollout.horizon, network=rollout.network), env
+    horizon = env.horizon if config.horizon is None else config.horizon
+    return dataclasses.replace(config, horizon=horizon,
+                               network=network_choice(config.network, env)), env
 
 
-# --- state and loss -----------------------------------------------------------------------------
+# --- state, parts and loss ----------------------------------------------------------------------
 
 class A2CMetrics(NamedTuple):
     """Per-update diagnostics (each ``(updates,)``); names follow SB3/CleanRL."""
@@ -238,118 +221,63 @@ class A2CResult(NamedTuple):
     metrics: A2CMetrics
     eval_return: jax.Array
     """Mean greedy-evaluation return over ``eval_episodes``."""
-    state: ppo.PPOState
+    state: ActorCriticState
 
-
-def a2c_loss(log_prob, advantage, value, target, entropy, *, vf_coef, ent_coef,
-             normalize_advantages: bool = False):
-    """A2C's loss over a flat batch (every argument ``(N,)``)::
-
-        A = (advantage - mean) / (std + 1e-8)                      # when normalising
-        L = -mean(A * log_prob) + vf_coef * mean((value - target)^2) - ent_coef * mean(entropy)
-
-    Its policy gradient is ``-mean(A * grad log pi(a|s))``, the advantage actor-critic
-    estimate. There is no 0.5 on the squared error (Stable-Baselines3's A2C has none, unlike
-    :func:`rollax.losses.clipped_value_loss`). The advantages and targets are frozen
-    (``stop_gradient``). Returns ``(L, aux)`` with the policy loss, value loss and entropy."""
-    advantage = jax.lax.stop_gradient(advantage)
-    target = jax.lax.stop_gradient(target)
-    if normalize_advantages:
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-    policy_loss = -jnp.mean(advantage * log_prob)
-    value_loss = jnp.mean((value - target) ** 2)
-    entropy = jnp.mean(entropy)
-    total = policy_loss + vf_coef * value_loss - ent_coef * entropy
-    return total, dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
-
-
-def rmsprop(lr, decay: float = 0.99, eps: float = 1e-5) -> optax.GradientTransformation:
-    """PyTorch's RMSprop (``torch.optim.RMSprop``, no momentum, not centred)::
-
-        v <- decay * v + (1 - decay) * g^2          # v starts at 0
-        p <- p - lr * g / (sqrt(v) + eps)           # eps outside the square root
-    """
-    return optax.rmsprop(lr, decay=decay, eps=eps, eps_in_sqrt=False)
-
-
-# --- the parts, the loss of a rollout and the update -------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class A2CParts(ppo.PPOParts):
-    """PPO's parts (rollout, normalisation, schedule: ``config`` is :func:`ppo_config`) with
-    A2C's optimiser."""
+class A2CParts:
+    """The static parts of an A2C run: its config, the rollout and the number of updates."""
 
-    optimizer: str = "rmsprop"
+    config: A2CConfig
+    rollout: RolloutParts
+    num_updates: int
 
-    def optimiser(self, hp):
+    def schedule(self, hp, count):
+        """The learning rate at update ``count`` (one gradient step each): linear from ``lr``
+        to 0 over the run (``anneal_lr``), or ``lr``."""
+        return optim.schedule(hp.lr, self.config.anneal_lr, self.num_updates)(count)
+
+    def optimiser(self, hp) -> optax.GradientTransformation:
         lr = functools.partial(self.schedule, hp)
-        step = rmsprop(lr) if self.optimizer == "rmsprop" else optax.adam(lr, eps=1e-5)
-        return optax.chain(ppo.clip_per_network(hp.max_grad_norm), step)
+        step = optim.rmsprop(lr) if self.config.optimizer == "rmsprop" else optim.adam(lr)
+        return optax.chain(optim.clip_per_network(hp.max_grad_norm), step)
 
 
-def cells_loss(setup: A2CParts, params, data: ppo.Batch, hp):
-    """:func:`a2c_loss` of a feed-forward network on the flat ``T * B`` cells."""
-    net = setup.net
-    dist = jax.vmap(net.distribution, (None, 0))(params, data.observation)
-    value = jax.vmap(net.value, (None, 0))(params, data.observation)
-    return a2c_loss(dist.log_prob(data.action), data.advantage, value, data.target,
-                    dist.entropy(), vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
+def loss(setup: A2CParts, params, data, hp):
+    """:func:`rollax.losses.a2c_loss` of the network on the rollout's ``T * B`` cells (read one
+    by one, or whole sequences replayed from their collected carries with their resets)."""
+    cells = setup.rollout.score(params, data)
+    return a2c_loss(cells.log_prob, cells.advantage, cells.value, cells.target, cells.entropy,
+                    vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
                     normalize_advantages=setup.config.normalize_advantages)
 
 
-def sequences_loss(setup: A2CParts, params, data: ppo.Sequences, hp):
-    """:func:`a2c_loss` of a recurrent network on the ``B`` whole sequences, replayed from
-    their collected carries with their resets."""
-    net = cast(RecurrentActorCritic, setup.net)
-    replay = unroll(net, params, data.carry, data.observation, data.start, data.action)
-    value = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, replay.features)
-    flat = jax.tree_util.tree_map(lambda x: x.reshape(-1), (
-        replay.log_prob, data.advantage, value, data.target, replay.entropy))
-    return a2c_loss(*flat, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
-                    normalize_advantages=setup.config.normalize_advantages)
+# --- the update and the algorithm ---------------------------------------------------------------
+
+def init(setup: A2CParts, key: jax.Array, hp) -> ActorCriticState:
+    return setup.rollout.init(key, setup.optimiser(hp))
 
 
-def update(setup: A2CParts, state: ppo.PPOState, hp):
+def update(setup: A2CParts, state: ActorCriticState, hp):
     """One A2C update: a rollout and one gradient step on all of it; ``(next state,
     A2CMetrics)``."""
     key, rollout_key = jax.random.split(state.key)
-    batch = setup.strategy.rollout(setup, state, rollout_key, hp)
-    loss_fn = sequences_loss if setup.recurrent else cells_loss
-    (loss, aux), grads = jax.value_and_grad(
-        lambda p: loss_fn(setup, p, batch.data, hp), has_aux=True)(state.params)
-    updates, opt_state = setup.optimiser(hp).update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    if setup.checked:
-        guards.check_finite("loss", loss, state.update + 1)
-        guards.check_finite("gradient", grads, state.update + 1)
-        guards.check_finite("parameters", params, state.update + 1)
-    stats = state.obs_stats
-    if setup.config.normalize_observations:
-        stats = obs_norm_update(stats, batch.traj.observation)
-    ep_ret, ep_len, mean_ret, mean_len, count = ppo.episode_stats(state, batch.traj)
+    collected = setup.rollout.collect(state, rollout_key, hp)
+    step = optim.gradient_step(lambda p: loss(setup, p, collected.data, hp), state.params,
+                               state.opt_state, setup.optimiser(hp), setup.rollout.checked,
+                               state.update + 1)
+    new_state, episodes = setup.rollout.advance(state, collected, step.params, step.opt_state,
+                                                key)
     metrics = A2CMetrics(
-        policy_loss=aux["policy_loss"], value_loss=aux["value_loss"], entropy=aux["entropy"],
-        explained_variance=ppo.explained_variance(batch.values, batch.targets),
-        grad_norm=optax.tree.norm((grads.actor, grads.log_std)),
+        policy_loss=step.aux["policy_loss"], value_loss=step.aux["value_loss"],
+        entropy=step.aux["entropy"],
+        explained_variance=explained_variance(collected.values, collected.targets),
+        grad_norm=optim.actor_norm(step.grads),
         learning_rate=jnp.asarray(setup.schedule(hp, state.update), jnp.float32),
-        episode_return=mean_ret, episode_length=mean_len, episodes=count,
-        env_steps=(state.update + 1) * setup.batch,
+        episode_return=episodes.mean_return, episode_length=episodes.mean_length,
+        episodes=episodes.count, env_steps=(state.update + 1) * setup.rollout.batch,
     )
-    new_state = ppo.PPOState(params, opt_state, stats, batch.env_state, ep_ret, ep_len, key,
-                             state.update + 1, batch.carry)
     return new_state, metrics
-
-
-# --- the algorithm ------------------------------------------------------------------------------
-
-def evaluate(setup: A2CParts, state: ppo.PPOState, hp) -> dict:
-    """The greedy policy's mean return over ``eval_episodes`` absorbing episodes."""
-    del hp
-    eval_key, _ = jax.random.split(state.key)
-    params = setup.policy_params(state.params, state.obs_stats)
-    return {"eval_return": evaluate_policy(setup.env, setup.policy, params, eval_key,
-                                           setup.config.eval_episodes,
-                                           num_steps=setup.config.eval_steps)}
 
 
 def make_algorithm(config: A2CConfig, checked: bool = False,
@@ -357,26 +285,22 @@ def make_algorithm(config: A2CConfig, checked: bool = False,
     """Validate ``config`` (before compiling) and return A2C's parts (init, update, evaluate).
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     config, env = _resolved(config, env)
-    rollout = ppo_config(config)
-    setup = A2CParts(rollout, env, ppo.make_network(env, rollout), num_updates(config), checked,
-                     config.optimizer)
-    return Algorithm(
-        config=config, hyperparams=hyperparams_of(config), num_updates=setup.num_updates,
-        env_steps_per_update=setup.batch, init=functools.partial(ppo.init, setup),
-        update=functools.partial(update, setup), evaluate=functools.partial(evaluate, setup),
-        params=lambda state: (state.params, state.obs_stats), env=env, policy=setup.policy,
-        policy_params=lambda state: setup.policy_params(state.params, state.obs_stats),
-        result=lambda state, metrics, initial, final: A2CResult(
-            state.params, state.obs_stats, metrics, final["eval_return"], state),
-        env_batch=("num_envs", config.num_envs), checked=checked,
-        env_batch_fields=("env_state", "episode_return", "episode_length", "carry"),
-    )
+    net = actor_critic(env, config.network, config.hidden, config.activation,
+                       config.init_log_std, config.memory_size)
+    rollout = RolloutParts(env, net, config.num_envs, config.num_steps,
+                           config.normalize_observations, checked)
+    setup = A2CParts(config, rollout, num_updates(config))
+    return rollout.algorithm(
+        config, num_updates=setup.num_updates, init=functools.partial(init, setup),
+        update=functools.partial(update, setup),
+        result=lambda state, metrics, eval_return: A2CResult(
+            state.params, state.obs_stats, metrics, eval_return, state))
 
 
 SPEC = AlgorithmSpec(
-    name="a2c", task="neural", config_type=A2CConfig, methods=("a2c",), accepts=ppo.accepts,
-    build=make_algorithm, requirement="vector (Box) observations", presets=PRESETS,
-    score="eval_return", progress="episode_return",
+    name="a2c", task="neural", config_type=A2CConfig, methods=("a2c",),
+    accepts=accepts_vectors, build=make_algorithm, requirement="vector (Box) observations",
+    presets=PRESETS, score="eval_return", progress="episode_return",
     shown=("episode_return", "value_loss", "entropy", "explained_variance", "grad_norm"),
     headline=("num_envs", "num_steps", "lr", "optimizer"), budget="total_steps",
     default=False,

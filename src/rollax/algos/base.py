@@ -28,7 +28,8 @@ from typing import Any, NamedTuple
 
 import jax
 
-from rollax.envs.base import Environment
+from rollax.envs.base import Box, Environment
+from rollax.evaluation import evaluate_policy
 from rollax.policies import Policy
 
 TRACED = "traced"
@@ -195,6 +196,51 @@ def _is_tuple_type(hint) -> bool:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return any(_is_tuple_type(arg) for arg in typing.get_args(hint))
     return False
+
+
+# --- the neural algorithms ----------------------------------------------------------------------
+
+def accepts_vectors(env: Environment) -> bool:
+    """Whether the neural algorithms train ``env``: the actor-critics of :mod:`rollax.nets`
+    read vector (rank-1 Box) observations, and a finite task trains with the tabular trainer
+    instead."""
+    space = env.observation_space
+    return (isinstance(space, Box) and len(space.shape) == 1
+            and not hasattr(env, "to_mdp"))
+
+
+def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: int,
+                     env_steps_per_update: int, init: Callable, update: Callable,
+                     result: Callable, env_batch: tuple[str, int],
+                     env_batch_fields: tuple[str, ...], checked: bool,
+                     params: Callable = lambda state: state.params,
+                     policy_params: Callable = lambda state: state.params,
+                     episodes_per_update: int | None = None) -> Algorithm:
+    """The :class:`Algorithm` of a neural policy, the one builder of every neural method.
+
+    Its evaluation is the greedy return of ``config.eval_episodes`` absorbing episodes of
+    ``config.eval_steps`` steps (:func:`rollax.evaluation.evaluate_policy`, the key split
+    from ``state.key``), output as ``eval_return``; ``result(state, metrics, eval_return)``
+    is what ``train`` returns; its hyperparameters are ``config``'s traced fields. The other
+    arguments are :class:`Algorithm`'s fields (``params`` and ``policy_params`` default to
+    ``state.params``)."""
+
+    def evaluate(state, hp) -> dict:
+        del hp
+        eval_key, _ = jax.random.split(state.key)
+        return {"eval_return": evaluate_policy(env, policy, policy_params(state), eval_key,
+                                               config.eval_episodes,
+                                               num_steps=config.eval_steps)}
+
+    return Algorithm(
+        config=config, hyperparams=hyperparams_of(config), num_updates=num_updates,
+        env_steps_per_update=env_steps_per_update, init=init, update=update,
+        evaluate=evaluate, params=params, env=env, policy=policy, policy_params=policy_params,
+        result=lambda state, metrics, initial, final: result(state, metrics,
+                                                             final["eval_return"]),
+        env_batch=env_batch, env_batch_fields=env_batch_fields,
+        episodes_per_update=episodes_per_update, checked=checked,
+    )
 
 
 def make_train(algo: Algorithm) -> Callable:

@@ -1,6 +1,8 @@
 """What the whole-episode policy-gradient algorithms share (:mod:`rollax.algos.reinforce`,
-:mod:`rollax.algos.grpo`): batches of complete absorbing episodes in groups, their replay under
-the current parameters, and objectives normalised as the contract defines them.
+:mod:`rollax.algos.grpo`): their settings, batches of complete absorbing episodes in groups,
+their replay under the current parameters, one gradient step, and their
+:class:`~rollax.algos.base.AlgorithmSpec` (:func:`spec`). Their objectives are normalised by
+:func:`rollax.losses.normalized_sum`.
 
 One update of such an algorithm::
 
@@ -28,32 +30,26 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rollax import guards
-from rollax.algos.base import Algorithm, hyperparams_of, traced
-from rollax.algos.ppo import accepts, clip_per_network
+from rollax.algos import optim
+from rollax.algos.base import AlgorithmSpec, accepts_vectors, neural_algorithm, traced
 from rollax.collect import Trajectory, collect_groups
-from rollax.envs.base import Box, Environment
+from rollax.envs.base import Environment
 from rollax.envs.registry import make
-from rollax.evaluation import evaluate_policy
-from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
-from rollax.nets.cnn import image_shape
+from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.recurrent import initial_carries, is_recurrent, unroll
-from rollax.validate import check_count, check_real, check_seed, is_int
+from rollax.validate import check_count, check_real, check_seed
 
 __all__ = [
-    "NORMALIZATIONS",
     "EpisodicConfig",
     "EpisodicParts",
     "EpisodicState",
     "Replayed",
-    "accepts",
     "episode_totals",
     "fresh_state",
     "gradient_step",
-        "make_parts",
-    "normalized_sum",
+    "make_parts",
     "replay",
-    "training_algorithm",
+    "spec",
     "validate",
 ]
 
@@ -104,7 +100,7 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     """Check the shared settings (``ValueError`` naming the setting and its range); returns
     the environment (``env`` when given)."""
     check_seed(config.seed)
-    for name in ("updates", "batch_size", "group_size", "eval_episodes", "memory_size"):
+    for name in ("updates", "batch_size", "group_size", "eval_episodes"):
         check_count(name, getattr(config, name))
     if config.eval_steps is not None:
         check_count("eval_steps", config.eval_steps)
@@ -117,23 +113,13 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     check_real("lr", config.lr, 0, inf, low_open=True, high_open=True)
     check_real("ent_coef", config.ent_coef, 0, inf, high_open=True)
     check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
-    check_real("init_log_std", config.init_log_std, -10, 10)
-    if not config.hidden or not all(is_int(h) and h >= 1 for h in config.hidden):
-        raise ValueError(f"hidden must be positive layer sizes, got {config.hidden!r}")
-    if config.activation not in ("tanh", "relu"):
-        raise ValueError(f"activation must be one of tanh, relu, got {config.activation!r}")
-    choices = ("auto", "mlp", "cnn", *RECURRENT)
-    if config.network not in choices:
-        raise ValueError(f"network must be one of {', '.join(choices)}, got {config.network!r}")
     if env is None:
         env = make(config.env, **({} if config.horizon is None else {"horizon": config.horizon}))
-    if not accepts(env):
+    if not accepts_vectors(env):
         raise ValueError(f"env {config.env!r} has no vector (Box) observations or is a finite "
                          f"task (finite tasks train with the tabular trainer)")
-    if config.network == "cnn" and image_shape(env) is None:
-        raise ValueError(f"network cnn needs image observations, but env {config.env!r} has "
-                         f"none; use network mlp or auto")
-    assert isinstance(env.observation_space, Box)
+    check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
+                  config.memory_size, config.env)
     return env
 
 
@@ -159,7 +145,7 @@ class EpisodicParts:
         return is_recurrent(self.net)
 
     def optimiser(self, hp) -> optax.GradientTransformation:
-        return optax.chain(clip_per_network(hp.max_grad_norm), optax.adam(hp.lr, eps=1e-5))
+        return optax.chain(optim.clip_per_network(hp.max_grad_norm), optim.adam(hp.lr))
 
     def collect(self, params, key: jax.Array) -> Trajectory:
         """``batch_size`` complete episodes in ``groups`` (:func:`collect_groups`)."""
@@ -207,31 +193,6 @@ def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
     return Replayed(*jax.vmap(jax.vmap(cell))(traj.observation, traj.action))
 
 
-NORMALIZATIONS = ("episode", "step", "group")
-"""How a sum over a batch's live cells becomes an objective (:func:`normalized_sum`)."""
-
-
-def normalized_sum(x: jax.Array, live: jax.Array, group_size: int,
-                   normalization: str = "episode") -> jax.Array:
-    """The objective of per-cell terms ``x (T, B)`` over the ``live`` cells::
-
-        episode:  (1/B) sum_{t,b} live x                   (the contract's: per episode)
-        step:     sum_{t,b} live x / sum_{t,b} live        (per live step: weighs long
-                                                            episodes more)
-        group:    (1/K) sum_k [sum_{t, b in k} live x / sum_{t, b in k} live]
-                                                           (per live step within each of the
-                                                            K groups of group_size episodes)
-    """
-    masked = jnp.where(live, x, 0.0)
-    if normalization == "episode":
-        return jnp.sum(masked) / x.shape[1]
-    if normalization == "step":
-        return jnp.sum(masked) / jnp.maximum(jnp.sum(live), 1)
-    sums = jnp.sum(masked, axis=0).reshape(-1, group_size).sum(axis=1)
-    steps = jnp.sum(live, axis=0).reshape(-1, group_size).sum(axis=1)
-    return jnp.mean(sums / jnp.maximum(steps, 1))
-
-
 def episode_totals(traj: Trajectory) -> tuple[jax.Array, jax.Array]:
     """Each episode's return and live length, ``(B,)`` each."""
     return jnp.sum(traj.reward, axis=0), jnp.sum(traj.active, axis=0).astype(jnp.float32)
@@ -250,45 +211,12 @@ class EpisodicState(NamedTuple):
     """The initial parameters, for an algorithm with a penalty towards them (else None)."""
 
 
-def gradient_step(parts: EpisodicParts, state: EpisodicState, loss: Callable, hp):
-    """``loss(params) -> (value, aux)`` differentiated once and applied: ``(params,
-    opt_state, value, aux, the actor's gradient norm before clipping)``."""
-    (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(state.params)
-    updates, opt_state = parts.optimiser(hp).update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    if parts.checked:
-        update = state.update + 1
-        guards.check_finite("loss", value, update)
-        guards.check_finite("gradient", grads, update)
-        guards.check_finite("parameters", params, update)
-    actor = optax.tree.norm((grads.actor, grads.log_std)) if hasattr(grads, "actor") else (
-        optax.tree.norm(grads))
-    return params, opt_state, value, aux, actor
-
-
-def training_algorithm(config, parts: EpisodicParts, init: Callable, update: Callable,
-                       result: Callable) -> Algorithm:
-    """The :class:`Algorithm` of a whole-episode run from its ``init``, ``update`` and
-    ``result``; its evaluation is the greedy return of ``eval_episodes`` episodes."""
-
-    policy: Any = parts.net  # feed-forward (Policy) or recurrent (RecurrentPolicy)
-
-    def evaluate(state: EpisodicState, hp) -> dict:
-        eval_key, _ = jax.random.split(state.key)
-        return {"eval_return": evaluate_policy(parts.env, policy, state.params, eval_key,
-                                               config.eval_episodes,
-                                               num_steps=config.eval_steps)}
-
-    return Algorithm(
-        config=config, hyperparams=hyperparams_of(config), num_updates=config.updates,
-        env_steps_per_update=config.batch_size * parts.horizon,
-        episodes_per_update=config.batch_size, init=functools.partial(init, parts),
-        update=functools.partial(update, parts),
-        evaluate=evaluate, params=lambda state: state.params, env=parts.env, policy=policy,
-        policy_params=lambda state: state.params, result=result,
-        env_batch=("batch_size", config.batch_size), env_batch_fields=(),
-        checked=parts.checked,
-    )
+def gradient_step(parts: EpisodicParts, state: EpisodicState, loss: Callable,
+                  hp) -> optim.Step:
+    """``loss(params) -> (value, aux)`` differentiated once and applied
+    (:func:`rollax.algos.optim.gradient_step`)."""
+    return optim.gradient_step(loss, state.params, state.opt_state, parts.optimiser(hp),
+                               parts.checked, state.update + 1)
 
 
 def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool = False
@@ -299,3 +227,30 @@ def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool =
     return EpisodicState(params, parts.optimiser(hp).init(params), key,
                          jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
                          params if keep_reference else None)
+
+
+def spec(name: str, config_type: type, *, check: Callable, init: Callable, update: Callable,
+         result: Callable, presets: dict, shown: tuple[str, ...],
+         headline: tuple[str, ...]) -> AlgorithmSpec:
+    """The :class:`AlgorithmSpec` of a whole-episode algorithm (``--algo name``, trains what
+    PPO trains when asked): its build checks the algorithm's own settings (``check(config)``),
+    then the shared ones (:func:`make_parts`), and returns the neural algorithm
+    (:func:`rollax.algos.base.neural_algorithm`) of ``init(parts, key, hp)``, ``update(parts,
+    state, hp)`` and ``result(state, metrics, eval_return)``."""
+
+    def build(config, checked: bool = False, env: Environment | None = None):
+        check(config)
+        config, parts = make_parts(config, checked, env)
+        policy: Any = parts.net  # feed-forward (Policy) or recurrent (RecurrentPolicy)
+        return neural_algorithm(
+            config, parts.env, policy, num_updates=config.updates,
+            env_steps_per_update=config.batch_size * parts.horizon,
+            episodes_per_update=config.batch_size, init=functools.partial(init, parts),
+            update=functools.partial(update, parts), result=result,
+            env_batch=("batch_size", config.batch_size), env_batch_fields=(), checked=checked)
+
+    return AlgorithmSpec(
+        name=name, task="neural", config_type=config_type, methods=(name,),
+        accepts=accepts_vectors, build=build, default=False,
+        requirement="vector (Box) observations", presets=presets, score="eval_return",
+        progress="episode_return", shown=shown, headline=headline, budget="updates")

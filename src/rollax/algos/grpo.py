@@ -14,7 +14,7 @@ One update, on ``K`` groups of ``G`` complete episodes, each group from one star
 
 ``k3 = pi_ref/pi - log(pi_ref/pi) - 1`` estimates KL(pi || pi_ref) to the reference policy, the
 initial parameters (kept in the state). ``N`` normalises the per-cell terms
-(:func:`rollax.algos.episodic.normalized_sum`): per ``episode`` (the contract's), per live
+(:func:`rollax.losses.normalized_sum`): per ``episode`` (the contract's), per live
 ``step`` (weighs long episodes more) or per ``group``. The critic-free advantage needs
 resettable start states (every task here resets from a key) and complete episodes (the batch
 runs each episode to its end within the horizon).
@@ -34,16 +34,22 @@ import jax
 import jax.numpy as jnp
 
 from rollax import guards
-from rollax.algos import episodic
-from rollax.algos.base import AlgorithmSpec, hyperparams_type, traced
+from rollax.algos import episodic, optim
+from rollax.algos.base import hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
-from rollax.envs.base import Environment
-from rollax.losses import live_mean, ppo_clip_objective, ratio_stats
+from rollax.losses import (
+    NORMALIZATIONS,
+    k3_penalty,
+    live_mean,
+    normalized_sum,
+    ppo_clip_objective,
+    ratio_stats,
+)
 from rollax.returns import group_mean, group_standardize
 from rollax.validate import check_count, check_real
 
 __all__ = ["PRESETS", "SPEC", "GRPOConfig", "GRPOHyperparams", "GRPOMetrics", "GRPOResult",
-           "group_advantages", "make_algorithm"]
+           "check", "group_advantages"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +129,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
     key, collect_key = jax.random.split(state.key)
     traj = parts.collect(state.params, collect_key)
     if parts.checked:
-        guards.check_observations(traj.observation, state.update + 1)
-        guards.check_actions(traj.action, parts.env.action_space, state.update + 1)
+        guards.check_collected(traj, parts.env.action_space, state.update + 1)
     live = traj.active
     ep_return, ep_length = episodic.episode_totals(traj)
     advantage = jnp.broadcast_to(group_advantages(ep_return, config.group_size,
@@ -134,21 +139,20 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
     def objective(params):
         out = episodic.replay(parts, params, traj)
         ratio = jnp.exp(out.log_prob - traj.log_prob)
-        log_ref = reference - out.log_prob
-        k3 = jnp.exp(log_ref) - log_ref - 1.0
+        k3 = k3_penalty(out.log_prob, reference)
         per_cell = (ppo_clip_objective(ratio, advantage, hp.clip_eps) - hp.kl_coef * k3
                     + hp.ent_coef * out.entropy)
-        norm = episodic.normalized_sum(per_cell, live, config.group_size, config.normalization)
-        policy = episodic.normalized_sum(ppo_clip_objective(ratio, advantage, hp.clip_eps), live,
-                                         config.group_size, config.normalization)
+        norm = normalized_sum(per_cell, live, config.group_size, config.normalization)
+        policy = normalized_sum(ppo_clip_objective(ratio, advantage, hp.clip_eps), live,
+                                config.group_size, config.normalization)
         return -norm, dict(policy_loss=-policy, kl_to_reference=live_mean(k3, live),
                            entropy=live_mean(out.entropy, live))
 
     def epoch(carry, _):
         inner = carry[0]
-        params, opt_state, _, aux, grad_norm = episodic.gradient_step(parts, inner, objective,
-                                                                      hp)
-        return (inner._replace(params=params, opt_state=opt_state),), (aux, grad_norm)
+        step = episodic.gradient_step(parts, inner, objective, hp)
+        return ((inner._replace(params=step.params, opt_state=step.opt_state),),
+                (step.aux, optim.actor_norm(step.grads)))
 
     (stepped,), (aux, grad_norms) = jax.lax.scan(epoch, (state,), None, config.epochs)
     final = episodic.replay(parts, stepped.params, traj).log_prob
@@ -168,8 +172,8 @@ def init(parts: EpisodicParts, key: jax.Array, hp) -> EpisodicState:
     return episodic.fresh_state(parts, key, hp, keep_reference=True)
 
 
-def make_algorithm(config: GRPOConfig, checked: bool = False, env: Environment | None = None):
-    """Validate ``config`` (before anything compiles) and return GRPO's parts."""
+def check(config: GRPOConfig) -> None:
+    """Check GRPO's own settings (the shared ones: :func:`episodic.validate`)."""
     check_count("epochs", config.epochs)
     if isinstance(config.group_size, int) and not isinstance(config.group_size, bool) and (
             config.group_size < 2):
@@ -177,22 +181,16 @@ def make_algorithm(config: GRPOConfig, checked: bool = False, env: Environment |
                          f"group), got {config.group_size}")
     check_real("clip_eps", config.clip_eps, 0, 1, low_open=True, high_open=True)
     check_real("kl_coef", config.kl_coef, 0, float("inf"), high_open=True)
-    if config.normalization not in episodic.NORMALIZATIONS:
-        raise ValueError(f"normalization must be one of {', '.join(episodic.NORMALIZATIONS)}, "
+    if config.normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}, "
                          f"got {config.normalization!r}")
-    config, parts = episodic.make_parts(config, checked, env)
-    return episodic.training_algorithm(
-        config, parts, init, update,
-        lambda state, metrics, initial, final: GRPOResult(
-            state.params, metrics, final["eval_return"], state))
 
 
-SPEC = AlgorithmSpec(
-    name="grpo", task="neural", config_type=GRPOConfig, methods=("grpo",),
-    accepts=episodic.accepts, build=make_algorithm, default=False,
-    requirement="vector (Box) observations", presets=PRESETS, score="eval_return",
-    progress="episode_return",
+SPEC = episodic.spec(
+    "grpo", GRPOConfig, check=check, init=init, update=update,
+    result=lambda state, metrics, eval_return: GRPOResult(state.params, metrics, eval_return,
+                                                          state),
+    presets=PRESETS,
     shown=("episode_return", "approx_kl", "clip_fraction", "flat_groups", "kl_to_reference"),
-    headline=("updates", "batch_size", "group_size", "epochs", "lr"), budget="updates",
-)
+    headline=("updates", "batch_size", "group_size", "epochs", "lr"))
 """GRPO's facts: trains what PPO trains when asked with ``--algo grpo``."""

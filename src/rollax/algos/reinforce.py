@@ -29,16 +29,15 @@ import jax
 import jax.numpy as jnp
 
 from rollax import guards
-from rollax.algos import episodic
-from rollax.algos.base import AlgorithmSpec, hyperparams_type, traced
+from rollax.algos import episodic, optim
+from rollax.algos.base import hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
-from rollax.envs.base import Environment
-from rollax.losses import live_mean
+from rollax.losses import explained_variance, live_mean, normalized_sum
 from rollax.returns import discounted_returns, group_mean
 from rollax.validate import check_real
 
 __all__ = ["BASELINES", "PRESETS", "SPEC", "ReinforceConfig", "ReinforceHyperparams",
-           "ReinforceMetrics", "ReinforceResult", "advantages", "make_algorithm"]
+           "ReinforceMetrics", "ReinforceResult", "advantages", "check"]
 
 BASELINES = ("none", "value", "loo")
 
@@ -113,22 +112,13 @@ def advantages(returns: jax.Array, values: jax.Array, live: jax.Array, baseline:
     return returns
 
 
-def _explained(returns, baseline_values, live):
-    centred = returns - live_mean(returns, live)
-    var = live_mean(centred ** 2, live)
-    resid = returns - baseline_values
-    resid_var = live_mean((resid - live_mean(resid, live)) ** 2, live)
-    return jnp.where(var > 0, 1.0 - resid_var / jnp.where(var > 0, var, 1.0), jnp.nan)
-
-
 def update(parts: EpisodicParts, state: EpisodicState, hp):
     """One REINFORCE update on a fresh batch: ``(next state, ReinforceMetrics)``."""
     config = parts.config
     key, collect_key = jax.random.split(state.key)
     traj = parts.collect(state.params, collect_key)
     if parts.checked:
-        guards.check_observations(traj.observation, state.update + 1)
-        guards.check_actions(traj.action, parts.env.action_space, state.update + 1)
+        guards.check_collected(traj, parts.env.action_space, state.update + 1)
     live = traj.active
     no_bootstrap = jnp.zeros_like(traj.reward)
     returns = discounted_returns(traj.reward, no_bootstrap, traj.terminated, traj.truncated,
@@ -142,37 +132,37 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
             mean = live_mean(adv, live)
             adv = (adv - mean) / (jnp.sqrt(live_mean((adv - mean) ** 2, live)) + 1e-8)
         adv = jax.lax.stop_gradient(adv)
-        policy_loss = -episodic.normalized_sum(out.log_prob * adv, live, config.group_size)
-        entropy = episodic.normalized_sum(out.entropy, live, config.group_size)
+        policy_loss = -normalized_sum(out.log_prob * adv, live, config.group_size)
+        entropy = normalized_sum(out.entropy, live, config.group_size)
         value_loss = jnp.zeros(())
         if config.baseline == "value":
-            value_loss = episodic.normalized_sum(0.5 * (out.value - returns) ** 2, live,
-                                                 config.group_size)
+            value_loss = normalized_sum(0.5 * (out.value - returns) ** 2, live,
+                                        config.group_size)
         total = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
         baseline = returns - advantages(returns, out.value, live, config.baseline,
                                         config.group_size)
         return total, dict(policy_loss=policy_loss, value_loss=value_loss,
                            entropy=live_mean(out.entropy, live),
-                           explained_variance=_explained(returns, baseline, live))
+                           explained_variance=explained_variance(baseline, returns, live))
 
-    params, opt_state, value, aux, grad_norm = episodic.gradient_step(parts, state, loss, hp)
+    step = episodic.gradient_step(parts, state, loss, hp)
     ep_return, ep_length = episodic.episode_totals(traj)
     env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)
+    aux = step.aux
     metrics = ReinforceMetrics(
-        loss=value, policy_loss=aux["policy_loss"], value_loss=aux["value_loss"],
+        loss=step.loss, policy_loss=aux["policy_loss"], value_loss=aux["value_loss"],
         entropy=aux["entropy"], explained_variance=aux["explained_variance"],
-        grad_norm=grad_norm, episode_return=jnp.mean(ep_return),
+        grad_norm=optim.actor_norm(step.grads), episode_return=jnp.mean(ep_return),
         episode_length=jnp.mean(ep_length), env_steps=env_steps)
-    return EpisodicState(params, opt_state, key, state.update + 1, env_steps), metrics
+    return EpisodicState(step.params, step.opt_state, key, state.update + 1, env_steps), metrics
 
 
 def init(parts: EpisodicParts, key: jax.Array, hp) -> EpisodicState:
     return episodic.fresh_state(parts, key, hp)
 
 
-def make_algorithm(config: ReinforceConfig, checked: bool = False,
-                   env: Environment | None = None):
-    """Validate ``config`` (before anything compiles) and return REINFORCE's parts."""
+def check(config: ReinforceConfig) -> None:
+    """Check REINFORCE's own settings (the shared ones: :func:`episodic.validate`)."""
     if config.baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got "
                          f"{config.baseline!r}")
@@ -181,19 +171,13 @@ def make_algorithm(config: ReinforceConfig, checked: bool = False,
     if config.baseline == "loo" and config.group_size < 2:
         raise ValueError(f"group_size must be at least 2 for baseline loo (the mean of the "
                          f"group's other episodes), got {config.group_size}")
-    config, parts = episodic.make_parts(config, checked, env)
-    return episodic.training_algorithm(
-        config, parts, init, update,
-        lambda state, metrics, initial, final: ReinforceResult(
-            state.params, metrics, final["eval_return"], state))
 
 
-SPEC = AlgorithmSpec(
-    name="reinforce", task="neural", config_type=ReinforceConfig, methods=("reinforce",),
-    accepts=episodic.accepts, build=make_algorithm, default=False,
-    requirement="vector (Box) observations", presets=PRESETS, score="eval_return",
-    progress="episode_return",
+SPEC = episodic.spec(
+    "reinforce", ReinforceConfig, check=check, init=init, update=update,
+    result=lambda state, metrics, eval_return: ReinforceResult(state.params, metrics,
+                                                               eval_return, state),
+    presets=PRESETS,
     shown=("episode_return", "policy_loss", "value_loss", "entropy", "explained_variance"),
-    headline=("updates", "batch_size", "group_size", "baseline", "lr"), budget="updates",
-)
+    headline=("updates", "batch_size", "group_size", "baseline", "lr"))
 """REINFORCE's facts: trains what PPO trains when asked with ``--algo reinforce``."""

@@ -204,14 +204,11 @@ def _gradient_steps(setup: TabularParts, state: TabularTrainState, traj, targets
 
     def epoch(params: jax.Array, _):
         loss, grad = jax.value_and_grad(setup.loss)(params, traj, targets, hp.clip_eps)
-        if setup.checked:
-            guards.check_finite("loss", loss, update)
-            guards.check_finite("gradient", grad, update)
         step, _ = optimiser.update(grad, optimiser.init(params))
         # optax types the result as a generic pytree; here it is the single array ``params``
         params = cast(jax.Array, optax.apply_updates(params, step))
         if setup.checked:
-            guards.check_finite("parameters", params, update)
+            guards.check_step(update, loss, grad, params)
         return params, (loss, optax.tree.norm(grad))
 
     return jax.lax.scan(epoch, state.params, jnp.arange(setup.config.epochs))
@@ -225,8 +222,7 @@ def update(setup: TabularParts, state: TabularTrainState, hp):
     traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
     targets = reward_to_go(traj.reward)
     if setup.checked:
-        guards.check_observations(traj.observation, state.update + 1)
-        guards.check_actions(traj.action, setup.env.action_space, state.update + 1)
+        guards.check_collected(traj, setup.env.action_space, state.update + 1)
     params, (losses, grad_norms) = _gradient_steps(setup, state, traj, targets, hp)
     ratio = jnp.exp(setup.log_prob(params, traj) - traj.log_prob)
     live = traj.active

@@ -1,6 +1,6 @@
-"""The actor-critic for an environment: which network (:func:`network_choice`: ``auto`` picks
-the CNN for image observations, else the MLP) and its construction for the environment's spaces
-(:func:`actor_critic`)."""
+"""The actor-critic for an environment: its settings checked (:func:`check_network`), which
+network (:func:`network_choice`: ``auto`` picks the CNN for image observations, else the MLP)
+and its construction for the environment's spaces (:func:`actor_critic`)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,45 @@ import numpy as np
 
 from rollax.envs.base import Discrete
 from rollax.nets.cnn import CNNActorCritic, image_shape
+from rollax.nets.heads import ACTIVATIONS
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic
+from rollax.validate import check_count, check_real, is_int
 
-__all__ = ["RECURRENT", "Network", "actor_critic", "network_choice"]
+__all__ = ["NETWORKS", "RECURRENT", "Network", "actor_critic", "check_network",
+           "network_choice"]
 
 RECURRENT = ("gru", "lstm")
 """The recurrent actor-critics (:class:`rollax.nets.rnn.RecurrentActorCritic`'s cells)."""
 
+NETWORKS = ("auto", "mlp", "cnn", *RECURRENT)
+"""The values of a config's ``network`` setting."""
+
 Network = MLPActorCritic | CNNActorCritic | RecurrentActorCritic
 """The actor-critics :func:`actor_critic` builds."""
+
+
+def check_network(env, network: str, hidden, activation: str, init_log_std: float,
+                  memory_size: int, env_name: str | None = None) -> None:
+    """The settings of :func:`actor_critic` for ``env`` checked before anything is built
+    (``ValueError`` naming the setting, its allowed values and the value given); ``env_name``
+    names ``env`` in the messages."""
+    if not hidden or not all(is_int(h) and h >= 1 for h in hidden):
+        raise ValueError(f"hidden must be positive layer sizes, got {hidden!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                         f"got {activation!r}")
+    check_real("init_log_std", init_log_std, -10, 10)
+    check_count("memory_size", memory_size)
+    if network not in NETWORKS:
+        raise ValueError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    if network == "cnn" and image_shape(env) is None:
+        shape = getattr(env, "raw_observation_shape", None)
+        found = "none" if shape is None else repr(tuple(shape))
+        named = type(env).__name__ if env_name is None else repr(env_name)
+        raise ValueError(
+            f"network cnn needs image observations, but env {named} has no "
+            f"raw_observation_shape of rank 3 (H, W, C) (got {found}); use network mlp or auto")
 
 
 def network_choice(network: str, env) -> str:
@@ -34,7 +63,9 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
     ``cnn`` (over :func:`rollax.nets.cnn.image_shape`, then ``hidden``), ``gru``/``lstm`` (an
     embedding of ``hidden[0]`` units, a memory of ``memory_size``, heads of ``hidden[1:]``) or
     ``auto`` (:func:`network_choice`); a categorical head for ``Discrete`` actions, else a
-    diagonal Gaussian starting at ``init_log_std``."""
+    diagonal Gaussian starting at ``init_log_std``. The settings are checked first
+    (:func:`check_network`)."""
+    check_network(env, network, hidden, activation, init_log_std, memory_size)
     space = env.action_space
     discrete = isinstance(space, Discrete)
     num_actions = space.n if discrete else None
@@ -48,9 +79,7 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
             init_log_std=init_log_std)
     if network == "cnn":
         shape = image_shape(env)
-        if shape is None:
-            raise ValueError("network 'cnn' needs image observations (a raw_observation_shape "
-                             "(H, W, C)); use network mlp or auto")
+        assert shape is not None  # check_network
         return CNNActorCritic(image_shape=shape, num_actions=num_actions,
                               action_size=action_size, hidden=tuple(hidden),
                               activation=activation, init_log_std=init_log_std)
