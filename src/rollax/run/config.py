@@ -249,11 +249,14 @@ def batch_bytes(algo: Algorithm) -> int:
 
 
 def available_bytes() -> int | None:
-    """The memory a run may use: the first device's limit where JAX reports one (a GPU),
-    else the host's available memory (Linux ``/proc/meminfo``); ``None`` when unknown."""
+    """The memory a run may use: this process's first device's limit where JAX reports one (a
+    GPU), else the host's available memory (Linux ``/proc/meminfo``); ``None`` when unknown."""
     import jax
 
-    stats = jax.devices()[0].memory_stats() or {}
+    try:  # this process's own device: another host's cannot be asked
+        stats = jax.local_devices()[0].memory_stats() or {}
+    except Exception:  # a backend without memory statistics
+        stats = {}
     if "bytes_limit" in stats:
         return int(stats["bytes_limit"])
     try:
