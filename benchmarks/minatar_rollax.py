@@ -50,7 +50,7 @@ def make_train(algo, every: int, evals: int):
         root = jax.random.fold_in(key, EVAL_STREAM)
 
         def greedy(state, update):
-            return evaluate_policy(algo.env, algo.policy, algo.policy_params(state),
+            return evaluate_policy(algo.env, algo.policy, algo.params(state),
                                    jax.random.fold_in(root, update), episodes)
 
         def block(state, index):

@@ -16,6 +16,7 @@ import rollax
 from rollax.algos import a2c, optim
 from rollax.cli import main
 from rollax.losses import a2c_loss
+from rollax.run.config import choose_algorithm
 
 # --- the loss ----------------------------------------------------------------------------------
 
@@ -149,8 +150,8 @@ def test_presets_are_valid_and_resolve():
         config = a2c.resolve(a2c.preset(env))
         assert a2c.num_updates(config) >= 1 and config.network == "mlp"
     assert a2c.resolve(a2c.A2CConfig()).horizon == 500
-    assert rollax.algos.registry.for_env(rollax.make("CartPole-v1"), "a2c") is a2c.SPEC
-    assert rollax.algos.registry.for_env(rollax.make("CartPole-v1")).name == "ppo"
+    assert choose_algorithm(rollax.make("CartPole-v1"), "a2c") is a2c.SPEC
+    assert choose_algorithm(rollax.make("CartPole-v1")).name == "ppo"
 
 
 # --- compiled training ---------------------------------------------------------------------------

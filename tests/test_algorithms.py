@@ -110,7 +110,7 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path
     _, state = RunFolder(whole).load_checkpoint(runner.initial_state(), run.identity())
     first = jax.tree_util.tree_map(lambda x: x[0], state)
     env = algo.env
-    expected = rollax.evaluate_policy(env, algo.policy, algo.policy_params(first),
+    expected = rollax.evaluate_policy(env, algo.policy, algo.params(first),
                                       jax.random.key(5), 8)
     assert float(greedy_return(loaded, jax.random.key(5), 8)) == pytest.approx(float(expected))
 

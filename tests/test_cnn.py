@@ -16,6 +16,7 @@ from rollax.cli.parse import parse_train
 from rollax.envs.registry import make
 from rollax.nets import CNNActorCritic, MLPActorCritic, image_shape
 from rollax.run.config import from_settings
+from rollax.run.stored import config_from_dict, config_to_dict
 
 MINATAR = "gymnax:Breakout-MinAtar"
 
@@ -209,8 +210,8 @@ def test_tiny_ppo_run_on_minatar_compiles_once_and_vmaps():
 
 
 def test_a_config_json_from_before_network_reads_back_as_the_mlp_it_trained():
-    stored = ppo.SPEC.config_to_dict(ppo.preset("gymnax:Breakout-MinAtar"))
+    stored = config_to_dict(ppo.preset("gymnax:Breakout-MinAtar"))
     del stored["network"]  # as written before the setting existed
-    assert ppo.SPEC.config_from_dict(stored).network == "mlp"
+    assert config_from_dict(ppo.PPOConfig, stored).network == "mlp"
     stored["network"] = "cnn"
-    assert ppo.SPEC.config_from_dict(stored).network == "cnn"
+    assert config_from_dict(ppo.PPOConfig, stored).network == "cnn"

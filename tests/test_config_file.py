@@ -271,7 +271,7 @@ def test_normalize_and_policy_kwargs_by_hand():
     ({"n_envs": 3, "n_steps": 10, "batch_size": 7}, ("num_envs", 3),
      "batch_size 7 (rollax's minibatches split n_envs x n_steps = 30 steps evenly)"),
     ({"policy": "CnnPolicy"}, ("epochs", 10),
-     "policy CnnPolicy (rollax's networks are its own: --network)"),
+     "policy CnnPolicy (rollax's networks are its own: the network setting)"),
     ({"learning_rate": "3e-4", "normalize_advantage": False},
      ("normalize_advantages", False), None),
     ({"use_sde": True, "target_kl": 0.01}, ("lr", 3e-4), "target_kl 0.01"),

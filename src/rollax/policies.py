@@ -146,22 +146,27 @@ def obs_normalize(state: ObsNormState, observation: jax.Array, clip: float = 10.
 
 @dataclasses.dataclass(frozen=True)
 class NormalizedPolicy:
-    """A policy that normalises observations first: its params are ``(inner_params, stats)``."""
+    """A policy whose params are ``(inner_params, stats)``: it normalises observations with
+    the statistics first (with ``normalize=False`` it carries them unused)."""
 
     inner: Policy
     """The actor-critic (``rollax.nets.MLPActorCritic`` or ``rollax.nets.CNNActorCritic``)."""
+    normalize: bool = True
+
+    def _observed(self, stats, observation):
+        return obs_normalize(stats, observation) if self.normalize else observation
 
     def sample(self, params, observation, key):
         inner_params, stats = params
-        return self.inner.sample(inner_params, obs_normalize(stats, observation), key)
+        return self.inner.sample(inner_params, self._observed(stats, observation), key)
 
     def log_prob(self, params, observation, action):
         inner_params, stats = params
-        return self.inner.log_prob(inner_params, obs_normalize(stats, observation), action)
+        return self.inner.log_prob(inner_params, self._observed(stats, observation), action)
 
     def greedy(self, params, observation):
         inner_params, stats = params
-        return self.inner.greedy(inner_params, obs_normalize(stats, observation))
+        return self.inner.greedy(inner_params, self._observed(stats, observation))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -185,17 +185,21 @@ def replay_log_prob(policy, params, carry, traj) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class NormalizedRecurrent(RecurrentHeads):
-    """A recurrent policy that normalises observations first: params ``(inner_params,
-    stats)`` (the recurrent counterpart of :class:`rollax.policies.NormalizedPolicy`)."""
+    """A recurrent policy whose params are ``(inner_params, stats)``: it normalises
+    observations with the statistics first (with ``normalize=False`` it carries them unused;
+    the recurrent counterpart of :class:`rollax.policies.NormalizedPolicy`)."""
 
     inner: Any
+    normalize: bool = True
 
     def initial_carry(self, params):
         return self.inner.initial_carry(params[0])
 
     def step(self, params, carry, observation):
         inner_params, stats = params
-        return self.inner.step(inner_params, carry, obs_normalize(stats, observation))
+        if self.normalize:
+            observation = obs_normalize(stats, observation)
+        return self.inner.step(inner_params, carry, observation)
 
     def distribution(self, params, features):
         return self.inner.distribution(params[0], features)

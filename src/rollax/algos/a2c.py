@@ -32,9 +32,12 @@ import optax
 
 from rollax.algos import optim
 from rollax.algos.base import (
+    NEURAL,
     Algorithm,
     AlgorithmSpec,
-    accepts_vectors,
+    Report,
+    budget,
+    env_batch,
     hyperparams_type,
     traced,
 )
@@ -68,9 +71,9 @@ class A2CConfig:
     """Episode time limit (default: the task's own, e.g. 500 for CartPole-v1)."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
-    total_steps: int = 500_000
+    total_steps: int = budget(500_000)
     """Environment steps in all: updates = total_steps // (num_envs * num_steps)."""
-    num_envs: int = 8
+    num_envs: int = env_batch(8)
     """Parallel environments B (auto-reset)."""
     num_steps: int = 5
     """Steps T collected per environment per update (one gradient step per update)."""
@@ -109,7 +112,7 @@ class A2CConfig:
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
-    """Greedy evaluation episodes after training (and of each --eval-every evaluation)."""
+    """Greedy evaluation episodes after training (and of each evaluation during training)."""
     eval_steps: int | None = None
     """Steps of each evaluation episode (default: the environment's horizon, at most
     100,000, so a continuing task is evaluated on a bounded stretch)."""
@@ -243,39 +246,39 @@ class A2CParts:
         return optax.chain(optim.clip_per_network(hp.max_grad_norm), step)
 
 
-def loss(setup: A2CParts, params, data, hp):
+def loss(parts: A2CParts, params, data, hp):
     """:func:`rollax.losses.a2c_loss` of the network on the rollout's ``T * B`` cells (read one
     by one, or whole sequences replayed from their collected carries with their resets)."""
-    cells = setup.rollout.score(params, data)
+    cells = parts.rollout.score(params, data)
     return a2c_loss(cells.log_prob, cells.advantage, cells.value, cells.target, cells.entropy,
                     vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
-                    normalize_advantages=setup.config.normalize_advantages)
+                    normalize_advantages=parts.config.normalize_advantages)
 
 
 # --- the update and the algorithm ---------------------------------------------------------------
 
-def init(setup: A2CParts, key: jax.Array, hp) -> ActorCriticState:
-    return setup.rollout.init(key, setup.optimiser(hp))
+def init(parts: A2CParts, key: jax.Array, hp) -> ActorCriticState:
+    return parts.rollout.init(key, parts.optimiser(hp))
 
 
-def update(setup: A2CParts, state: ActorCriticState, hp):
+def update(parts: A2CParts, state: ActorCriticState, hp):
     """One A2C update: a rollout and one gradient step on all of it; ``(next state,
     A2CMetrics)``."""
     key, rollout_key = jax.random.split(state.key)
-    collected = setup.rollout.collect(state, rollout_key, hp)
-    step = optim.gradient_step(lambda p: loss(setup, p, collected.data, hp), state.params,
-                               state.opt_state, setup.optimiser(hp), setup.rollout.checked,
+    collected = parts.rollout.collect(state, rollout_key, hp)
+    step = optim.gradient_step(lambda p: loss(parts, p, collected.data, hp), state.params,
+                               state.opt_state, parts.optimiser(hp), parts.rollout.checked,
                                state.update + 1)
-    new_state, episodes = setup.rollout.advance(state, collected, step.params, step.opt_state,
+    new_state, episodes = parts.rollout.advance(state, collected, step.params, step.opt_state,
                                                 key)
     metrics = A2CMetrics(
         policy_loss=step.aux["policy_loss"], value_loss=step.aux["value_loss"],
         entropy=step.aux["entropy"],
         explained_variance=explained_variance(collected.values, collected.targets),
         grad_norm=optim.actor_norm(step.grads),
-        learning_rate=jnp.asarray(setup.schedule(hp, state.update), jnp.float32),
+        learning_rate=jnp.asarray(parts.schedule(hp, state.update), jnp.float32),
         episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-        episodes=episodes.count, env_steps=(state.update + 1) * setup.rollout.batch,
+        episodes=episodes.count, env_steps=(state.update + 1) * parts.rollout.batch,
     )
     return new_state, metrics
 
@@ -289,20 +292,20 @@ def make_algorithm(config: A2CConfig, checked: bool = False,
                        config.init_log_std, config.memory_size)
     rollout = RolloutParts(env, net, config.num_envs, config.num_steps,
                            config.normalize_observations, checked)
-    setup = A2CParts(config, rollout, num_updates(config))
+    parts = A2CParts(config, rollout, num_updates(config))
     return rollout.algorithm(
-        config, num_updates=setup.num_updates, init=functools.partial(init, setup),
-        update=functools.partial(update, setup),
+        config, num_updates=parts.num_updates, init=functools.partial(init, parts),
+        update=functools.partial(update, parts),
         result=lambda state, metrics, eval_return: A2CResult(
             state.params, state.obs_stats, metrics, eval_return, state))
 
 
 SPEC = AlgorithmSpec(
-    name="a2c", task="neural", config_type=A2CConfig, methods=("a2c",),
-    accepts=accepts_vectors, build=make_algorithm, requirement="vector (Box) observations",
-    presets=PRESETS, score="eval_return", progress="episode_return",
-    shown=("episode_return", "value_loss", "entropy", "explained_variance", "grad_norm"),
-    headline=("num_envs", "num_steps", "lr", "optimizer"), budget="total_steps",
-    default=False,
+    name="a2c", config_type=A2CConfig, build=make_algorithm, trains=NEURAL,
+    report=Report(score="eval_return", progress="episode_return",
+                  shown=("episode_return", "value_loss", "entropy", "explained_variance",
+                         "grad_norm"),
+                  headline=("num_envs", "num_steps", "lr", "optimizer")),
+    default=False, presets=PRESETS,
 )
 """A2C's facts: trains what PPO trains, when asked (``--algo a2c``)."""

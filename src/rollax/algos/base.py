@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -34,12 +33,44 @@ from rollax.policies import Policy
 
 TRACED = "traced"
 """Field metadata key of a config field that is a traced hyperparameter."""
+BUDGET = "budget"
+"""Field metadata key of the config field that sets a run's length."""
+ENV_BATCH = "env_batch"
+"""Field metadata key of the config field that sizes one lane's environment batch."""
+STORED = "stored"
+"""Field metadata key: the value a stored config without the field was trained with."""
 
 
 def traced(default: float) -> Any:
     """A numeric config field that is a hyperparameter: a traced input of the compiled
     program (so a sweep ``vmap``s over it), listed once, on the config."""
     return dataclasses.field(default=default, metadata={TRACED: True})
+
+
+def budget(default: int) -> Any:
+    """The config field that sets a run's length (e.g. ``updates``): a stopped or finished run
+    continues to a larger value of it, and a checkpoint still loads when only it differs.
+    A config without one trains runs that cannot be made longer."""
+    return dataclasses.field(default=default, metadata={BUDGET: True})
+
+
+def env_batch(default: int) -> Any:
+    """The config field that sizes one lane's environment batch (what a sharded experiment
+    splits over devices, with the state fields of :attr:`Algorithm.env_batch_fields`)."""
+    return dataclasses.field(default=default, metadata={ENV_BATCH: True})
+
+
+def added(default: Any, *, stored: Any) -> Any:
+    """A config field added after run folders were written: ``stored`` is what a stored
+    config without it was trained with (so such a run resumes and evaluates as it was)."""
+    return dataclasses.field(default=default, metadata={STORED: stored})
+
+
+def field_with(config_type: type, key: str) -> str | None:
+    """The name of ``config_type``'s field marked ``key`` (:data:`BUDGET`, :data:`ENV_BATCH`),
+    or ``None``."""
+    return next((f.name for f in dataclasses.fields(config_type) if f.metadata.get(key)),
+                None)
 
 
 @functools.cache
@@ -61,8 +92,6 @@ class Algorithm(NamedTuple):
 
     config: Any
     """The resolved static config."""
-    hyperparams: Any
-    """Default numeric hyperparameters (a NamedTuple of Python floats)."""
     num_updates: int
     """Updates in a full run."""
     env_steps_per_update: int
@@ -72,85 +101,99 @@ class Algorithm(NamedTuple):
     are counted live in the metrics: ``update``'s metrics carry ``env_steps``, the
     cumulative live environment steps of the lane, and every count, rate and step axis
     (progress, summary, loggers, figures) reads it."""
+    episodes_per_update: int | None
+    """Whole episodes each update collects (its budget), or ``None`` for fixed-length
+    rollouts of ``env_steps_per_update`` live steps."""
     init: Callable
     """``(key, hp) -> state``."""
     update: Callable
     """``(state, hp) -> (state, metrics)``."""
     evaluate: Callable
     """``(state, hp) -> dict`` of outputs (the spec's score among them)."""
-    params: Callable
-    """``state -> params`` (what is saved and hashed)."""
-    env: Environment
-    """The environment the run trains on."""
-    policy: Policy
-    """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
-    policy_params: Callable
-    """``state -> params`` as ``policy`` takes them (e.g. with observation statistics)."""
     result: Callable
     """``(state, metrics, initial, final) -> result``: what ``make_train``'s ``train`` returns,
     from the final state, the stacked metrics and the outputs of ``evaluate`` before the first
     and after the last update."""
-    env_batch: tuple[str, int]
-    """The config field holding the environment batch of one lane and its size (split over
-    devices by a sharded experiment)."""
+    env: Environment
+    """The environment the run trains on."""
+    policy: Policy
+    """The acting policy (``sample``, ``log_prob``, ``greedy``)."""
+    params: Callable
+    """``state -> params`` as ``policy`` takes them: what is saved, hashed and evaluated."""
     env_batch_fields: tuple[str, ...]
-    """Fields of the (NamedTuple) state whose leaves carry that environment batch on their
-    first axis: what a sharded experiment splits over the ``"envs"`` devices (everything else
-    is replicated within a lane)."""
-    episodes_per_update: int | None = None
-    """Whole episodes each update collects (its budget), or ``None`` for fixed-length
-    rollouts of ``env_steps_per_update`` live steps."""
+    """Fields of the (NamedTuple) state whose leaves carry the environment batch
+    (:attr:`env_batch`) on their first axis: what a sharded experiment splits over the
+    ``"envs"`` devices (everything else is replicated within a lane)."""
     policy_extras: Callable | None = None
     """``(params) -> dict`` of extra numbers about a policy (``rollax eval``), or ``None``."""
-    checked: bool = False
-    """Whether ``update`` stages the runtime checks of :mod:`rollax.guards`."""
+
+    @property
+    def hyperparams(self) -> Any:
+        """Default numeric hyperparameters: the config's :func:`traced` fields."""
+        return hyperparams_of(self.config)
+
+    @property
+    def env_batch(self) -> tuple[str, int]:
+        """The config field marked :func:`env_batch` and its size: one lane's environment
+        batch (split over devices by a sharded experiment)."""
+        name = field_with(type(self.config), ENV_BATCH)
+        assert name is not None, f"{type(self.config).__name__} marks no env_batch field"
+        return name, getattr(self.config, name)
 
 
-@dataclasses.dataclass(frozen=True)
-class AlgorithmSpec:
-    """The static facts of an algorithm family (registered once, looked up by name, config
-    type or task). They are facts, not text: the command line, summaries and figures derive
-    their columns, labels and reports from the metric and field names declared here."""
+class Task(NamedTuple):
+    """The environments an algorithm trains, as a test and as messages name them."""
 
     name: str
-    """Stored in a run's config.json (``kind``) and named in messages."""
-    task: str
-    """The tasks it trains, as messages name them (e.g. 'tabular', 'neural')."""
-    config_type: type
-    """Its frozen config dataclass."""
-    methods: tuple[str, ...]
-    """The values ``--algo`` may take for its tasks (e.g. ('ppo', 'reinforce'))."""
+    """e.g. 'tabular', 'neural'."""
+    requirement: str
+    """What ``accepts`` asks of an environment (e.g. 'a finite task')."""
     accepts: Callable[[Environment], bool]
     """Whether it can train this environment."""
-    build: Callable[..., Algorithm]
-    """``(config, checked=False, env=None) -> Algorithm``: the one validating constructor
-    (``ValueError`` naming the setting and its range, before anything is compiled); the
-    built ``Algorithm.config`` is resolved (dependent defaults filled in). ``env``: the
-    environment already built from ``config.env`` and ``config.horizon``."""
-    requirement: str
-    """What ``accepts`` asks of an environment, as messages say it (e.g. 'a finite task')."""
+
+
+class Report(NamedTuple):
+    """What a run of an algorithm reports: names of the outputs of ``evaluate``, of the
+    per-update metrics and of config fields."""
+
     score: str
     """The output of ``evaluate`` that scores a finished lane (summaries, reports, sweeps)."""
     progress: str
     """The per-update metric that shows learning (progress bar, curves, lane facts). Known
     before the first update when ``evaluate`` outputs it too (row 0 of the metrics)."""
     shown: tuple[str, ...]
-    """The per-update metrics ``rollax train`` tabulates, in order (names of the metrics
-    ``update`` returns)."""
+    """The per-update metrics a report tabulates, in order."""
     headline: tuple[str, ...]
     """The config fields that name a run's shape in its headline (e.g. batch and step sizes)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmSpec:
+    """The static facts of an algorithm family (registered once, looked up by name, config
+    type or task). They are facts, not text: the command line, summaries and figures derive
+    their columns, labels and reports from the metric and field names declared here. What
+    its config already says is read from it (:attr:`fields`, :attr:`methods`,
+    :attr:`budget`), not declared twice."""
+
+    name: str
+    """Stored in a run's config.json (``kind``) and named in messages."""
+    config_type: type
+    """Its frozen config dataclass."""
+    build: Callable[..., Algorithm]
+    """``(config, checked=False, env=None) -> Algorithm``: the one validating constructor
+    (``ValueError`` naming the setting and its range, before anything is compiled); the
+    built ``Algorithm.config`` is resolved (dependent defaults filled in); ``checked``
+    stages the runtime checks of :mod:`rollax.guards` into ``update``. ``env``: the
+    environment already built from ``config.env`` and ``config.horizon``."""
+    trains: Task
+    """The environments it trains."""
+    report: Report
+    """What its runs report."""
     default: bool = True
-    """Whether it trains the environments it accepts when ``--algo`` is not given. Default
+    """Whether it trains the environments it accepts when no method is asked for. Default
     algorithms accept disjoint sets of environments (:func:`rollax.algos.registry.for_env`)."""
     presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """Tuned settings per environment name: overrides of the config's defaults."""
-    budget: str | None = None
-    """The config field that sets a run's length (e.g. ``updates``): a stopped or finished run
-    continues to a larger value of it (``rollax train --resume RUN --<budget> N``), and a
-    checkpoint still loads when only it differs; ``None``: runs cannot be made longer."""
-    stored_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """Values of config fields added after a config.json may have been written: what a run
-    folder without them was trained with (so it resumes and evaluates as it was)."""
     from_zoo: Callable[[Mapping[str, Any]], tuple[dict[str, Any], list[str]]] | None = None
     """rl-baselines3-zoo's hyperparameters for this algorithm (one environment's entry of the
     zoo's file) as its config's settings, and what it has no equivalent of; ``None``: not
@@ -158,8 +201,47 @@ class AlgorithmSpec:
 
     @property
     def fields(self) -> tuple[str, ...]:
-        """Its config's field names: each one a ``rollax train`` flag and a config-file key."""
+        """Its config's field names: each one a setting of a run."""
         return tuple(f.name for f in dataclasses.fields(self.config_type))
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The methods it offers: the values of its config's ``algo`` field (a ``Literal``)
+        where it has one, else its name alone."""
+        hint = typing.get_type_hints(self.config_type).get("algo")
+        return typing.get_args(hint) if hint is not None else (self.name,)
+
+    @property
+    def budget(self) -> str | None:
+        """The config field marked :func:`budget` (``None``: runs cannot be made longer)."""
+        return field_with(self.config_type, BUDGET)
+
+    @property
+    def task(self) -> str:
+        return self.trains.name
+
+    @property
+    def requirement(self) -> str:
+        return self.trains.requirement
+
+    def accepts(self, env: Environment) -> bool:
+        return self.trains.accepts(env)
+
+    @property
+    def score(self) -> str:
+        return self.report.score
+
+    @property
+    def progress(self) -> str:
+        return self.report.progress
+
+    @property
+    def shown(self) -> tuple[str, ...]:
+        return self.report.shown
+
+    @property
+    def headline(self) -> tuple[str, ...]:
+        return self.report.headline
 
     def method(self, config) -> str:
         """The method ``config`` trains: its ``algo`` field for an algorithm that offers
@@ -175,28 +257,6 @@ class AlgorithmSpec:
         ``settings`` (field names of the config)."""
         return self.config_type(**{**self.preset(env), **settings, "env": env})
 
-    def config_to_dict(self, config) -> dict:
-        """A JSON-able dict of ``config`` (what config.json stores)."""
-        return dataclasses.asdict(config)
-
-    def config_from_dict(self, data: Mapping[str, Any]):
-        """The config stored by :meth:`config_to_dict` (lists back to tuples)."""
-        hints = typing.get_type_hints(self.config_type)
-        fields = {}
-        for name, value in {**self.stored_defaults, **data}.items():
-            if isinstance(value, list) and _is_tuple_type(hints.get(name)):
-                value = tuple(value)
-            fields[name] = value
-        return self.config_type(**fields)
-
-
-def _is_tuple_type(hint) -> bool:
-    if hint is tuple or typing.get_origin(hint) is tuple:
-        return True
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return any(_is_tuple_type(arg) for arg in typing.get_args(hint))
-    return False
-
 
 # --- the neural algorithms ----------------------------------------------------------------------
 
@@ -209,38 +269,36 @@ def accepts_vectors(env: Environment) -> bool:
             and not hasattr(env, "to_mdp"))
 
 
+NEURAL = Task("neural", "vector (Box) observations", accepts_vectors)
+"""What the neural algorithms train (:func:`accepts_vectors`)."""
+
+
 def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: int,
                      env_steps_per_update: int, init: Callable, update: Callable,
-                     result: Callable, env_batch: tuple[str, int],
-                     env_batch_fields: tuple[str, ...], checked: bool,
+                     result: Callable, env_batch_fields: tuple[str, ...],
                      params: Callable = lambda state: state.params,
-                     policy_params: Callable = lambda state: state.params,
                      episodes_per_update: int | None = None) -> Algorithm:
     """The :class:`Algorithm` of a neural policy, the one builder of every neural method.
 
     Its evaluation is the greedy return of ``config.eval_episodes`` absorbing episodes of
     ``config.eval_steps`` steps (:func:`rollax.evaluation.evaluate_policy`, the key split
     from ``state.key``), output as ``eval_return``; ``result(state, metrics, eval_return)``
-    is what ``train`` returns; its hyperparameters are ``config``'s traced fields. The other
-    arguments are :class:`Algorithm`'s fields (``params`` and ``policy_params`` default to
-    ``state.params``)."""
+    is what ``train`` returns. The other arguments are :class:`Algorithm`'s fields
+    (``params`` defaults to ``state.params``)."""
 
     def evaluate(state, hp) -> dict:
         del hp
         eval_key, _ = jax.random.split(state.key)
-        return {"eval_return": evaluate_policy(env, policy, policy_params(state), eval_key,
+        return {"eval_return": evaluate_policy(env, policy, params(state), eval_key,
                                                config.eval_episodes,
                                                num_steps=config.eval_steps)}
 
     return Algorithm(
-        config=config, hyperparams=hyperparams_of(config), num_updates=num_updates,
-        env_steps_per_update=env_steps_per_update, init=init, update=update,
-        evaluate=evaluate, params=params, env=env, policy=policy, policy_params=policy_params,
+        config=config, num_updates=num_updates, env_steps_per_update=env_steps_per_update,
+        episodes_per_update=episodes_per_update, init=init, update=update, evaluate=evaluate,
         result=lambda state, metrics, initial, final: result(state, metrics,
                                                              final["eval_return"]),
-        env_batch=env_batch, env_batch_fields=env_batch_fields,
-        episodes_per_update=episodes_per_update, checked=checked,
-    )
+        env=env, policy=policy, params=params, env_batch_fields=env_batch_fields)
 
 
 def make_train(algo: Algorithm) -> Callable:

@@ -31,7 +31,16 @@ import jax.numpy as jnp
 import optax
 
 from rollax.algos import optim
-from rollax.algos.base import AlgorithmSpec, accepts_vectors, neural_algorithm, traced
+from rollax.algos.base import (
+    NEURAL,
+    AlgorithmSpec,
+    Report,
+    accepts_vectors,
+    budget,
+    env_batch,
+    neural_algorithm,
+    traced,
+)
 from rollax.collect import Trajectory, collect_groups
 from rollax.envs.base import Environment
 from rollax.envs.registry import make
@@ -65,9 +74,9 @@ class EpisodicConfig:
     CartPole-v1)."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
-    updates: int = 100
+    updates: int = budget(100)
     """Number of updates, each on a fresh batch of complete episodes."""
-    batch_size: int = 32
+    batch_size: int = env_batch(32)
     """Episodes per batch, B (= groups x group_size)."""
     group_size: int = 1
     """Episodes per group G: the episodes of a group start from the same start state (one reset
@@ -90,7 +99,7 @@ class EpisodicConfig:
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
-    """Greedy evaluation episodes (after training and at each --eval-every)."""
+    """Greedy evaluation episodes (after training and at each evaluation during training)."""
     eval_steps: int | None = None
     """Steps of each evaluation episode (default: the environment's horizon, at most
     100,000, so a continuing task is evaluated on a bounded stretch)."""
@@ -224,9 +233,9 @@ def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool =
     """Fresh parameters and optimiser (and the parameters again as the reference)."""
     key, init_key = jax.random.split(key)
     params: Any = parts.net.init(init_key)
-    return EpisodicState(params, parts.optimiser(hp).init(params), key,
-                         jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
-                         params if keep_reference else None)
+    return EpisodicState(params=params, opt_state=parts.optimiser(hp).init(params), key=key,
+                         update=jnp.zeros((), jnp.int32), env_steps=jnp.zeros((), jnp.int32),
+                         reference=params if keep_reference else None)
 
 
 def spec(name: str, config_type: type, *, check: Callable, init: Callable, update: Callable,
@@ -246,11 +255,10 @@ def spec(name: str, config_type: type, *, check: Callable, init: Callable, updat
             config, parts.env, policy, num_updates=config.updates,
             env_steps_per_update=config.batch_size * parts.horizon,
             episodes_per_update=config.batch_size, init=functools.partial(init, parts),
-            update=functools.partial(update, parts), result=result,
-            env_batch=("batch_size", config.batch_size), env_batch_fields=(), checked=checked)
+            update=functools.partial(update, parts), result=result, env_batch_fields=())
 
     return AlgorithmSpec(
-        name=name, task="neural", config_type=config_type, methods=(name,),
-        accepts=accepts_vectors, build=build, default=False,
-        requirement="vector (Box) observations", presets=presets, score="eval_return",
-        progress="episode_return", shown=shown, headline=headline, budget="updates")
+        name=name, config_type=config_type, build=build, trains=NEURAL,
+        report=Report(score="eval_return", progress="episode_return", shown=shown,
+                      headline=headline),
+        default=False, presets=presets)

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from rollax import guards
 from rollax.algos import episodic, optim
-from rollax.algos.base import hyperparams_type, traced
+from rollax.algos.base import env_batch, hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
 from rollax.losses import (
     NORMALIZATIONS,
@@ -58,7 +58,7 @@ class GRPOConfig(EpisodicConfig):
 
     group_size: int = 8
     """Episodes per group G (from one start state), at least 2; must divide batch_size."""
-    batch_size: int = 64
+    batch_size: int = env_batch(64)
     """Episodes per batch, B (= groups x group_size)."""
     epochs: int = 4
     """Full-batch gradient steps per batch, on the frozen behaviour log-probs."""
@@ -148,13 +148,12 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         return -norm, dict(policy_loss=-policy, kl_to_reference=live_mean(k3, live),
                            entropy=live_mean(out.entropy, live))
 
-    def epoch(carry, _):
-        inner = carry[0]
+    def epoch(inner, _):
         step = episodic.gradient_step(parts, inner, objective, hp)
-        return ((inner._replace(params=step.params, opt_state=step.opt_state),),
+        return (inner._replace(params=step.params, opt_state=step.opt_state),
                 (step.aux, optim.actor_norm(step.grads)))
 
-    (stepped,), (aux, grad_norms) = jax.lax.scan(epoch, (state,), None, config.epochs)
+    stepped, (aux, grad_norms) = jax.lax.scan(epoch, state, None, config.epochs)
     final = episodic.replay(parts, stepped.params, traj).log_prob
     moved = ratio_stats(jnp.exp(final - traj.log_prob), final - traj.log_prob, hp.clip_eps, live)
     flat = jnp.all(advantage[0].reshape(-1, config.group_size) == 0, axis=1)

@@ -37,9 +37,13 @@ import optax
 
 from rollax.algos import optim
 from rollax.algos.base import (
+    NEURAL,
     Algorithm,
     AlgorithmSpec,
-    accepts_vectors,
+    Report,
+    added,
+    budget,
+    env_batch,
     hyperparams_type,
     traced,
 )
@@ -72,9 +76,9 @@ class PPOConfig:
     """Episode time limit (default: the task's own, e.g. 500 for CartPole-v1)."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
-    total_steps: int = 500_000
+    total_steps: int = budget(500_000)
     """Environment steps in all: updates = total_steps // (num_envs * num_steps)."""
-    num_envs: int = 4
+    num_envs: int = env_batch(4)
     """Parallel environments B (auto-reset)."""
     num_steps: int = 128
     """Steps T collected per environment per update."""
@@ -112,7 +116,7 @@ class PPOConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = "auto"
+    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = added("auto", stored="mlp")
     """Actor-critic: mlp, cnn (3x3 convolutions over the (H, W, C) image the environment's
     observation flattens, then the hidden layers), gru or lstm (a recurrent memory between an
     embedding of hidden[0] units and heads of hidden[1:]; minibatches split environments), or
@@ -120,7 +124,7 @@ class PPOConfig:
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
-    """Greedy evaluation episodes after training (and of each --eval-every evaluation)."""
+    """Greedy evaluation episodes after training (and of each evaluation during training)."""
     eval_steps: int | None = None
     """Steps of each evaluation episode (default: the environment's horizon, at most
     100,000, so a continuing task is evaluated on a bounded stretch)."""
@@ -268,38 +272,38 @@ def make_parts(config: PPOConfig, env: Environment, checked: bool = False) -> PP
 
 # --- init, loss and epochs ---------------------------------------------------------------------
 
-def init(setup: PPOParts, key: jax.Array, hp) -> PPOState:
+def init(parts: PPOParts, key: jax.Array, hp) -> PPOState:
     """Fresh parameters, optimiser and observation statistics, and B started environments."""
-    return setup.rollout.init(key, setup.optimiser(hp))
+    return parts.rollout.init(key, parts.optimiser(hp))
 
 
-def loss(setup: PPOParts, params, data, hp):
+def loss(parts: PPOParts, params, data, hp):
     """:func:`rollax.losses.actor_critic_loss` of the network on a minibatch (its cells
     scored by the rollout's strategy: read one by one, or whole sequences replayed from their
     stored carries with their resets)."""
-    config = setup.config
+    config = parts.config
     return actor_critic_loss(
-        *setup.rollout.score(params, data), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
+        *parts.rollout.score(params, data), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
         ent_coef=hp.ent_coef, clip_value=config.clip_value,
         normalize_advantages=config.normalize_advantages)
 
 
-def sgd_epochs(setup: PPOParts, state: PPOState, data, key: jax.Array, hp):
+def sgd_epochs(parts: PPOParts, state: PPOState, data, key: jax.Array, hp):
     """``epochs`` passes of minibatch steps over ``data`` (the cells shuffled for a
     feedforward network, whole sequences split by environment for a recurrent one):
     ``((params, opt_state), aux)`` with aux ``(epochs, minibatches)`` per loss output."""
-    tx, config, update = setup.optimiser(hp), setup.config, state.update + 1
-    checked = setup.rollout.checked
+    tx, config, update = parts.optimiser(hp), parts.config, state.update + 1
+    checked = parts.rollout.checked
 
     def sgd_step(carry: tuple[Any, optax.OptState], minibatch):
         params, opt_state = carry
-        step = optim.gradient_step(lambda p: loss(setup, p, minibatch, hp), params, opt_state,
+        step = optim.gradient_step(lambda p: loss(parts, p, minibatch, hp), params, opt_state,
                                    tx, checked, update)
         return (step.params, step.opt_state), step.aux
 
     def epoch(carry, key):
         return jax.lax.scan(sgd_step, carry,
-                            setup.rollout.minibatches(data, key, config.minibatches))
+                            parts.rollout.minibatches(data, key, config.minibatches))
 
     return jax.lax.scan(epoch, (state.params, state.opt_state),
                         jax.random.split(key, config.epochs))
@@ -307,22 +311,22 @@ def sgd_epochs(setup: PPOParts, state: PPOState, data, key: jax.Array, hp):
 
 # --- the update ----------------------------------------------------------------------------------
 
-def update(setup: PPOParts, state: PPOState, hp):
+def update(parts: PPOParts, state: PPOState, hp):
     """One PPO update: ``(next state, PPOMetrics)``."""
     key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
-    collected = setup.rollout.collect(state, rollout_key, hp)
-    (params, opt_state), aux = sgd_epochs(setup, state, collected.data, shuffle_key, hp)
-    new_state, episodes = setup.rollout.advance(state, collected, params, opt_state, key)
+    collected = parts.rollout.collect(state, rollout_key, hp)
+    (params, opt_state), aux = sgd_epochs(parts, state, collected.data, shuffle_key, hp)
+    new_state, episodes = parts.rollout.advance(state, collected, params, opt_state, key)
     metrics = PPOMetrics(
         policy_loss=aux["policy_loss"].mean(), value_loss=aux["value_loss"].mean(),
         entropy=aux["entropy"].mean(), approx_kl=aux["approx_kl"].mean(),
         old_approx_kl=aux["old_approx_kl"].mean(), clip_fraction=aux["clip_fraction"].mean(),
         ratio_min=aux["ratio_min"].min(), ratio_max=aux["ratio_max"].max(),
         explained_variance=explained_variance(collected.values, collected.targets),
-        learning_rate=jnp.asarray(setup.schedule(hp, state.update * setup.steps_per_update),
+        learning_rate=jnp.asarray(parts.schedule(hp, state.update * parts.steps_per_update),
                                   jnp.float32),
         episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-        episodes=episodes.count, env_steps=(state.update + 1) * setup.rollout.batch,
+        episodes=episodes.count, env_steps=(state.update + 1) * parts.rollout.batch,
     )
     return new_state, metrics
 
@@ -334,21 +338,20 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
     """Validate ``config`` (before compiling) and return PPO's parts (init, update, evaluate).
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     config, env = _resolved(config, env)
-    setup = make_parts(config, env, checked)
-    return setup.rollout.algorithm(
-        config, num_updates=setup.num_updates, init=functools.partial(init, setup),
-        update=functools.partial(update, setup),
+    parts = make_parts(config, env, checked)
+    return parts.rollout.algorithm(
+        config, num_updates=parts.num_updates, init=functools.partial(init, parts),
+        update=functools.partial(update, parts),
         result=lambda state, metrics, eval_return: PPOResult(
             state.params, state.obs_stats, metrics, eval_return, state))
 
 
 SPEC = AlgorithmSpec(
-    name="ppo", task="neural", config_type=PPOConfig, methods=("ppo",),
-    accepts=accepts_vectors, build=make_algorithm, requirement="vector (Box) observations",
-    presets=PRESETS, score="eval_return", progress="episode_return",
-    shown=("episode_return", "approx_kl", "clip_fraction", "entropy", "explained_variance"),
-    headline=("num_envs", "num_steps", "epochs", "minibatches", "lr"), budget="total_steps",
-    stored_defaults={"network": "mlp"},  # runs written before --network trained an MLP
-    from_zoo=from_zoo,
+    name="ppo", config_type=PPOConfig, build=make_algorithm, trains=NEURAL,
+    report=Report(score="eval_return", progress="episode_return",
+                  shown=("episode_return", "approx_kl", "clip_fraction", "entropy",
+                         "explained_variance"),
+                  headline=("num_envs", "num_steps", "epochs", "minibatches", "lr")),
+    presets=PRESETS, from_zoo=from_zoo,
 )
 """PPO's facts: the default for every non-finite task with vector observations."""

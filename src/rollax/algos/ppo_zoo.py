@@ -75,7 +75,7 @@ def from_zoo(entry: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if sb3["policy"] == "MlpPolicy":
         out["network"] = "mlp"
     else:
-        lacks.append(f"policy {sb3['policy']} (rollax's networks are its own: --network)")
+        lacks.append(f"policy {sb3['policy']} (rollax's networks are its own: the network setting)")
     out |= _policy_kwargs(sb3["policy_kwargs"], lacks)
     lacks += [f"{key} {value}" for key, value in entry.items()
               if key not in SB3_DEFAULTS and key != "n_timesteps"]

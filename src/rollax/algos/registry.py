@@ -8,6 +8,7 @@ trains. Adding an algorithm is a module under ``rollax/algos/`` and one line in
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 
@@ -21,30 +22,37 @@ BUILT_IN = ("rollax.algos.tabular", "rollax.algos.ppo", "rollax.algos.a2c",
             "rollax.algos.reinforce", "rollax.algos.grpo")
 """Modules whose ``SPEC`` is registered on first use."""
 
-_ALGORITHMS: dict[str, AlgorithmSpec] = {}
+_TABLE: dict[str, AlgorithmSpec] = {}
+
+
+@functools.cache
+def _built_in() -> None:
+    """Register the built-in algorithms (once, on first use: importing them imports JAX)."""
+    for module in BUILT_IN:
+        spec = importlib.import_module(module).SPEC
+        _TABLE.setdefault(spec.name, spec)
 
 
 def register_algorithm(spec: AlgorithmSpec) -> None:
     """Add ``spec`` to the table (a name registers once)."""
-    if spec.name in _ALGORITHMS and _ALGORITHMS[spec.name] is not spec:
+    _built_in()
+    if spec.name in _TABLE and _TABLE[spec.name] is not spec:
         raise ValueError(f"algorithm {spec.name!r} is already registered")
-    _ALGORITHMS[spec.name] = spec
+    _TABLE[spec.name] = spec
 
 
 def algorithms() -> tuple[AlgorithmSpec, ...]:
     """Every registered algorithm, built-in ones first."""
-    for module in BUILT_IN:
-        register_algorithm(importlib.import_module(module).SPEC)
-    return tuple(_ALGORITHMS.values())
+    _built_in()
+    return tuple(_TABLE.values())
 
 
 def by_name(name: str) -> AlgorithmSpec:
     """The algorithm stored as ``name`` in a run folder."""
-    for spec in algorithms():
-        if spec.name == name:
-            return spec
-    raise ValueError(f"unknown algorithm {name!r} (registered: "
-                     f"{', '.join(s.name for s in algorithms())})")
+    _built_in()
+    if name not in _TABLE:
+        raise ValueError(f"unknown algorithm {name!r} (registered: {', '.join(_TABLE)})")
+    return _TABLE[name]
 
 
 def for_config(config) -> AlgorithmSpec:
@@ -55,33 +63,15 @@ def for_config(config) -> AlgorithmSpec:
     raise TypeError(f"no registered algorithm takes a {type(config).__name__}")
 
 
-def for_env(env: Environment, method: str | None = None, name: str | None = None
-            ) -> AlgorithmSpec:
-    """The algorithm that trains ``env``, by one explicit rule: with ``method`` (``--algo``),
-    the algorithm that offers it and accepts ``env``; without, the default algorithm that
-    accepts ``env``. Default algorithms accept disjoint sets of environments, so the order
-    of registration never matters (two that both accept ``env`` are an error)."""
-    specs = algorithms()
-    if method is not None:
-        offering = [s for s in specs if method in s.methods]
-        if not offering:
-            methods = ", ".join(dict.fromkeys(m for s in specs for m in s.methods))
-            raise ValueError(f"algo must be one of {methods}, got {method!r}")
-        found = [s for s in offering if s.accepts(env)]
-        if not found:
-            trains = for_env(env, name=name)
-            raise ValueError(
-                f"algo {method} is only available for {' and '.join(s.task for s in offering)}"
-                f" tasks; {name} trains with --algo {'/'.join(trains.methods)}")
-        return found[0]
-    found = [s for s in specs if s.default and s.accepts(env)]
-    if len(found) > 1:
-        raise ValueError(f"algorithms {', '.join(s.name for s in found)} are all defaults for "
-                         f"{name}: choose one with --algo")
-    if not found:
-        needs = "; ".join(f"{s.name} needs {s.requirement}" for s in specs if s.default)
-        raise ValueError(f"no registered algorithm trains {name} ({needs})")
-    return found[0]
+def offering(method: str) -> list[AlgorithmSpec]:
+    """The algorithms that offer ``method`` (one of their :attr:`~AlgorithmSpec.methods`)."""
+    return [s for s in algorithms() if method in s.methods]
+
+
+def defaults_for(env: Environment) -> list[AlgorithmSpec]:
+    """The default algorithms that accept ``env`` (one, where the defaults accept disjoint
+    sets of environments as they must)."""
+    return [s for s in algorithms() if s.default and s.accepts(env)]
 
 
 def build(config, checked: bool = False) -> Algorithm:

@@ -154,7 +154,8 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         entropy=aux["entropy"], explained_variance=aux["explained_variance"],
         grad_norm=optim.actor_norm(step.grads), episode_return=jnp.mean(ep_return),
         episode_length=jnp.mean(ep_length), env_steps=env_steps)
-    return EpisodicState(step.params, step.opt_state, key, state.update + 1, env_steps), metrics
+    return state._replace(params=step.params, opt_state=step.opt_state, key=key,
+                          update=state.update + 1, env_steps=env_steps), metrics
 
 
 def init(parts: EpisodicParts, key: jax.Array, hp) -> EpisodicState:

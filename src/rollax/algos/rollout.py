@@ -205,14 +205,15 @@ class RolloutParts:
 
     @property
     def policy(self) -> Any:
+        """The network acting on :meth:`policy_params`, ``(params, observation statistics)``,
+        normalising the observations with the statistics when asked to."""
         net: Any = self.net
-        if not self.normalize_observations:
-            return net
-        return NormalizedRecurrent(net) if self.recurrent else NormalizedPolicy(net)
+        wrap = NormalizedRecurrent if self.recurrent else NormalizedPolicy
+        return wrap(net, normalize=self.normalize_observations)
 
     def policy_params(self, state: ActorCriticState):
-        """``state``'s parameters as :attr:`policy` takes them."""
-        return (state.params, state.obs_stats) if self.normalize_observations else state.params
+        """``state``'s parameters as :attr:`policy` takes them: what is saved and hashed."""
+        return (state.params, state.obs_stats)
 
     def normalize(self, stats, obs):
         return obs_normalize(stats, obs) if self.normalize_observations else obs
@@ -276,9 +277,7 @@ class RolloutParts:
         return neural_algorithm(
             config, self.env, self.policy, num_updates=num_updates,
             env_steps_per_update=self.batch, init=init, update=update, result=result,
-            params=lambda state: (state.params, state.obs_stats),
-            policy_params=self.policy_params, env_batch=("num_envs", self.num_envs),
-            env_batch_fields=ENV_BATCH_FIELDS, checked=self.checked)
+            params=self.policy_params, env_batch_fields=ENV_BATCH_FIELDS)
 
 
 # --- feed-forward and recurrent ---------------------------------------------------------------

@@ -30,7 +30,10 @@ from rollax import guards
 from rollax.algos.base import (
     Algorithm,
     AlgorithmSpec,
-    hyperparams_of,
+    Report,
+    Task,
+    budget,
+    env_batch,
     hyperparams_type,
     traced,
 )
@@ -57,9 +60,9 @@ class TabularConfig:
     """A finite task from the registry: corridor or a Gymnasium toy-text name."""
     seed: int = 0
     """The root key is jax.random.key(seed)."""
-    updates: int = 40
+    updates: int = budget(40)
     """Number of updates, each on a fresh on-policy batch."""
-    batch_size: int = 256
+    batch_size: int = env_batch(256)
     """Episodes (environments) per batch, B."""
     horizon: int | None = None
     """Episode time limit and rollout length T (default: the environment's, 8 for corridor)."""
@@ -197,48 +200,49 @@ class TabularParts:
         return jax.vmap(jax.vmap(one))(observation)
 
 
-def _gradient_steps(setup: TabularParts, state: TabularTrainState, traj, targets, hp):
+def _gradient_steps(parts: TabularParts, state: TabularTrainState, traj, targets, hp):
     """``epochs`` full-batch gradient steps: ``(params, (losses, grad norms))``."""
     optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
     update = state.update + 1
 
     def epoch(params: jax.Array, _):
-        loss, grad = jax.value_and_grad(setup.loss)(params, traj, targets, hp.clip_eps)
+        loss, grad = jax.value_and_grad(parts.loss)(params, traj, targets, hp.clip_eps)
         step, _ = optimiser.update(grad, optimiser.init(params))
         # optax types the result as a generic pytree; here it is the single array ``params``
         params = cast(jax.Array, optax.apply_updates(params, step))
-        if setup.checked:
+        if parts.checked:
             guards.check_step(update, loss, grad, params)
         return params, (loss, optax.tree.norm(grad))
 
-    return jax.lax.scan(epoch, state.params, jnp.arange(setup.config.epochs))
+    return jax.lax.scan(epoch, state.params, jnp.arange(parts.config.epochs))
 
 
-def update(setup: TabularParts, state: TabularTrainState, hp):
+def update(parts: TabularParts, state: TabularTrainState, hp):
     """One update on a fresh batch: ``(next state, TabularMetrics)``."""
     key, sample_key = jax.random.split(state.key)
-    _, traj = collect(setup.env, setup.policy, state.params, sample_key,
-                      setup.config.batch_size, setup.horizon)
+    _, traj = collect(parts.env, parts.policy, state.params, sample_key,
+                      parts.config.batch_size, parts.horizon)
     traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
     targets = reward_to_go(traj.reward)
-    if setup.checked:
-        guards.check_collected(traj, setup.env.action_space, state.update + 1)
-    params, (losses, grad_norms) = _gradient_steps(setup, state, traj, targets, hp)
-    ratio = jnp.exp(setup.log_prob(params, traj) - traj.log_prob)
+    if parts.checked:
+        guards.check_collected(traj, parts.env.action_space, state.update + 1)
+    params, (losses, grad_norms) = _gradient_steps(parts, state, traj, targets, hp)
+    ratio = jnp.exp(parts.log_prob(params, traj) - traj.log_prob)
     live = traj.active
     moved = ratio_stats(ratio, jnp.log(ratio), hp.clip_eps, live)
     env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)
     metrics = TabularMetrics(
-        exact_return=policy_return(setup.mdp, setup.policy, params),
+        exact_return=policy_return(parts.mdp, parts.policy, params),
         episode_return=jnp.mean(jnp.sum(traj.reward, axis=0)),
         episode_length=jnp.mean(jnp.sum(live, axis=0).astype(jnp.float32)),
         loss=losses[0], grad_norm=grad_norms[0], approx_kl=moved.approx_kl,
         clip_fraction=moved.clip_fraction, ratio_min=moved.ratio_min,
-        ratio_max=moved.ratio_max, entropy=live_mean(setup.entropy(params, traj.observation),
+        ratio_max=moved.ratio_max, entropy=live_mean(parts.entropy(params, traj.observation),
                                                       live),
         env_steps=env_steps,
     )
-    return TabularTrainState(params, key, state.update + 1, env_steps), metrics
+    return TabularTrainState(params=params, key=key, update=state.update + 1,
+                             env_steps=env_steps), metrics
 
 
 def make_algorithm(config: TabularConfig, checked: bool = False,
@@ -248,40 +252,39 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
     config = resolve_config(config, env)
     if env is None or env.horizon != config.horizon:
         env = make(config.env, horizon=config.horizon)
-    setup = TabularParts(config, env, checked)
+    parts = TabularParts(config, env, checked)
 
     def exact(state: TabularTrainState, hp) -> dict:
-        return {"exact_return": policy_return(setup.mdp, setup.policy, state.params)}
+        return {"exact_return": policy_return(parts.mdp, parts.policy, state.params)}
 
     def result(state, metrics, initial, final) -> TabularResult:
         history = jnp.concatenate([initial["exact_return"][None], metrics.exact_return])
         return TabularResult(state.params, history, metrics)
 
     return Algorithm(
-        config=config, hyperparams=hyperparams_of(config),
-        num_updates=config.updates, env_steps_per_update=config.batch_size * setup.horizon,
+        config=config, num_updates=config.updates,
+        env_steps_per_update=config.batch_size * parts.horizon,
         episodes_per_update=config.batch_size,
-        init=lambda key, hp: TabularTrainState(setup.policy.init(), key,
-                                               jnp.zeros((), jnp.int32),
-                                               jnp.zeros((), jnp.int32)),
-        update=functools.partial(update, setup), evaluate=exact,
-        params=lambda state: state.params, env=env, policy=setup.policy,
-        policy_params=lambda state: state.params, result=result,
-        env_batch=("batch_size", config.batch_size),
-        policy_extras=lambda params: {"exact_return": policy_return(setup.mdp, setup.policy,
+        init=lambda key, hp: TabularTrainState(
+            params=parts.policy.init(), key=key, update=jnp.zeros((), jnp.int32),
+            env_steps=jnp.zeros((), jnp.int32)),
+        update=functools.partial(update, parts), evaluate=exact, result=result, env=env,
+        policy=parts.policy, params=lambda state: state.params,
+        env_batch_fields=(),  # the batch lives inside one update only
+        policy_extras=lambda params: {"exact_return": policy_return(parts.mdp, parts.policy,
                                                                     params)},
-        checked=checked, env_batch_fields=(),  # the batch lives inside one update only
     )
 
 
 # --- what the layers above ask (rollax.algos.registry) ---------------------------------------
 
 SPEC = AlgorithmSpec(
-    name="tabular", task="tabular", config_type=TabularConfig, methods=METHODS,
-    accepts=lambda env: hasattr(env, "to_mdp"), build=make_algorithm,
-    requirement="a finite task, one with to_mdp", score="exact_return",
-    progress="exact_return",
-    shown=("exact_return", "episode_return", "loss", "approx_kl", "clip_fraction"),
-    headline=("updates", "batch_size", "horizon", "epochs", "lr"), budget="updates",
+    name="tabular", config_type=TabularConfig, build=make_algorithm,
+    trains=Task("tabular", "a finite task, one with to_mdp",
+                lambda env: hasattr(env, "to_mdp")),
+    report=Report(score="exact_return", progress="exact_return",
+                  shown=("exact_return", "episode_return", "loss", "approx_kl",
+                         "clip_fraction"),
+                  headline=("updates", "batch_size", "horizon", "epochs", "lr")),
 )
 """The tabular trainer's facts: the default for every finite task (one with ``to_mdp``)."""

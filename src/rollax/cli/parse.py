@@ -27,7 +27,13 @@ from rollax.cli.flags import (
     train_command,
     train_fields,
 )
-from rollax.run.config import RUN_SETTINGS, foreign_settings, make_env, refuse_foreign
+from rollax.run.config import (
+    RUN_SETTINGS,
+    choose_algorithm,
+    foreign_settings,
+    make_env,
+    refuse_foreign,
+)
 from rollax.run.folder import RunFolder
 from rollax.validate import closest
 
@@ -207,7 +213,7 @@ def parse_train(argv: list[str]) -> TrainRequest:
         env, spec = None, resumed_spec(resume)
     else:
         env = make_env(name, horizon)
-        spec = registry.for_env(env, peek(rest, "algo") or table.get("algo"), name)
+        spec = choose_algorithm(env, peek(rest, "algo") or table.get("algo"), name)
     preset = dict(spec.preset(name))
     defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
                 **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}

@@ -19,6 +19,7 @@ from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.contracts.preflight import check_before_run
 from rollax.envs.registry import factory_of, is_import_path, make, takes_horizon
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
+from rollax.run.stored import config_from_dict, config_to_dict
 from rollax.validate import check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
@@ -72,7 +73,7 @@ class RunConfig:
     def identity(self) -> dict:
         """What a checkpoint must match (chunking, checkpoint spacing, checked mode and the
         device count excluded: they never change results beyond float tolerance)."""
-        return {"kind": self.spec.name, "config": self.spec.config_to_dict(self.algorithm),
+        return {"kind": self.spec.name, "config": config_to_dict(self.algorithm),
                 "seed": self.seed, "seeds": self.seeds,
                 "sweep": {k: list(v) for k, v in self.sweep.items()}}
 
@@ -87,7 +88,7 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
     """The :class:`RunConfig` of :meth:`RunConfig.to_json` (a run folder's config.json)."""
     try:
         spec = registry.by_name(stored["kind"])
-        algorithm = spec.config_from_dict(stored["config"])
+        algorithm = config_from_dict(spec.config_type, stored["config"])
         return RunConfig(algorithm, stored["seeds"],
                          {k: tuple(v) for k, v in stored["sweep"].items()},
                          stored["chunk_size"], stored["checkpoint_every"],
@@ -108,6 +109,37 @@ def _check_run_settings(settings: Mapping[str, Any]) -> None:
             check_count(name, settings[name])
     if not isinstance(settings.get("checked", False), bool):
         raise ValueError(f"checked must be true or false, got {settings['checked']!r}")
+
+
+def choose_algorithm(env, method: str | None = None, name: str | None = None
+                     ) -> AlgorithmSpec:
+    """The algorithm that trains ``env`` (named ``name`` in messages), by one explicit rule:
+    with ``method`` (``--algo``), the algorithm that offers it and accepts ``env``; without,
+    the default algorithm that accepts ``env``. Default algorithms accept disjoint sets of
+    environments, so the order of registration never matters (two that both accept ``env``
+    are an error). ``ValueError`` in one line otherwise."""
+    if method is not None:
+        offering = registry.offering(method)
+        if not offering:
+            methods = ", ".join(dict.fromkeys(m for s in registry.algorithms()
+                                              for m in s.methods))
+            raise ValueError(f"algo must be one of {methods}, got {method!r}")
+        found = [s for s in offering if s.accepts(env)]
+        if not found:
+            trains = choose_algorithm(env, name=name)
+            raise ValueError(
+                f"algo {method} is only available for {' and '.join(s.task for s in offering)}"
+                f" tasks; {name} trains with --algo {'/'.join(trains.methods)}")
+        return found[0]
+    found = registry.defaults_for(env)
+    if len(found) > 1:
+        raise ValueError(f"algorithms {', '.join(s.name for s in found)} are all defaults for "
+                         f"{name}: choose one with --algo")
+    if not found:
+        needs = "; ".join(f"{s.name} needs {s.requirement}" for s in registry.algorithms()
+                          if s.default)
+        raise ValueError(f"no registered algorithm trains {name} ({needs})")
+    return found[0]
 
 
 def foreign_settings(spec: AlgorithmSpec, names) -> list[str]:
@@ -198,7 +230,7 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
         raise ValueError(f"unknown setting {unknown[0]!r}{hint}")
     name = settings.setdefault("env", "corridor")
     env = make_env(name, settings.get("horizon"))
-    spec = registry.for_env(env, settings.get("algo"), name)
+    spec = choose_algorithm(env, settings.get("algo"), name)
     refuse_foreign(spec, name, foreign_settings(spec, settings))
     config = spec.config(name, **{k: v for k, v in settings.items() if k in spec.fields})
     return assemble(config, env, settings, given=set(settings))

@@ -113,16 +113,19 @@ class Runner:
     ``devices=N`` (``N > 1``) splits the lanes and each lane's environment batch over the
     first ``N`` devices (:mod:`rollax.sharding`): ``mesh`` is the ``("lanes", "envs")`` mesh,
     the carried state keeps ``state_shardings`` from chunk to chunk, and results equal the
-    one-device run to float tolerance. ``devices=None`` or ``1``: one device, as before."""
+    one-device run to float tolerance. ``devices=None`` or ``1``: one device, as before.
+    ``checked``: ``algo`` was built with checked mode's runtime checks staged (they are
+    functionalised here, and a failed one raises :class:`CheckFailed`)."""
 
     def __init__(self, algo: Algorithm, lanes: Lanes, chunk_size: int,
-                 devices: int | None = None):
+                 devices: int | None = None, checked: bool = False):
         from rollax import sharding
 
         batch_name, env_batch = algo.env_batch
         if devices is not None:
             sharding.check_devices(devices, len(lanes), env_batch, batch_name)
         self.algo, self.lanes, self.chunk_size = algo, lanes, chunk_size
+        self.checked = checked
         self.devices = 1 if devices is None else devices
         self.hp = lanes.hyperparams(algo.hyperparams)
         self.keys = lanes.keys()
@@ -154,7 +157,7 @@ class Runner:
         self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
                         **({} if mesh is None else {"out_shardings": self.state_shardings}))
         self.evaluate = jit(lanes_vmap(algo.evaluate))
-        if algo.checked:
+        if checked:
             # checkify cannot see through the skip-``cond`` below, so checked mode scans
             # exactly ``n`` updates (the last, shorter chunk compiles once more)
             from rollax.guards import functionalize
@@ -203,7 +206,7 @@ class Runner:
 
     def run_chunk(self, state, n: int):
         """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""
-        if self.algo.checked:
+        if self.checked:
             error, out = self.chunk(state, self.hp, int(n))
             message = error.get()
             if message is not None:

@@ -124,6 +124,6 @@ def load_run(path: str | Path) -> LoadedPolicy:
     latest checkpoint is its final state). ``ValueError`` for a folder that is not a run or
     a checkpoint that does not match its config."""
     _, algo, lanes, update, state = load_latest(path)
-    params = jax.jit(jax.vmap(algo.policy_params))(state)
+    params = jax.jit(jax.vmap(algo.params))(state)
     return LoadedPolicy(algo.env, algo.policy, params, tuple(lanes.labels()), update,
                         Path(path))

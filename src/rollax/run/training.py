@@ -103,7 +103,7 @@ def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int) -> Callable:
     from rollax.evaluation import evaluate_policy
 
     def one(lane_state, key):
-        return evaluate_policy(algo.env, algo.policy, algo.policy_params(lane_state), key,
+        return evaluate_policy(algo.env, algo.policy, algo.params(lane_state), key,
                                episodes, num_steps=getattr(algo.config, "eval_steps", None))
 
     evaluate = jax.jit(jax.vmap(one))
@@ -177,11 +177,11 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
              on_chunk: Listener | None) -> tuple[dict, Any]:
     lanes = run.lanes()
     labels = lanes.labels()
-    runner = Runner(algo, lanes, run.chunk_size, devices=run.devices)
+    runner = Runner(algo, lanes, run.chunk_size, devices=run.devices, checked=run.checked)
     start = time.perf_counter()
     state, update = _start(run, runner, folder, resume, labels)
     compile_start = time.perf_counter()
-    size = run.chunk_size if algo.checked else np.int32(run.chunk_size)
+    size = run.chunk_size if run.checked else np.int32(run.chunk_size)
     runner.chunk.lower(state, runner.hp, size).compile()
     compile_s = time.perf_counter() - compile_start
     # live environment steps per lane so far (the metric ``env_steps``), and the rates
@@ -490,7 +490,7 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
     run, algo, lanes, update, state = load_latest(path)
 
     def one(lane_state, key):
-        params = algo.policy_params(lane_state)
+        params = algo.params(lane_state)
         out = {"mean_return": evaluate_policy(algo.env, algo.policy, params, key, episodes,
                                               greedy)}
         return out if algo.policy_extras is None else {**out, **algo.policy_extras(params)}
