@@ -19,9 +19,9 @@ import yaml
 
 from rollax.algos import registry
 from rollax.cli import main
-from rollax.cli.parse import parse_train
+from rollax.cli.parse import build, parse_train
 from rollax.cli.train import settings_line
-from rollax.run.config import assemble, from_settings
+from rollax.run.config import from_settings
 
 TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1", "reinforce": "CartPole-v1",
           "grpo": "CartPole-v1", "a2c": "CartPole-v1"}
@@ -139,7 +139,7 @@ def test_sources_preset_file_and_flags(tmp_path):
     assert request.sources == {"num_envs": "preset", "total_steps": "file", "lr": "flag",
                                "num_steps": "flag", "env": "file", "config": "flag"}
     assert request.given == {"total_steps", "lr", "num_steps", "env", "config"}
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert settings_line(run, request.sources, request.file) == (
         f"settings: preset of Acrobot-v1: num_envs=8; from {file}: total_steps=4096; "
         "flags: num_steps=64, lr=0.002")
@@ -147,12 +147,12 @@ def test_sources_preset_file_and_flags(tmp_path):
 
 def test_an_environment_without_a_preset_says_whose_defaults_it_got():
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--total-steps", "512"])
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert settings_line(run, request.sources) == (
         "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_envs=4, "
         "num_steps=128, epochs=4, minibatches=4, lr=0.00025; flags: total_steps=512")
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--num-envs", "8"])
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert settings_line(run, request.sources) == (  # a field given is no default
         "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_steps=128, "
         "epochs=4, minibatches=4, lr=0.00025; flags: num_envs=8")
@@ -180,17 +180,17 @@ def test_bad_file_values_are_one_line_naming_the_key(tmp_path, capsys, text, mes
 
 def test_a_preset_value_may_be_swept_but_a_given_one_may_not():
     request = parse_train(["train", "--env", "Pendulum-v1", "--sweep", "lr=1e-3,3e-4"])
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert run.sweep == {"lr": (1e-3, 3e-4)}
     request = parse_train(["train", "--env", "Pendulum-v1", "--lr", "1e-3", "--sweep",
                            "lr=1e-3,3e-4"])
     with pytest.raises(ValueError, match="sweep: 'lr' is also set on its own"):
-        assemble(request.config, request.env, request.settings, request.given)
+        build(request)
 
 
 def test_settings_in_the_library_take_the_preset_and_name_unknown_ones():
     run, _ = from_settings({"env": "Acrobot-v1", "total_steps": 2048, "hidden": (8,)})
-    assert (run.algorithm.num_envs, run.algorithm.hidden) == (8, (8,))
+    assert (run.config.num_envs, run.config.hidden) == (8, (8,))
     with pytest.raises(ValueError, match="unknown setting 'lrr'; did you mean lr"):
         from_settings({"env": "CartPole-v1", "lrr": 1e-3})
 

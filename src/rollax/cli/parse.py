@@ -1,5 +1,6 @@
-"""From ``argv`` to a command object; for ``train``, to the environment, the algorithm's config
-and the run's settings.
+"""From ``argv`` to a command object; ``rollax train`` in three steps: :func:`choose` (the
+algorithm, the environment and the config file), :func:`parse_train` (the flags into a
+:class:`TrainRequest`) and :func:`build` (the request into a run config and its algorithm).
 
 Parse errors (tyro's boxed messages) are condensed into one line; ``train --config FILE`` reads
 the file into the defaults that the flags given on the command line override.
@@ -12,12 +13,12 @@ import dataclasses
 import io
 import re
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import tyro
 
 from rollax.algos import registry
-from rollax.algos.base import AlgorithmSpec
+from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.cli.config_file import key_name, read_table, refuse_zoo, typed_settings
 from rollax.cli.flags import (
     ALIASES,
@@ -27,7 +28,14 @@ from rollax.cli.flags import (
     train_command,
     train_fields,
 )
-from rollax.run.config import RUN_SETTINGS, foreign_settings, make_env, refuse_foreign
+from rollax.run.config import (
+    RUN_SETTINGS,
+    RunConfig,
+    assemble,
+    choose_algorithm,
+    configure,
+    make_env,
+)
 from rollax.run.folder import RunFolder
 from rollax.validate import closest
 
@@ -82,8 +90,17 @@ def readable(message: str) -> str:
     return f"{name.replace('-', '_')} must be {kind}, got {got!r}"
 
 
-def parse(argv: list[str], train: type | None = None):
-    """The command object for ``argv`` (``SystemExit`` after ``--help``); ``train``: the
+def parse(argv: list[str]):
+    """The command object for ``argv`` (``SystemExit`` after ``--help``): for ``rollax
+    train``, its :class:`TrainRequest` (:func:`choose`, then :func:`parse_train`; the
+    request's runner does the third step, :func:`build`)."""
+    if argv and argv[0] == "train":
+        return parse_train(argv)
+    return parse_command(argv)
+
+
+def parse_command(argv: list[str], train: type | None = None):
+    """tyro's command object for ``argv`` (``SystemExit`` after ``--help``); ``train``: the
     ``rollax train`` command to parse a ``train`` argv as."""
     if sum(a == "--sweep" or a.startswith("--sweep=") for a in argv) > 1:
         raise UsageError("give every swept setting after one --sweep (e.g. --sweep lr=1e-3,3e-4 "
@@ -137,29 +154,27 @@ def flags_given(argv: list[str], fields) -> set[str]:
     return given
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainRequest:
-    """A parsed ``rollax train``: the command, and for a new run the environment, the
-    algorithm's config (not yet validated), the run's settings and where each setting that is
-    not at the config's own default came from."""
+class Choice(NamedTuple):
+    """What the few flags that shape ``rollax train`` pick (:func:`choose`): the algorithm,
+    the environment and the config file."""
 
-    cmd: Any
-    """The parsed command (its fields: :func:`rollax.cli.flags.train_fields`)."""
-    env: Any = None
-    config: Any = None
-    settings: dict = dataclasses.field(default_factory=dict)
-    """The run's settings (:data:`rollax.run.config.RUN_SETTINGS`)."""
-    sources: dict = dataclasses.field(default_factory=dict)
-    """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
-    file: FileSettings | None = None
-    budget: int | None = None
-    """With ``--resume``: the new length given to train the run longer (the value of its
-    algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
+    spec: AlgorithmSpec
+    """The algorithm that trains the environment (with ``--resume``, the run's)."""
+    env_name: str
+    env: Any
+    """The environment, built once (``None`` with ``--resume``: the run's config.json holds
+    it)."""
+    horizon: int | None
+    """The horizon ``env`` was built with (``None``: its own)."""
+    path: str | None
+    """The ``--config`` file (``None`` when not given)."""
+    table: dict[str, Any]
+    """The file's table, keys as written (empty without a file)."""
 
     @property
-    def given(self) -> set[str]:
-        """The settings the user gave (in the config file or as flags)."""
-        return {name for name, source in self.sources.items() if source != "preset"}
+    def preset(self) -> dict[str, Any]:
+        """The algorithm's preset for the environment."""
+        return dict(self.spec.preset(self.env_name))
 
 
 def _count_or_none(text: Any) -> int | None:
@@ -167,11 +182,6 @@ def _count_or_none(text: Any) -> int | None:
         return text if isinstance(text, int) else parse_count(str(text))
     except ValueError:
         return None
-
-
-RESUME_TAKES = ("resume", "json", "devices", "compile_cache", "log")
-"""The flags ``--resume`` may come with besides the run's length (the rest is the run's
-config.json)."""
 
 
 def resumed_spec(path: str) -> AlgorithmSpec:
@@ -184,40 +194,88 @@ def resumed_spec(path: str) -> AlgorithmSpec:
         return registry.algorithms()[0]
 
 
-def parse_train(argv: list[str]) -> TrainRequest:
-    """``rollax train ...`` in three steps. ``--config``, ``--env``, ``--algo`` and
-    ``--horizon`` (given as flags, else in the file) pick the environment and the algorithm
-    that trains it; the command's flags are built from that algorithm's config, with the
-    environment's preset and then the file as defaults (the file is the default instance);
-    tyro parses ``argv`` into it, so the flags given override."""
+def choose(argv: list[str]) -> Choice:
+    """The first step of ``rollax train``: ``--config``, ``--env``, ``--algo`` and
+    ``--horizon`` (given as flags, else in the file) pick the environment, built once, and the
+    algorithm that trains it (:func:`rollax.run.config.choose_algorithm`, as for
+    :func:`~rollax.run.config.from_settings`); with ``--resume``, the run's algorithm."""
     rest = argv[1:]
     if rest and rest[-1] == "--config":
         raise UsageError("--config needs a file")
     path = peek(rest, "config")
-    raw = read_table(path) if path is not None else {}
+    table = read_table(path) if path is not None else {}
     if path is not None:
-        refuse_zoo(raw, path, peek(rest, "env"), peek(rest, "algo"))
-    table = {key_name(k): v for k, v in raw.items()}
-    resume = peek(rest, "resume")
-    name = peek(rest, "env") or table.get("env") or RunFlags.env
+        refuse_zoo(table, path, peek(rest, "env"), peek(rest, "algo"))
+    named = {key_name(k): v for k, v in table.items()}
+    name = peek(rest, "env") or named.get("env") or RunFlags.env
     if not isinstance(name, str):
         raise ValueError(f"config {path!r}: env must be text, got {name!r}")
-    horizon = _count_or_none(peek(rest, "horizon") or table.get("horizon"))
+    horizon = _count_or_none(peek(rest, "horizon") or named.get("horizon"))
+    resume = peek(rest, "resume")
     if resume is not None:
-        env, spec = None, resumed_spec(resume)
-    else:
-        env = make_env(name, horizon)
-        spec = registry.for_env(env, peek(rest, "algo") or table.get("algo"), name)
-    preset = dict(spec.preset(name))
+        return Choice(resumed_spec(resume), name, None, horizon, path, table)
+    env, spec = choose_algorithm(name, horizon, peek(rest, "algo") or named.get("algo"))
+    return Choice(spec, name, env, horizon, path, table)
+
+
+RESUME_TAKES = ("resume", "json", "devices", "compile_cache", "log")
+"""The flags ``--resume`` may come with besides the run's length (the rest is the run's
+config.json)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRequest:
+    """A parsed ``rollax train`` (:func:`parse_train`): the command, what :func:`choose`
+    picked, and where each setting that is not at the config's own default came from."""
+
+    cmd: Any
+    """The parsed command (its fields: :func:`rollax.cli.flags.train_fields`)."""
+    choice: Choice
+    sources: dict = dataclasses.field(default_factory=dict)
+    """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
+    file: FileSettings | None = None
+    budget: int | None = None
+    """With ``--resume``: the new length given to train the run longer (the value of its
+    algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
+
+    @property
+    def given(self) -> set[str]:
+        """The settings the user gave (in the config file or as flags)."""
+        return {name for name, source in self.sources.items() if source != "preset"}
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The run's settings (:data:`rollax.run.config.RUN_SETTINGS`)."""
+        return {n: getattr(self.cmd, n) for n in RUN_SETTINGS}
+
+    @property
+    def config(self):
+        """The algorithm's config (not yet validated; ``None`` with ``--resume``): a setting
+        given that only other algorithms take is refused (:func:`rollax.run.config.configure`)."""
+        if self.cmd.resume is not None:
+            return None
+        values = {f.name: getattr(self.cmd, f.name) for f in dataclasses.fields(self.cmd)}
+        return configure(self.choice.spec, self.choice.env_name, values)
+
+
+def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
+    """The second step of ``rollax train``: the command's flags are built from the chosen
+    algorithm's config (``choice``: :func:`choose`'s for ``argv`` when not given), with the
+    environment's preset and then the file as defaults (the file is the default instance);
+    tyro parses ``argv`` into it, so the flags given override. ``--resume`` takes no other
+    settings but the run's length."""
+    choice = choose(argv) if choice is None else choice
+    rest, spec, name, path = argv[1:], choice.spec, choice.env_name, choice.path
+    preset = choice.preset
     defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
                 **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}
     hints = {f.name: f.hint for f in train_fields(spec, defaults, {})}
-    file = typed_settings(raw, hints, path, spec if resume is None else None,
+    file = typed_settings(choice.table, hints, path, spec if choice.env is not None else None,
                           name) if path is not None else {}
     tags = {**{k: f"preset of {name}" for k in preset}, **{k: f"from {path}" for k in file}}
     fields = train_fields(spec, {**defaults, **file, "env": name, "config": path}, tags)
     flags = flags_given(rest, fields)
-    cmd = parse(["train", *rest], train=train_command(fields))
+    cmd = parse_command(["train", *rest], train=train_command(fields))
     sources = {f.name: "flag" if f.name in flags else "file" if f.name in file else "preset"
                for f in fields if f.name in flags or f.name in file or f.name in preset}
     if cmd.resume is not None:
@@ -230,17 +288,24 @@ def parse_train(argv: list[str]) -> TrainRequest:
             raise ValueError(f"--resume takes no other settings (the run's config.json is "
                              f"used{longer}); got {flags}")
         budget = getattr(cmd, spec.budget) if spec.budget in flags else None
-        return TrainRequest(cmd, budget=budget)
-    assert env is not None
-    refuse_foreign(spec, name, foreign_settings(
-        spec, [f.name for f in fields if getattr(cmd, f.name) is not None]))
-    if cmd.horizon != horizon:
-        env = make_env(name, cmd.horizon)
-    config = spec.config(name, **{n: getattr(cmd, n) for n in spec.fields})
-    settings = {n: getattr(cmd, n) for n in RUN_SETTINGS}
+        return TrainRequest(cmd, choice, budget=budget)
     from_file = {n for n, source in sources.items() if source == "file"}
-    return TrainRequest(cmd, env, config, settings, sources,
+    return TrainRequest(cmd, choice, sources,
                         FileSettings(path, from_file) if path is not None else None)
+
+
+def build(request: TrainRequest) -> tuple[RunConfig, Algorithm]:
+    """The third step of a new ``rollax train`` run: the :class:`RunConfig` and built
+    algorithm of ``request`` (:func:`rollax.run.config.assemble`), everything checked before
+    anything is compiled or written; a bad value from the config file names the file."""
+    config, choice = request.config, request.choice
+    assert config is not None and choice.env is not None, "a --resume request builds nothing"
+    env = (choice.env if request.cmd.horizon == choice.horizon
+           else make_env(choice.env_name, request.cmd.horizon))
+    try:
+        return assemble(config, env, request.settings, request.given)
+    except ValueError as error:
+        raise error if request.file is None else request.file.name_in(error) from None
 
 
 @dataclasses.dataclass(frozen=True)
