@@ -195,6 +195,53 @@ def test_settings_in_the_library_take_the_preset_and_name_unknown_ones():
         from_settings({"env": "CartPole-v1", "lrr": 1e-3})
 
 
+def test_the_command_line_and_the_library_build_the_same_run(monkeypatch):
+    """One choose step (run.config.choose_algorithm) and one configure step: the same
+    settings give the same RunConfig through rollax train's choose, parse_train and build as
+    through from_settings, and the command line builds its environment once."""
+    import importlib
+
+    run_config = importlib.import_module("rollax.run.config")
+    cli_parse = importlib.import_module("rollax.cli.parse")  # rollax.cli.parse: the function
+    made = []
+    real = run_config.make_env
+
+    def make_env(*args):
+        made.append(args)
+        return real(*args)
+
+    for module in (run_config, cli_parse):
+        monkeypatch.setattr(module, "make_env", make_env)
+    by_flags, algo = build(parse_train(["train", "--env", "corridor", "--horizon", "5", "--algo",
+                                        "reinforce", "--updates", "3", "--lr", "0.5",
+                                        "--seeds", "2"]))
+    assert made == [("corridor", 5)]
+    by_library, _ = from_settings({"env": "corridor", "horizon": 5, "algo": "reinforce",
+                                   "updates": 3, "lr": 0.5, "seeds": 2})
+    assert by_flags == by_library
+    assert (by_flags.config.horizon, by_flags.config.lr, by_flags.seeds) == (5, 0.5, 2)
+    assert by_flags.spec.method(by_flags.config) == "reinforce" and algo.env.horizon == 5
+
+
+def test_field_docs_read_each_class_once(monkeypatch):
+    import inspect
+
+    from rollax.cli import flags
+
+    reads = []
+    real = inspect.getsource
+
+    def getsource(obj):
+        reads.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(inspect, "getsource", getsource)
+    spec = registry.by_name("ppo")
+    first = flags.train_fields(spec, {}, {})
+    assert flags.train_fields(spec, {}, {}) == first
+    assert len(reads) == len(set(reads))  # a class's source parsed at most once
+
+
 def test_docs_name_every_flag():
     from pathlib import Path
 

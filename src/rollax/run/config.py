@@ -27,9 +27,9 @@ RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoi
 ``seed``, ``algo`` and ``eval_episodes`` are also fields of some configs, which take them)."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """Everything that defines a run."""
+    """Everything that defines a run (built with keywords)."""
 
     config: Any
     """The resolved algorithm config (its type names the algorithm)."""
