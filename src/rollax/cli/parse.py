@@ -226,7 +226,8 @@ config.json)."""
 @dataclasses.dataclass(frozen=True)
 class TrainRequest:
     """A parsed ``rollax train`` (:func:`parse_train`): the command, what :func:`choose`
-    picked, and where each setting that is not at the config's own default came from."""
+    picked, where each setting that is not at the config's own default came from and, for a
+    new run, the algorithm's config and the environment it trains."""
 
     cmd: Any
     """The parsed command (its fields: :func:`rollax.cli.flags.train_fields`)."""
@@ -237,6 +238,10 @@ class TrainRequest:
     budget: int | None = None
     """With ``--resume``: the new length given to train the run longer (the value of its
     algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
+    config: Any = None
+    """The algorithm's config, not yet validated (``None`` with ``--resume``)."""
+    env: Any = None
+    """The environment at the parsed ``--horizon`` (``None`` with ``--resume``)."""
 
     @property
     def given(self) -> set[str]:
@@ -248,22 +253,16 @@ class TrainRequest:
         """The run's settings (:data:`rollax.run.config.RUN_SETTINGS`)."""
         return {n: getattr(self.cmd, n) for n in RUN_SETTINGS}
 
-    @property
-    def config(self):
-        """The algorithm's config (not yet validated; ``None`` with ``--resume``): a setting
-        given that only other algorithms take is refused (:func:`rollax.run.config.configure`)."""
-        if self.cmd.resume is not None:
-            return None
-        values = {f.name: getattr(self.cmd, f.name) for f in dataclasses.fields(self.cmd)}
-        return configure(self.choice.spec, self.choice.env_name, values)
-
 
 def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
     """The second step of ``rollax train``: the command's flags are built from the chosen
     algorithm's config (``choice``: :func:`choose`'s for ``argv`` when not given), with the
     environment's preset and then the file as defaults (the file is the default instance);
     tyro parses ``argv`` into it, so the flags given override. ``--resume`` takes no other
-    settings but the run's length."""
+    settings but the run's length; a new run's config is built from the flags
+    (:func:`rollax.run.config.configure`, as for :func:`~rollax.run.config.from_settings`:
+    the settings only other algorithms take are refused), and its environment made again when
+    the parsed ``--horizon`` is not the one :func:`choose` read."""
     choice = choose(argv) if choice is None else choice
     rest, spec, name, path = argv[1:], choice.spec, choice.env_name, choice.path
     preset = choice.preset
@@ -289,21 +288,21 @@ def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
                              f"used{longer}); got {flags}")
         budget = getattr(cmd, spec.budget) if spec.budget in flags else None
         return TrainRequest(cmd, choice, budget=budget)
+    config = configure(spec, name, {f.name: getattr(cmd, f.name) for f in fields})
+    env = choice.env if cmd.horizon == choice.horizon else make_env(name, cmd.horizon)
     from_file = {n for n, source in sources.items() if source == "file"}
     return TrainRequest(cmd, choice, sources,
-                        FileSettings(path, from_file) if path is not None else None)
+                        FileSettings(path, from_file) if path is not None else None,
+                        config=config, env=env)
 
 
 def build(request: TrainRequest) -> tuple[RunConfig, Algorithm]:
     """The third step of a new ``rollax train`` run: the :class:`RunConfig` and built
     algorithm of ``request`` (:func:`rollax.run.config.assemble`), everything checked before
     anything is compiled or written; a bad value from the config file names the file."""
-    config, choice = request.config, request.choice
-    assert config is not None and choice.env is not None, "a --resume request builds nothing"
-    env = (choice.env if request.cmd.horizon == choice.horizon
-           else make_env(choice.env_name, request.cmd.horizon))
+    assert request.config is not None, "a --resume request builds nothing"
     try:
-        return assemble(config, env, request.settings, request.given)
+        return assemble(request.config, request.env, request.settings, request.given)
     except ValueError as error:
         raise error if request.file is None else request.file.name_in(error) from None
 
