@@ -2,10 +2,12 @@
 
 A :class:`RunConfig` holds the resolved algorithm config (a ``TabularConfig``, ``PPOConfig``,
 ...) and the experiment around it: seeds, sweep, chunking, checkpoint spacing, checked mode and
-devices. The CLI turns its flags and config files into one flat mapping of settings, and
-:func:`from_settings` turns that mapping into a ``RunConfig`` and its built algorithm, checking
-everything before anything is compiled or written. Training accepts only a ``RunConfig``; a run
-folder's config.json stores :meth:`RunConfig.to_json` and :func:`from_json` reads it back.
+devices. :func:`from_settings` turns a flat mapping of settings into a ``RunConfig`` and its
+built algorithm, checking everything before anything is compiled or written; the command line
+(:mod:`rollax.cli.parse`) takes the same steps from its flags and config files:
+:func:`choose_algorithm`, :func:`configure` and :func:`assemble`. Training accepts only a
+``RunConfig``; a run folder's config.json stores :meth:`RunConfig.to_json` and :func:`from_json`
+reads it back.
 """
 
 from __future__ import annotations
@@ -201,14 +203,14 @@ def choose_algorithm(name: str, horizon: int | None = None, method: str | None =
     return Chosen(env, registry.for_env(env, method, name))
 
 
-def configure(spec: AlgorithmSpec, env: str, settings: Mapping[str, Any]):
-    """``spec``'s config (not yet validated) for the environment named ``env``: its defaults,
-    then ``env``'s preset, then ``settings`` (flat; those not ``spec``'s are ignored, and a
+def configure(spec: AlgorithmSpec, name: str, settings: Mapping[str, Any]):
+    """``spec``'s config (not yet validated) for the environment ``name``: its defaults, then
+    the environment's preset, then ``settings`` (flat; those not ``spec``'s are ignored, and a
     setting other than ``None`` that only other algorithms take is refused:
     :func:`refuse_foreign`)."""
-    refuse_foreign(spec, env, foreign_settings(
+    refuse_foreign(spec, name, foreign_settings(
         spec, [k for k, v in settings.items() if v is not None]))
-    return spec.config(env, **{k: v for k, v in settings.items() if k in spec.fields})
+    return spec.config(name, **{k: v for k, v in settings.items() if k in spec.fields})
 
 
 def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
