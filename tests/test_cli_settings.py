@@ -196,7 +196,7 @@ def test_settings_in_the_library_take_the_preset_and_name_unknown_ones():
 
 
 def test_the_command_line_and_the_library_build_the_same_run(monkeypatch):
-    """One choose step (run.config.choose_algorithm) and one configure step: the same
+    """One choose step (run.config.make_and_choose) and one configure step: the same
     settings give the same RunConfig through rollax train's choose, parse_train and build as
     through from_settings, and the command line builds its environment once."""
     import importlib

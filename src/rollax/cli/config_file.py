@@ -24,9 +24,9 @@ from rollax.algos import registry
 from rollax.algos.base import AlgorithmSpec
 from rollax.cli.flags import ALIASES, CONFIG_EXCLUDED, RunFlags, parse_count
 from rollax.run.config import (
-    choose_algorithm,
     foreign_message,
     foreign_settings,
+    make_and_choose,
     settings_names,
 )
 from rollax.validate import closest
@@ -205,7 +205,7 @@ def refuse_zoo(table: dict[str, Any], path: str, env: str | None = None,
     if name not in table:
         raise ValueError(f"{zoo}, but none for {name} (it has {', '.join(entries)})")
     try:
-        spec = choose_algorithm(name, method=method).spec
+        spec = make_and_choose(name, method=method).spec
         offered = [m for s in registry.algorithms() if s.from_zoo for m in s.methods]
         if spec.from_zoo is None:
             raise ValueError(f"rollax reads one flat table of its own settings, and translates "

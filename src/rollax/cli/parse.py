@@ -32,8 +32,8 @@ from rollax.run.config import (
     RUN_SETTINGS,
     RunConfig,
     assemble,
-    choose_algorithm,
     configure,
+    make_and_choose,
     make_env,
 )
 from rollax.run.folder import RunFolder
@@ -197,7 +197,7 @@ def resumed_spec(path: str) -> AlgorithmSpec:
 def choose(argv: list[str]) -> Choice:
     """The first step of ``rollax train``: ``--config``, ``--env``, ``--algo`` and
     ``--horizon`` (given as flags, else in the file) pick the environment, built once, and the
-    algorithm that trains it (:func:`rollax.run.config.choose_algorithm`, as for
+    algorithm that trains it (:func:`rollax.run.config.make_and_choose`, as for
     :func:`~rollax.run.config.from_settings`); with ``--resume``, the run's algorithm."""
     rest = argv[1:]
     if rest and rest[-1] == "--config":
@@ -214,7 +214,7 @@ def choose(argv: list[str]) -> Choice:
     resume = peek(rest, "resume")
     if resume is not None:
         return Choice(resumed_spec(resume), name, None, horizon, path, table)
-    env, spec = choose_algorithm(name, horizon, peek(rest, "algo") or named.get("algo"))
+    env, spec = make_and_choose(name, horizon, peek(rest, "algo") or named.get("algo"))
     return Choice(spec, name, env, horizon, path, table)
 
 

@@ -5,7 +5,7 @@ A :class:`RunConfig` holds the resolved algorithm config (a ``TabularConfig``, `
 devices. :func:`from_settings` turns a flat mapping of settings into a ``RunConfig`` and its
 built algorithm, checking everything before anything is compiled or written; the command line
 (:mod:`rollax.cli.parse`) takes the same steps from its flags and config files:
-:func:`choose_algorithm`, :func:`configure` and :func:`assemble`. Training accepts only a
+:func:`make_and_choose`, :func:`configure` and :func:`assemble`. Training accepts only a
 ``RunConfig``; a run folder's config.json stores :meth:`RunConfig.to_json` and :func:`from_json`
 reads it back.
 """
@@ -195,10 +195,11 @@ class Chosen(NamedTuple):
     spec: AlgorithmSpec
 
 
-def choose_algorithm(name: str, horizon: int | None = None, method: str | None = None) -> Chosen:
-    """The environment ``name`` (:func:`make_env`, with ``horizon`` when given) and the
-    algorithm that trains it: with ``method`` (``--algo``), the one that offers it, else the
-    default one (:func:`rollax.algos.registry.for_env`)."""
+def make_and_choose(name: str, horizon: int | None = None, method: str | None = None
+                    ) -> Chosen:
+    """The environment ``name``, made once (:func:`make_env`, with ``horizon`` when given),
+    and the algorithm that trains it: with ``method`` (``--algo``), the one that offers it,
+    else the default one (:func:`rollax.algos.registry.for_env`)."""
     env = make_env(name, horizon)
     return Chosen(env, registry.for_env(env, method, name))
 
@@ -225,7 +226,7 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
         hint = f"; did you mean {close}?" if close else ""
         raise ValueError(f"unknown setting {unknown[0]!r}{hint}")
     name = settings.setdefault("env", "corridor")
-    env, spec = choose_algorithm(name, settings.get("horizon"), settings.get("algo"))
+    env, spec = make_and_choose(name, settings.get("horizon"), settings.get("algo"))
     return assemble(configure(spec, name, settings), env, settings, given=set(settings))
 
 
