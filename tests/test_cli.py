@@ -11,6 +11,18 @@ import pytest
 from helpers import run
 
 
+def test_every_command_parses_to_what_its_runner_takes():
+    """train is dispatched like every other command: parse gives an object RUNNERS runs."""
+    from rollax.cli.commands import RUNNERS
+    from rollax.cli.flags import COMMANDS
+    from rollax.cli.parse import TrainRequest, parse
+
+    given = {"eval": ["some-run"], "plot": ["some-run"], "check-env": ["corridor"]}
+    parsed = {name: parse([name, *given.get(name, [])]) for name in COMMANDS}
+    assert isinstance(parsed["train"], TrainRequest)
+    assert all(type(cmd) in RUNNERS for cmd in parsed.values())
+
+
 def test_train_json_and_run_folder(capsys, tmp_path):
     out_dir = tmp_path / "run"
     code, out, err = run(capsys, "train", "--json", "--updates", "3", "--batch-size", "32",

@@ -19,9 +19,9 @@ import yaml
 
 from rollax.algos import registry
 from rollax.cli import main
-from rollax.cli.parse import parse_train
+from rollax.cli.parse import build, parse_train
 from rollax.cli.train import settings_line
-from rollax.run.config import assemble, from_settings
+from rollax.run.config import from_settings
 
 TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1", "reinforce": "CartPole-v1",
           "grpo": "CartPole-v1", "a2c": "CartPole-v1"}
@@ -139,7 +139,7 @@ def test_sources_preset_file_and_flags(tmp_path):
     assert request.sources == {"num_envs": "preset", "total_steps": "file", "lr": "flag",
                                "num_steps": "flag", "env": "file", "config": "flag"}
     assert request.given == {"total_steps", "lr", "num_steps", "env", "config"}
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert settings_line(run, request.sources, request.file) == (
         f"settings: preset of Acrobot-v1: num_envs=8; from {file}: total_steps=4096; "
         "flags: num_steps=64, lr=0.002")
@@ -147,12 +147,12 @@ def test_sources_preset_file_and_flags(tmp_path):
 
 def test_an_environment_without_a_preset_says_whose_defaults_it_got():
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--total-steps", "512"])
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert settings_line(run, request.sources) == (
         "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_envs=4, "
         "num_steps=128, epochs=4, minibatches=4, lr=0.00025; flags: total_steps=512")
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--num-envs", "8"])
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert settings_line(run, request.sources) == (  # a field given is no default
         "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_steps=128, "
         "epochs=4, minibatches=4, lr=0.00025; flags: num_envs=8")
@@ -180,19 +180,66 @@ def test_bad_file_values_are_one_line_naming_the_key(tmp_path, capsys, text, mes
 
 def test_a_preset_value_may_be_swept_but_a_given_one_may_not():
     request = parse_train(["train", "--env", "Pendulum-v1", "--sweep", "lr=1e-3,3e-4"])
-    run, _ = assemble(request.config, request.env, request.settings, request.given)
+    run, _ = build(request)
     assert run.sweep == {"lr": (1e-3, 3e-4)}
     request = parse_train(["train", "--env", "Pendulum-v1", "--lr", "1e-3", "--sweep",
                            "lr=1e-3,3e-4"])
     with pytest.raises(ValueError, match="sweep: 'lr' is also set on its own"):
-        assemble(request.config, request.env, request.settings, request.given)
+        build(request)
 
 
 def test_settings_in_the_library_take_the_preset_and_name_unknown_ones():
     run, _ = from_settings({"env": "Acrobot-v1", "total_steps": 2048, "hidden": (8,)})
-    assert (run.algorithm.num_envs, run.algorithm.hidden) == (8, (8,))
+    assert (run.config.num_envs, run.config.hidden) == (8, (8,))
     with pytest.raises(ValueError, match="unknown setting 'lrr'; did you mean lr"):
         from_settings({"env": "CartPole-v1", "lrr": 1e-3})
+
+
+def test_the_command_line_and_the_library_build_the_same_run(monkeypatch):
+    """One choose step (run.config.make_and_choose) and one configure step: the same
+    settings give the same RunConfig through rollax train's choose, parse_train and build as
+    through from_settings, and the command line builds its environment once."""
+    import importlib
+
+    run_config = importlib.import_module("rollax.run.config")
+    cli_parse = importlib.import_module("rollax.cli.parse")  # rollax.cli.parse: the function
+    made = []
+    real = run_config.make_env
+
+    def make_env(*args):
+        made.append(args)
+        return real(*args)
+
+    for module in (run_config, cli_parse):
+        monkeypatch.setattr(module, "make_env", make_env)
+    by_flags, algo = build(parse_train(["train", "--env", "corridor", "--horizon", "5", "--algo",
+                                        "reinforce", "--updates", "3", "--lr", "0.5",
+                                        "--seeds", "2"]))
+    assert made == [("corridor", 5)]
+    by_library, _ = from_settings({"env": "corridor", "horizon": 5, "algo": "reinforce",
+                                   "updates": 3, "lr": 0.5, "seeds": 2})
+    assert by_flags == by_library
+    assert (by_flags.config.horizon, by_flags.config.lr, by_flags.seeds) == (5, 0.5, 2)
+    assert by_flags.spec.method(by_flags.config) == "reinforce" and algo.env.horizon == 5
+
+
+def test_field_docs_read_each_class_once(monkeypatch):
+    import inspect
+
+    from rollax.cli import flags
+
+    reads = []
+    real = inspect.getsource
+
+    def getsource(obj):
+        reads.append(obj)
+        return real(obj)
+
+    monkeypatch.setattr(inspect, "getsource", getsource)
+    spec = registry.by_name("ppo")
+    first = flags.train_fields(spec, {}, {})
+    assert flags.train_fields(spec, {}, {}) == first
+    assert len(reads) == len(set(reads))  # a class's source parsed at most once
 
 
 def test_docs_name_every_flag():

@@ -186,7 +186,7 @@ def test_factory_without_horizon_runs_and_reopens(env_package):
     the run (``RunConfig.build``, what ``rollax eval`` and ``--resume`` do) rebuilds the
     environment without passing ``horizon=``; asking for a horizon is refused."""
     run, algo = from_settings({"env": "mypkg.envs:fixed", "updates": 2, "batch_size": 16})
-    assert run.algorithm.horizon == 4 and algo.env.horizon == 4
+    assert run.config.horizon == 4 and algo.env.horizon == 4
     assert from_json(json.loads(json.dumps(run.to_json()))).build().env == algo.env
     with pytest.raises(ValueError, match="fixed takes no horizon parameter, so --horizon "):
         from_settings({"env": "mypkg.envs:fixed", "horizon": 4})

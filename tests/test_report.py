@@ -80,5 +80,5 @@ def test_headline_from_the_declared_fields():
         rate: float = 0.25
 
     spec = SimpleNamespace(headline=("width", "rate"), method=lambda config: "toy")
-    run = SimpleNamespace(algorithm=Config(), spec=spec, lanes=lambda: [0, 1, 2])
+    run = SimpleNamespace(config=Config(), spec=spec, lanes=lambda: [0, 1, 2])
     assert headline(run) == "toy on corridor: width=7, rate=0.25, 3 lanes"

@@ -191,7 +191,7 @@ class AlgorithmSpec:
     """What its runs report."""
     default: bool = True
     """Whether it trains the environments it accepts when no method is asked for. Default
-    algorithms accept disjoint sets of environments (:func:`rollax.algos.registry.for_env`)."""
+    algorithms accept disjoint sets of environments (:func:`rollax.algos.registry.defaults_for`)."""
     presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """Tuned settings per environment name: overrides of the config's defaults."""
     from_zoo: Callable[[Mapping[str, Any]], tuple[dict[str, Any], list[str]]] | None = None

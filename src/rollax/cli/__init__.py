@@ -17,11 +17,8 @@ import sys
 
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
-from rollax.cli.parse import UsageError, parse, parse_train
-from rollax.cli.pipe import outliving_reader
-from rollax.cli.quiet import drop_cache_chatter
-from rollax.cli.train import run_train
-from rollax.run import compile_cache
+from rollax.cli.parse import UsageError, parse
+from rollax.cli.quiet import use_compile_cache
 
 __all__ = ["main"]
 
@@ -35,26 +32,15 @@ def version() -> str:
     return f"rollax {rollax.__version__} (jax {jax.__version__})"
 
 
-def _cache(on: bool) -> None:
-    """The compile cache for this command (and, when it is on, its log chatter dropped)."""
-    if compile_cache.from_environment(on) is not None:
-        drop_cache_chatter()
-
-
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "--version":
         if len(argv) > 1:
             raise UsageError("--version takes no other arguments")
         print(version())
         return 0
-    if argv and argv[0] == "train":
-        request = parse_train(argv)
-        _cache(request.cmd.compile_cache)
-        with outliving_reader("rollax train"):  # `rollax train | head` trains on
-            return run_train(request)
     cmd = parse(argv)
     if isinstance(cmd, COMPILES):
-        _cache(True)
+        use_compile_cache(True)
     return RUNNERS[type(cmd)](cmd) or 0
 
 

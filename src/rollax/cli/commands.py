@@ -1,16 +1,27 @@
 """``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env`` and
-``envs``."""
+``envs``; :data:`RUNNERS`, what runs each command (``train``'s:
+:func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rollax.cli.flags import CheckEnv, Envs, Evaluate, Exact, Gradients, Plot, Rollout, parse_count
-from rollax.cli.train import emit
+from rollax.cli.flags import (
+    CheckEnvCommand,
+    EnvsCommand,
+    EvalCommand,
+    ExactCommand,
+    GradientsCommand,
+    PlotCommand,
+    RolloutCommand,
+    parse_count,
+)
+from rollax.cli.parse import TrainRequest
+from rollax.cli.train import emit, run_train
 from rollax.validate import check_count, check_seed, counted
 
 
-def run_eval(cmd: Evaluate) -> None:
+def run_eval(cmd: EvalCommand) -> None:
     from rollax.run.training import evaluate_run
 
     result = evaluate_run(cmd.run_dir, cmd.episodes, not cmd.stochastic, cmd.seed)
@@ -45,7 +56,7 @@ def _check_plot_input(run: Path) -> None:
         raise ValueError(f"{str(run / 'metrics.jsonl')!r} holds no metrics yet")
 
 
-def run_plot(cmd: Plot) -> None:
+def run_plot(cmd: PlotCommand) -> None:
     from rollax.run.folder import check_creatable_folder
     from rollax.run.plots import plot_runs
 
@@ -66,7 +77,7 @@ def run_plot(cmd: Plot) -> None:
         print(p)
 
 
-def run_rollout(cmd: Rollout) -> None:
+def run_rollout(cmd: RolloutCommand) -> None:
     import jax
     import numpy as np
 
@@ -101,7 +112,7 @@ def run_rollout(cmd: Rollout) -> None:
     print(f"figure: {run_dir / 'active_per_step.png'}")
 
 
-def run_exact(cmd: Exact) -> None:
+def run_exact(cmd: ExactCommand) -> None:
     from rollax.envs.corridor import Corridor
     from rollax.envs.registry import make
     from rollax.envs.tabular import TabularEnv
@@ -171,7 +182,7 @@ def gradient_lines(facts: dict, rows: list[dict]) -> list[str]:
     return lines
 
 
-def run_gradients(cmd: Gradients) -> None:
+def run_gradients(cmd: GradientsCommand) -> None:
     import sys
 
     import jax
@@ -221,7 +232,7 @@ def run_gradients(cmd: Gradients) -> None:
     print(f"figure: {path}")
 
 
-def run_check_env(cmd: CheckEnv) -> int:
+def run_check_env(cmd: CheckEnvCommand) -> int:
     from rollax.contracts import check_env
     from rollax.contracts.preflight import trace_checked
     from rollax.envs.registry import make
@@ -245,7 +256,7 @@ def run_check_env(cmd: CheckEnv) -> int:
     return 0 if report.ok else 1
 
 
-def run_envs(cmd: Envs) -> None:
+def run_envs(cmd: EnvsCommand) -> None:
     from rollax.envs.registry import registered
     from rollax.envs.suites import suite_ids
 
@@ -257,9 +268,12 @@ def run_envs(cmd: Envs) -> None:
         print(name)
 
 
-RUNNERS = {Evaluate: run_eval, Plot: run_plot, Rollout: run_rollout, Exact: run_exact,
-           Gradients: run_gradients, CheckEnv: run_check_env, Envs: run_envs}
-"""What runs each command but ``train``."""
+RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,
+           RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
+           CheckEnvCommand: run_check_env, EnvsCommand: run_envs}
+"""What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
+exit status (``None``: 0)."""
 
-COMPILES = (Evaluate, Rollout, Exact, Gradients, CheckEnv)
-"""The commands besides ``train`` that compile programs (and use the compile cache)."""
+COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand)
+"""The commands that compile programs with the compile cache on (``train``'s runner turns it
+on or off as ``--compile-cache`` asks)."""

@@ -24,10 +24,9 @@ from rollax.algos import registry
 from rollax.algos.base import AlgorithmSpec
 from rollax.cli.flags import ALIASES, CONFIG_EXCLUDED, RunFlags, parse_count
 from rollax.run.config import (
-    choose_algorithm,
     foreign_message,
     foreign_settings,
-    make_env,
+    make_and_choose,
     settings_names,
 )
 from rollax.validate import closest
@@ -186,10 +185,10 @@ policy's): a table of tables with one of them is a zoo file."""
 
 
 def refuse_zoo(table: dict[str, Any], path: str, env: str | None = None,
-               algo: str | None = None) -> None:
+               method: str | None = None) -> None:
     """``ValueError`` for an rl-baselines3-zoo file (``CartPole-v1: {n_envs: 8, ...}``: a
     table per environment): the entry of ``env`` (the one entry when ``env`` is not given) in
-    the settings of the algorithm that trains it (``algo``: ``--algo``), those that differ
+    the settings of the algorithm that trains it (``method``: ``--algo``), those that differ
     from what rollax would use, and what rollax has no equivalent of."""
     names = {*settings_names(), *(f.name for f in dataclasses.fields(RunFlags))}
     if not all(isinstance(v, dict) for v in table.values()) or any(
@@ -206,7 +205,7 @@ def refuse_zoo(table: dict[str, Any], path: str, env: str | None = None,
     if name not in table:
         raise ValueError(f"{zoo}, but none for {name} (it has {', '.join(entries)})")
     try:
-        spec = choose_algorithm(make_env(name), algo, name)
+        spec = make_and_choose(name, method=method).spec
         offered = [m for s in registry.algorithms() if s.from_zoo for m in s.methods]
         if spec.from_zoo is None:
             raise ValueError(f"rollax reads one flat table of its own settings, and translates "

@@ -79,9 +79,11 @@ class RunFlags:
     again with --resume)."""
 
 
+@functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring under each field of a dataclass, from its source and its dataclass bases'
-    (a subclass's docstring of a field it redeclares wins)."""
+    (a subclass's docstring of a field it redeclares wins); each class's source is read once
+    per process (the dict is shared: do not change it)."""
     docs = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
@@ -170,12 +172,12 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
     run = [make(RunFlags, f.name, run_hints[f.name]) for f in dataclasses.fields(RunFlags)]
     hints = typing.get_type_hints(spec.config_type)
     if "algo" in hints:
-        algo = make(spec.config_type, "algo", hints["algo"])
+        algo_flag = make(spec.config_type, "algo", hints["algo"])
     else:  # every method that trains this task, the chosen one first
         methods = tuple(dict.fromkeys([*spec.methods, *(
             m for s in algorithms() if s.task == spec.task for m in s.methods)]))
-        algo = Field("algo", Literal[methods], defaults.get("algo", spec.methods[0]),
-                     f"Policy-gradient method ({spec.task} tasks: {', '.join(methods)}).")
+        algo_flag = Field("algo", Literal[methods], defaults.get("algo", spec.methods[0]),
+                          f"Policy-gradient method ({spec.task} tasks: {', '.join(methods)}).")
     taken = {"algo", *(f.name for f in run)}
     own = [make(spec.config_type, n, hints[n]) for n in spec.fields if n not in taken]
     taken |= set(spec.fields)
@@ -188,7 +190,7 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
                 others.append(make(other.config_type, name, _optional(other_hints[name]),
                                    f"({taken_by(spec, [name])} only) "))
     cut = [f.name for f in run].index("seeds") + 1
-    return [algo, *run[:cut], *own, *run[cut:], *others]
+    return [algo_flag, *run[:cut], *own, *run[cut:], *others]
 
 
 def train_command(fields: list[Field]) -> type:
@@ -200,7 +202,7 @@ def train_command(fields: list[Field]) -> type:
 
 
 @dataclasses.dataclass(frozen=True)
-class Evaluate:
+class EvalCommand:
     """Evaluate the saved policies of a training run with fresh keys (greedy by default)."""
 
     run_dir: tyro.conf.Positional[str]
@@ -216,7 +218,7 @@ class Evaluate:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plot:
+class PlotCommand:
     """Draw the figures of one or more run folders (PNG and SVG)."""
 
     run_dirs: tyro.conf.Positional[tuple[str, ...]]
@@ -230,7 +232,7 @@ class Plot:
 
 
 @dataclasses.dataclass(frozen=True)
-class CheckEnv:
+class CheckEnvCommand:
     """Check an environment against the functional contract (jitted and vmapped): spaces,
     events, absorbing states, keys, finiteness, auto-reset final observations."""
 
@@ -248,7 +250,7 @@ class CheckEnv:
 
 
 @dataclasses.dataclass(frozen=True)
-class Rollout:
+class RolloutCommand:
     """Collect one absorbing corridor batch with the uniform (zero-logit) policy."""
 
     seed: int = 0
@@ -264,7 +266,7 @@ class Rollout:
 
 
 @dataclasses.dataclass(frozen=True)
-class Exact:
+class ExactCommand:
     """Exact expected return of the uniform and of the optimal policy (dynamic programming)."""
 
     env: Literal[("corridor", *TOY_TEXT)] = "corridor"  # type: ignore[valid-type]
@@ -276,7 +278,7 @@ class Exact:
 
 
 @dataclasses.dataclass(frozen=True)
-class Gradients:
+class GradientsCommand:
     """Measure policy-gradient estimators against the exact gradient of a finite task (bias,
     variance, MSE, cosine per estimator and batch size; docs/gradients.md)."""
 
@@ -305,7 +307,7 @@ class Gradients:
 
 
 @dataclasses.dataclass(frozen=True)
-class Envs:
+class EnvsCommand:
     """List every registered environment id, one per line (with gymnax installed, also
     gymnax:<id> for each gymnax environment)."""
 
@@ -313,8 +315,9 @@ class Envs:
     """Print one JSON object (envs: the list)."""
 
 
-COMMANDS = {"train": RunFlags, "eval": Evaluate, "plot": Plot, "rollout": Rollout,
-            "exact": Exact, "gradients": Gradients, "check-env": CheckEnv, "envs": Envs}
+COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
+            "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
+            "check-env": CheckEnvCommand, "envs": EnvsCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""

@@ -1,5 +1,6 @@
-"""From ``argv`` to a command object; for ``train``, to the environment, the algorithm's config
-and the run's settings.
+"""From ``argv`` to a command object; ``rollax train`` in three steps: :func:`choose` (the
+algorithm, the environment and the config file), :func:`parse_train` (the flags into a
+:class:`TrainRequest`) and :func:`build` (the request into a run config and its algorithm).
 
 Parse errors (tyro's boxed messages) are condensed into one line; ``train --config FILE`` reads
 the file into the defaults that the flags given on the command line override.
@@ -12,12 +13,12 @@ import dataclasses
 import io
 import re
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import tyro
 
 from rollax.algos import registry
-from rollax.algos.base import AlgorithmSpec
+from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.cli.config_file import key_name, read_table, refuse_zoo, typed_settings
 from rollax.cli.flags import (
     ALIASES,
@@ -29,10 +30,11 @@ from rollax.cli.flags import (
 )
 from rollax.run.config import (
     RUN_SETTINGS,
-    choose_algorithm,
-    foreign_settings,
+    RunConfig,
+    assemble,
+    configure,
+    make_and_choose,
     make_env,
-    refuse_foreign,
 )
 from rollax.run.folder import RunFolder
 from rollax.validate import closest
@@ -88,8 +90,17 @@ def readable(message: str) -> str:
     return f"{name.replace('-', '_')} must be {kind}, got {got!r}"
 
 
-def parse(argv: list[str], train: type | None = None):
-    """The command object for ``argv`` (``SystemExit`` after ``--help``); ``train``: the
+def parse(argv: list[str]):
+    """The command object for ``argv`` (``SystemExit`` after ``--help``): for ``rollax
+    train``, its :class:`TrainRequest` (:func:`choose`, then :func:`parse_train`; the
+    request's runner does the third step, :func:`build`)."""
+    if argv and argv[0] == "train":
+        return parse_train(argv)
+    return parse_command(argv)
+
+
+def parse_command(argv: list[str], train: type | None = None):
+    """tyro's command object for ``argv`` (``SystemExit`` after ``--help``); ``train``: the
     ``rollax train`` command to parse a ``train`` argv as."""
     if sum(a == "--sweep" or a.startswith("--sweep=") for a in argv) > 1:
         raise UsageError("give every swept setting after one --sweep (e.g. --sweep lr=1e-3,3e-4 "
@@ -143,29 +154,27 @@ def flags_given(argv: list[str], fields) -> set[str]:
     return given
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainRequest:
-    """A parsed ``rollax train``: the command, and for a new run the environment, the
-    algorithm's config (not yet validated), the run's settings and where each setting that is
-    not at the config's own default came from."""
+class Choice(NamedTuple):
+    """What the few flags that shape ``rollax train`` pick (:func:`choose`): the algorithm,
+    the environment and the config file."""
 
-    cmd: Any
-    """The parsed command (its fields: :func:`rollax.cli.flags.train_fields`)."""
-    env: Any = None
-    config: Any = None
-    settings: dict = dataclasses.field(default_factory=dict)
-    """The run's settings (:data:`rollax.run.config.RUN_SETTINGS`)."""
-    sources: dict = dataclasses.field(default_factory=dict)
-    """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
-    file: FileSettings | None = None
-    budget: int | None = None
-    """With ``--resume``: the new length given to train the run longer (the value of its
-    algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
+    spec: AlgorithmSpec
+    """The algorithm that trains the environment (with ``--resume``, the run's)."""
+    env_name: str
+    env: Any
+    """The environment, built once (``None`` with ``--resume``: the run's config.json holds
+    it)."""
+    horizon: int | None
+    """The horizon ``env`` was built with (``None``: its own)."""
+    path: str | None
+    """The ``--config`` file (``None`` when not given)."""
+    table: dict[str, Any]
+    """The file's table, keys as written (empty without a file)."""
 
     @property
-    def given(self) -> set[str]:
-        """The settings the user gave (in the config file or as flags)."""
-        return {name for name, source in self.sources.items() if source != "preset"}
+    def preset(self) -> dict[str, Any]:
+        """The algorithm's preset for the environment."""
+        return dict(self.spec.preset(self.env_name))
 
 
 def _count_or_none(text: Any) -> int | None:
@@ -173,11 +182,6 @@ def _count_or_none(text: Any) -> int | None:
         return text if isinstance(text, int) else parse_count(str(text))
     except ValueError:
         return None
-
-
-RESUME_TAKES = ("resume", "json", "devices", "compile_cache", "log")
-"""The flags ``--resume`` may come with besides the run's length (the rest is the run's
-config.json)."""
 
 
 def resumed_spec(path: str) -> AlgorithmSpec:
@@ -190,40 +194,87 @@ def resumed_spec(path: str) -> AlgorithmSpec:
         return registry.algorithms()[0]
 
 
-def parse_train(argv: list[str]) -> TrainRequest:
-    """``rollax train ...`` in three steps. ``--config``, ``--env``, ``--algo`` and
-    ``--horizon`` (given as flags, else in the file) pick the environment and the algorithm
-    that trains it; the command's flags are built from that algorithm's config, with the
-    environment's preset and then the file as defaults (the file is the default instance);
-    tyro parses ``argv`` into it, so the flags given override."""
+def choose(argv: list[str]) -> Choice:
+    """The first step of ``rollax train``: ``--config``, ``--env``, ``--algo`` and
+    ``--horizon`` (given as flags, else in the file) pick the environment, built once, and the
+    algorithm that trains it (:func:`rollax.run.config.make_and_choose`, as for
+    :func:`~rollax.run.config.from_settings`); with ``--resume``, the run's algorithm."""
     rest = argv[1:]
     if rest and rest[-1] == "--config":
         raise UsageError("--config needs a file")
     path = peek(rest, "config")
-    raw = read_table(path) if path is not None else {}
+    table = read_table(path) if path is not None else {}
     if path is not None:
-        refuse_zoo(raw, path, peek(rest, "env"), peek(rest, "algo"))
-    table = {key_name(k): v for k, v in raw.items()}
-    resume = peek(rest, "resume")
-    name = peek(rest, "env") or table.get("env") or RunFlags.env
+        refuse_zoo(table, path, peek(rest, "env"), peek(rest, "algo"))
+    named = {key_name(k): v for k, v in table.items()}
+    name = peek(rest, "env") or named.get("env") or RunFlags.env
     if not isinstance(name, str):
         raise ValueError(f"config {path!r}: env must be text, got {name!r}")
-    horizon = _count_or_none(peek(rest, "horizon") or table.get("horizon"))
+    horizon = _count_or_none(peek(rest, "horizon") or named.get("horizon"))
+    resume = peek(rest, "resume")
     if resume is not None:
-        env, spec = None, resumed_spec(resume)
-    else:
-        env = make_env(name, horizon)
-        spec = choose_algorithm(env, peek(rest, "algo") or table.get("algo"), name)
-    preset = dict(spec.preset(name))
+        return Choice(resumed_spec(resume), name, None, horizon, path, table)
+    env, spec = make_and_choose(name, horizon, peek(rest, "algo") or named.get("algo"))
+    return Choice(spec, name, env, horizon, path, table)
+
+
+RESUME_TAKES = ("resume", "json", "devices", "compile_cache", "log")
+"""The flags ``--resume`` may come with besides the run's length (the rest is the run's
+config.json)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRequest:
+    """A parsed ``rollax train`` (:func:`parse_train`): the command, what :func:`choose`
+    picked, where each setting that is not at the config's own default came from and, for a
+    new run, the algorithm's config and the environment it trains."""
+
+    cmd: Any
+    """The parsed command (its fields: :func:`rollax.cli.flags.train_fields`)."""
+    choice: Choice
+    sources: dict = dataclasses.field(default_factory=dict)
+    """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
+    file: FileSettings | None = None
+    budget: int | None = None
+    """With ``--resume``: the new length given to train the run longer (the value of its
+    algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
+    config: Any = None
+    """The algorithm's config, not yet validated (``None`` with ``--resume``)."""
+    env: Any = None
+    """The environment at the parsed ``--horizon`` (``None`` with ``--resume``)."""
+
+    @property
+    def given(self) -> set[str]:
+        """The settings the user gave (in the config file or as flags)."""
+        return {name for name, source in self.sources.items() if source != "preset"}
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The run's settings (:data:`rollax.run.config.RUN_SETTINGS`)."""
+        return {n: getattr(self.cmd, n) for n in RUN_SETTINGS}
+
+
+def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
+    """The second step of ``rollax train``: the command's flags are built from the chosen
+    algorithm's config (``choice``: :func:`choose`'s for ``argv`` when not given), with the
+    environment's preset and then the file as defaults (the file is the default instance);
+    tyro parses ``argv`` into it, so the flags given override. ``--resume`` takes no other
+    settings but the run's length; a new run's config is built from the flags
+    (:func:`rollax.run.config.configure`, as for :func:`~rollax.run.config.from_settings`:
+    the settings only other algorithms take are refused), and its environment made again when
+    the parsed ``--horizon`` is not the one :func:`choose` read."""
+    choice = choose(argv) if choice is None else choice
+    rest, spec, name, path = argv[1:], choice.spec, choice.env_name, choice.path
+    preset = choice.preset
     defaults = {**{f.name: f.default for f in dataclasses.fields(RunFlags)},
                 **{f.name: f.default for f in dataclasses.fields(spec.config_type)}, **preset}
     hints = {f.name: f.hint for f in train_fields(spec, defaults, {})}
-    file = typed_settings(raw, hints, path, spec if resume is None else None,
+    file = typed_settings(choice.table, hints, path, spec if choice.env is not None else None,
                           name) if path is not None else {}
     tags = {**{k: f"preset of {name}" for k in preset}, **{k: f"from {path}" for k in file}}
     fields = train_fields(spec, {**defaults, **file, "env": name, "config": path}, tags)
     flags = flags_given(rest, fields)
-    cmd = parse(["train", *rest], train=train_command(fields))
+    cmd = parse_command(["train", *rest], train=train_command(fields))
     sources = {f.name: "flag" if f.name in flags else "file" if f.name in file else "preset"
                for f in fields if f.name in flags or f.name in file or f.name in preset}
     if cmd.resume is not None:
@@ -236,17 +287,24 @@ def parse_train(argv: list[str]) -> TrainRequest:
             raise ValueError(f"--resume takes no other settings (the run's config.json is "
                              f"used{longer}); got {flags}")
         budget = getattr(cmd, spec.budget) if spec.budget in flags else None
-        return TrainRequest(cmd, budget=budget)
-    assert env is not None
-    refuse_foreign(spec, name, foreign_settings(
-        spec, [f.name for f in fields if getattr(cmd, f.name) is not None]))
-    if cmd.horizon != horizon:
-        env = make_env(name, cmd.horizon)
-    config = spec.config(name, **{n: getattr(cmd, n) for n in spec.fields})
-    settings = {n: getattr(cmd, n) for n in RUN_SETTINGS}
+        return TrainRequest(cmd, choice, budget=budget)
+    config = configure(spec, name, {f.name: getattr(cmd, f.name) for f in fields})
+    env = choice.env if cmd.horizon == choice.horizon else make_env(name, cmd.horizon)
     from_file = {n for n, source in sources.items() if source == "file"}
-    return TrainRequest(cmd, env, config, settings, sources,
-                        FileSettings(path, from_file) if path is not None else None)
+    return TrainRequest(cmd, choice, sources,
+                        FileSettings(path, from_file) if path is not None else None,
+                        config=config, env=env)
+
+
+def build(request: TrainRequest) -> tuple[RunConfig, Algorithm]:
+    """The third step of a new ``rollax train`` run: the :class:`RunConfig` and built
+    algorithm of ``request`` (:func:`rollax.run.config.assemble`), everything checked before
+    anything is compiled or written; a bad value from the config file names the file."""
+    assert request.config is not None, "a --resume request builds nothing"
+    try:
+        return assemble(request.config, request.env, request.settings, request.given)
+    except ValueError as error:
+        raise error if request.file is None else request.file.name_in(error) from None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,3 +80,12 @@ def drop_cache_chatter() -> None:
         thread.join(timeout=10)
 
     atexit.register(restore)
+
+
+def use_compile_cache(on: bool) -> None:
+    """The compile cache for this command (:func:`rollax.run.compile_cache.from_environment`)
+    and, when it is on, its chatter dropped."""
+    from rollax.run import compile_cache
+
+    if compile_cache.from_environment(on) is not None:
+        drop_cache_chatter()

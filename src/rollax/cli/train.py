@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from rollax.cli.parse import TrainRequest, build
+from rollax.cli.pipe import outliving_reader
+from rollax.cli.quiet import use_compile_cache
 from rollax.run.files import finite_or_none
 from rollax.run.folder import metric_label, metric_table
 from rollax.validate import counted
@@ -144,14 +147,14 @@ def resume_header(stopped) -> None:
               f"{algo.num_updates} ({where}); {algo.num_updates - done} x {each} per lane to go")
     if stopped.was is not None:
         name = run.spec.budget
-        out.print(f"trained longer: {name}={getattr(run.algorithm, name)} (was {stopped.was})")
+        out.print(f"trained longer: {name}={getattr(run.config, name)} (was {stopped.was})")
     out.file.flush()
 
 
 def headline(run) -> str:
     """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane``: the method, the
     environment and the settings the algorithm names as its run's shape (``spec.headline``)."""
-    config, spec = run.algorithm, run.spec
+    config, spec = run.config, run.spec
     shape = "".join(f"{name}={_shown(getattr(config, name), run, name)}, "
                     for name in spec.headline)
     return f"{spec.method(config)} on {config.env}: {shape}{counted(len(run.lanes()), 'lane')}"
@@ -164,7 +167,7 @@ def settings_line(run, sources: dict[str, str], file=None) -> str:
     ppo's defaults: num_envs=4, ...``)."""
     from rollax.run.config import RUN_SETTINGS
 
-    config, spec = run.algorithm, run.spec
+    config, spec = run.config, run.spec
     order = [n for n in (*spec.fields, *RUN_SETTINGS) if n != "env"]
     parts = []
     for source, title in (("preset", f"preset of {config.env}"),
@@ -193,14 +196,22 @@ def _shown(value, run, name: str) -> str:
     return str(value)
 
 
-def run_train(request) -> int:
+def run_train(request: TrainRequest) -> int:
+    """``rollax train``'s runner: the compile cache as ``--compile-cache`` asks, and a run that
+    outlives a reader of its stdout (:mod:`rollax.cli.pipe`)."""
+    use_compile_cache(request.cmd.compile_cache)
+    with outliving_reader("rollax train"):  # `rollax train | head` trains on
+        return train(request)
+
+
+def train(request: TrainRequest) -> int:
+    """Resume the run ``request`` names, or build (:func:`rollax.cli.parse.build`) and train a
+    new one; then its figures and the report. The exit status: 0, or :data:`DIVERGED_EXIT`."""
     from rollax.run import training
-    from rollax.run.config import assemble
     from rollax.run.loggers import check_loggers, combine, make_loggers
     from rollax.run.plots import plot_runs
 
-
-    cmd, file = request.cmd, request.file
+    cmd = request.cmd
     names = check_loggers(cmd.log)  # before anything is compiled or written
     if cmd.resume is not None:
         stopped = training.open_resume(cmd.resume, cmd.devices, request.budget)
@@ -214,13 +225,10 @@ def run_train(request) -> int:
             summary, params = stopped.execute(combine(bar, logs))
             logs.finished(summary)
     else:
-        try:
-            run, algo = assemble(request.config, request.env, request.settings, request.given)
-        except ValueError as error:  # a bad value from a config file names the file
-            raise error if file is None else file.name_in(error) from None
+        run, algo = build(request)
         folder = training.create_run(run, cmd.out)
         if not cmd.json:
-            header(run, algo, folder, request.sources, file)
+            header(run, algo, folder, request.sources, request.file)
         with Progress(not cmd.json, run.spec.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))

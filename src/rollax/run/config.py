@@ -2,17 +2,19 @@
 
 A :class:`RunConfig` holds the resolved algorithm config (a ``TabularConfig``, ``PPOConfig``,
 ...) and the experiment around it: seeds, sweep, chunking, checkpoint spacing, checked mode and
-devices. The CLI turns its flags and config files into one flat mapping of settings, and
-:func:`from_settings` turns that mapping into a ``RunConfig`` and its built algorithm, checking
-everything before anything is compiled or written. Training accepts only a ``RunConfig``; a run
-folder's config.json stores :meth:`RunConfig.to_json` and :func:`from_json` reads it back.
+devices. :func:`from_settings` turns a flat mapping of settings into a ``RunConfig`` and its
+built algorithm, checking everything before anything is compiled or written; the command line
+(:mod:`rollax.cli.parse`) takes the same steps from its flags and config files:
+:func:`make_and_choose`, :func:`configure` and :func:`assemble`. Training accepts only a
+``RunConfig``; a run folder's config.json stores :meth:`RunConfig.to_json` and :func:`from_json`
+reads it back.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
@@ -28,14 +30,14 @@ RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoi
 ``seed``, ``algo`` and ``eval_episodes`` are also fields of some configs, which take them)."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """Everything that defines a run."""
+    """Everything that defines a run (built with keywords)."""
 
-    algorithm: Any
+    config: Any
     """The resolved algorithm config (its type names the algorithm)."""
     seeds: int = 1
-    """Lanes per hyperparameter combination; seed k uses ``key(algorithm.seed + k)``."""
+    """Lanes per hyperparameter combination; seed k uses ``key(config.seed + k)``."""
     sweep: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     """Swept numeric hyperparameters: every combination x seed is one lane."""
     chunk_size: int = 1
@@ -54,11 +56,11 @@ class RunConfig:
 
     @property
     def spec(self) -> AlgorithmSpec:
-        return registry.for_config(self.algorithm)
+        return registry.for_config(self.config)
 
     @property
     def seed(self) -> int:
-        return self.algorithm.seed
+        return self.config.seed
 
     def lanes(self) -> Lanes:
         return make_lanes(self.seed, self.seeds, dict(self.sweep))
@@ -66,14 +68,14 @@ class RunConfig:
     def build(self) -> Algorithm:
         """The algorithm; a user's environment is rebuilt and checked first
         (:func:`user_env`)."""
-        name = self.algorithm.env
-        env = user_env(name, self.algorithm.horizon) if is_import_path(name) else None
-        return self.spec.build(self.algorithm, checked=self.checked, env=env)
+        name = self.config.env
+        env = user_env(name, self.config.horizon) if is_import_path(name) else None
+        return self.spec.build(self.config, checked=self.checked, env=env)
 
     def identity(self) -> dict:
         """What a checkpoint must match (chunking, checkpoint spacing, checked mode and the
         device count excluded: they never change results beyond float tolerance)."""
-        return {"kind": self.spec.name, "config": config_to_dict(self.algorithm),
+        return {"kind": self.spec.name, "config": config_to_dict(self.config),
                 "seed": self.seed, "seeds": self.seeds,
                 "sweep": {k: list(v) for k, v in self.sweep.items()}}
 
@@ -88,12 +90,14 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
     """The :class:`RunConfig` of :meth:`RunConfig.to_json` (a run folder's config.json)."""
     try:
         spec = registry.by_name(stored["kind"])
-        algorithm = config_from_dict(spec.config_type, stored["config"])
-        return RunConfig(algorithm, stored["seeds"],
-                         {k: tuple(v) for k, v in stored["sweep"].items()},
-                         stored["chunk_size"], stored["checkpoint_every"],
-                         bool(stored.get("checked", False)), stored.get("num_devices"),
-                         stored.get("eval_every"), stored.get("eval_episodes", 32))
+        return RunConfig(config=config_from_dict(spec.config_type, stored["config"]),
+                         seeds=stored["seeds"],
+                         sweep={k: tuple(v) for k, v in stored["sweep"].items()},
+                         chunk_size=stored["chunk_size"],
+                         checkpoint_every=stored["checkpoint_every"],
+                         checked=bool(stored.get("checked", False)),
+                         devices=stored.get("num_devices"), eval_every=stored.get("eval_every"),
+                         eval_episodes=stored.get("eval_episodes", 32))
     except KeyError as err:
         raise ValueError(f"{where!r} lacks {err}: not a training run") from None
     except (TypeError, AttributeError) as err:
@@ -217,6 +221,32 @@ def make_env(name: str, horizon: int | None = None):
     return user_env(name, horizon)
 
 
+class Chosen(NamedTuple):
+    """The environment a run trains and the algorithm that trains it."""
+
+    env: Any
+    spec: AlgorithmSpec
+
+
+def make_and_choose(name: str, horizon: int | None = None, method: str | None = None
+                    ) -> Chosen:
+    """The environment ``name``, made once (:func:`make_env`, with ``horizon`` when given),
+    and the algorithm that trains it: with ``method`` (``--algo``), the one that offers it,
+    else the default one (:func:`choose_algorithm`)."""
+    env = make_env(name, horizon)
+    return Chosen(env, choose_algorithm(env, method, name))
+
+
+def configure(spec: AlgorithmSpec, name: str, settings: Mapping[str, Any]):
+    """``spec``'s config (not yet validated) for the environment ``name``: its defaults, then
+    the environment's preset, then ``settings`` (flat; those not ``spec``'s are ignored, and a
+    setting other than ``None`` that only other algorithms take is refused:
+    :func:`refuse_foreign`)."""
+    refuse_foreign(spec, name, foreign_settings(
+        spec, [k for k, v in settings.items() if v is not None]))
+    return spec.config(name, **{k: v for k, v in settings.items() if k in spec.fields})
+
+
 def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
     """The :class:`RunConfig` and built algorithm for flat ``settings`` (names as
     :func:`settings_names`; absent ones take the environment's preset, then the config's
@@ -229,11 +259,8 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
         hint = f"; did you mean {close}?" if close else ""
         raise ValueError(f"unknown setting {unknown[0]!r}{hint}")
     name = settings.setdefault("env", "corridor")
-    env = make_env(name, settings.get("horizon"))
-    spec = choose_algorithm(env, settings.get("algo"), name)
-    refuse_foreign(spec, name, foreign_settings(spec, settings))
-    config = spec.config(name, **{k: v for k, v in settings.items() if k in spec.fields})
-    return assemble(config, env, settings, given=set(settings))
+    env, spec = make_and_choose(name, settings.get("horizon"), settings.get("algo"))
+    return assemble(configure(spec, name, settings), env, settings, given=set(settings))
 
 
 def assemble(config, env, settings: Mapping[str, Any], given: set[str]
@@ -257,10 +284,11 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
         raise ValueError("eval_episodes counts the episodes of --eval-every evaluations, and "
                          "this task's score after training is exact: give --eval-every N too")
     episodes = getattr(algo.config, "eval_episodes", settings.get("eval_episodes", 32))
-    run = RunConfig(algo.config, settings.get("seeds", 1),
-                    {k: tuple(v) for k, v in sweep.items()}, min(chunk, algo.num_updates),
-                    every, checked, settings.get("devices"), settings.get("eval_every"),
-                    episodes)
+    run = RunConfig(config=algo.config, seeds=settings.get("seeds", 1),
+                    sweep={k: tuple(v) for k, v in sweep.items()},
+                    chunk_size=min(chunk, algo.num_updates), checkpoint_every=every,
+                    checked=checked, devices=settings.get("devices"),
+                    eval_every=settings.get("eval_every"), eval_episodes=episodes)
     check_run_devices(run, algo)
     check_memory(algo, len(run.lanes()), run.devices or 1)
     return run, algo

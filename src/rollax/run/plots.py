@@ -83,7 +83,7 @@ class RunCurves:
         self.name, self.spec = run.name, by_name(config["kind"])
         self.env = config["config"]["env"]
         run_config = from_json(config)
-        self.method = self.spec.method(run_config.algorithm)
+        self.method = self.spec.method(run_config.config)
         self.labels = _lane_labels(self.rows, config.get("sweep", {}))
         table = metric_table(self.rows, self.labels, self.spec.progress)
         # from update 0 where the progress metric is known before training (row 0)

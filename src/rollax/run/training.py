@@ -336,8 +336,8 @@ def lane_facts(spec, history: np.ndarray) -> dict:
 
 def run_name(run: RunConfig) -> str:
     """The default folder name: ``<env>-<method>-seed<S>``."""
-    method = run.spec.method(run.algorithm)
-    return f"{run.algorithm.env.replace(':', '-')}-{method}-seed{run.seed}"
+    method = run.spec.method(run.config)
+    return f"{run.config.env.replace(':', '-')}-{method}-seed{run.seed}"
 
 
 def create_run(run: RunConfig, out: str | None) -> RunFolder:
@@ -414,9 +414,9 @@ def open_resume(path: str | Path, devices: int | None = None,
     if budget is not None:
         if not name:
             raise ValueError(f"resume: {run.spec.name} runs cannot be trained longer")
-        was = getattr(run.algorithm, name)
+        was = getattr(run.config, name)
         run = dataclasses.replace(
-            run, algorithm=dataclasses.replace(run.algorithm, **{name: budget}))
+            run, config=dataclasses.replace(run.config, **{name: budget}))
         shorter, algo = algo, run.build()
         if algo.num_updates <= shorter.num_updates:
             raise ValueError(f"resume: {flag} {budget} would not train longer than the run's "
@@ -499,5 +499,5 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
     result = jax.device_get(jax.jit(jax.vmap(one))(state, keys))
     rows = [{**label, **{k: float(np.asarray(v)[i]) for k, v in result.items()}}
             for i, label in enumerate(lanes.labels())]
-    return {"env": run.algorithm.env, "update": update, "greedy": greedy, "episodes": episodes,
+    return {"env": run.config.env, "update": update, "greedy": greedy, "episodes": episodes,
             "lanes": rows, "aggregate": summarize([r["mean_return"] for r in rows])}
