@@ -40,7 +40,7 @@ PPO_RESULTS = HERE / "quality_results.json"
 
 
 def run(algo: str, task: str, seeds: int, overrides: dict) -> dict:
-    spec = next(s for s in registry.algorithms() if algo in s.methods and s.task == "neural")
+    spec = next(s for s in registry.algorithms() if algo in s.methods and s.trains.name == "neural")
     built = spec.build(spec.config(task, **overrides))
     train = jax.jit(jax.vmap(base.make_train(built)))
     keys = jnp.stack([jax.random.key(s) for s in range(seeds)])

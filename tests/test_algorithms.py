@@ -31,7 +31,7 @@ constant learning rate: an annealed one depends on the budget, so a run cut shor
 to a larger budget is another run)."""
 COMMON = dict(horizon=20, hidden=(8, 8), eval_episodes=4)
 
-NEURAL = [s for s in registry.algorithms() if s.task == "neural"]
+NEURAL = [s for s in registry.algorithms() if s.trains.name == "neural"]
 
 
 def test_every_neural_algorithm_has_a_tiny_setting():

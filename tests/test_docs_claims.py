@@ -48,7 +48,7 @@ def test_the_diverged_score_shown_is_what_json_prints(capsys):
 def _logs_ratios(spec, method: str) -> bool:
     """Whether ``spec``'s update logs ``ratio_min``, the metric whose presence makes
     ``rollax.run.plots`` draw ``ppo_diagnostics`` (traced, not compiled)."""
-    env = "corridor" if spec.task == "tabular" else "CartPole-v1"
+    env = "corridor" if spec.trains.name == "tabular" else "CartPole-v1"
     config = spec.config(env, **({"algo": method} if "algo" in spec.fields else {}))
     algo = spec.build(config)
     state = jax.eval_shape(algo.init, jax.random.key(0), algo.hyperparams)
@@ -65,7 +65,8 @@ def test_the_docs_name_the_runs_that_draw_ppo_diagnostics(page):
     draws: dict[tuple[str, bool], list[str]] = {}
     for spec in algorithms():
         for method in spec.methods:
-            draws.setdefault((spec.task, _logs_ratios(spec, method)), []).append(NAMES[method])
+            draws.setdefault((spec.trains.name, _logs_ratios(spec, method)),
+                             []).append(NAMES[method])
     assert (("tabular", False) not in draws and ("neural", True) in draws
             and ("neural", False) in draws)  # the sentence below has these three parts
     claim = (f"drawn for the runs that log the ratios: tabular runs, "
@@ -88,7 +89,7 @@ def test_the_help_names_every_method_each_task_trains_with(capsys):
     per task (once: neural tasks trained with PPO only)."""
     methods: dict[str, list[str]] = {}
     for spec in algorithms():
-        methods.setdefault(spec.task, []).extend(NAMES[m] for m in spec.methods)
+        methods.setdefault(spec.trains.name, []).extend(NAMES[m] for m in spec.methods)
     claims = [f"train a tabular policy with {_listed(methods['tabular'], 'or')} and",
               f"train a neural policy with {_listed(methods['neural'], 'or')}, from"]
     for text in (_help(capsys), _help(capsys, "train")):

@@ -19,7 +19,7 @@ NAN = float("nan")
 
 
 def _spec(score: str, progress: str, **extra):
-    return SimpleNamespace(score=score, progress=progress, **extra)
+    return SimpleNamespace(report=SimpleNamespace(score=score, progress=progress), **extra)
 
 
 def test_lane_facts_of_a_progress_known_from_the_start_that_is_the_score():
@@ -67,8 +67,8 @@ def test_metric_labels():
 def test_every_declared_name_exists(spec):
     """The report can only show what the algorithm has: each headline field is a config field
     and the progress metric is one of the shown ones."""
-    assert set(spec.headline) <= set(spec.fields)
-    assert spec.progress in spec.shown
+    assert set(spec.report.headline) <= set(spec.fields)
+    assert spec.report.progress in spec.report.shown
 
 
 def test_headline_from_the_declared_fields():
@@ -79,6 +79,7 @@ def test_headline_from_the_declared_fields():
         width: int = 7
         rate: float = 0.25
 
-    spec = SimpleNamespace(headline=("width", "rate"), method=lambda config: "toy")
+    spec = SimpleNamespace(report=SimpleNamespace(headline=("width", "rate")),
+                           method=lambda config: "toy")
     run = SimpleNamespace(config=Config(), spec=spec, lanes=lambda: [0, 1, 2])
     assert headline(run) == "toy on corridor: width=7, rate=0.25, 3 lanes"

@@ -216,33 +216,6 @@ class AlgorithmSpec:
         """The config field marked :func:`budget` (``None``: runs cannot be made longer)."""
         return field_with(self.config_type, BUDGET)
 
-    @property
-    def task(self) -> str:
-        return self.trains.name
-
-    @property
-    def requirement(self) -> str:
-        return self.trains.requirement
-
-    def accepts(self, env: Environment) -> bool:
-        return self.trains.accepts(env)
-
-    @property
-    def score(self) -> str:
-        return self.report.score
-
-    @property
-    def progress(self) -> str:
-        return self.report.progress
-
-    @property
-    def shown(self) -> tuple[str, ...]:
-        return self.report.shown
-
-    @property
-    def headline(self) -> tuple[str, ...]:
-        return self.report.headline
-
     def method(self, config) -> str:
         """The method ``config`` trains: its ``algo`` field for an algorithm that offers
         several (``methods``), else the algorithm's name."""

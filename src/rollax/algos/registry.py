@@ -71,7 +71,7 @@ def offering(method: str) -> list[AlgorithmSpec]:
 def defaults_for(env: Environment) -> list[AlgorithmSpec]:
     """The default algorithms that accept ``env`` (one, where the defaults accept disjoint
     sets of environments as they must)."""
-    return [s for s in algorithms() if s.default and s.accepts(env)]
+    return [s for s in algorithms() if s.default and s.trains.accepts(env)]
 
 
 def build(config, checked: bool = False) -> Algorithm:

@@ -175,9 +175,10 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
         algo_flag = make(spec.config_type, "algo", hints["algo"])
     else:  # every method that trains this task, the chosen one first
         methods = tuple(dict.fromkeys([*spec.methods, *(
-            m for s in algorithms() if s.task == spec.task for m in s.methods)]))
+            m for s in algorithms() if s.trains.name == spec.trains.name for m in s.methods)]))
+        task = spec.trains.name
         algo_flag = Field("algo", Literal[methods], defaults.get("algo", spec.methods[0]),
-                          f"Policy-gradient method ({spec.task} tasks: {', '.join(methods)}).")
+                          f"Policy-gradient method ({task} tasks: {', '.join(methods)}).")
     taken = {"algo", *(f.name for f in run)}
     own = [make(spec.config_type, n, hints[n]) for n in spec.fields if n not in taken]
     taken |= set(spec.fields)

@@ -153,10 +153,11 @@ def resume_header(stopped) -> None:
 
 def headline(run) -> str:
     """``ppo on CartPole-v1: num_envs=4, num_steps=128, ..., 1 lane``: the method, the
-    environment and the settings the algorithm names as its run's shape (``spec.headline``)."""
+    environment and the settings the algorithm names as its run's shape
+    (``spec.report.headline``)."""
     config, spec = run.config, run.spec
     shape = "".join(f"{name}={_shown(getattr(config, name), run, name)}, "
-                    for name in spec.headline)
+                    for name in spec.report.headline)
     return f"{spec.method(config)} on {config.env}: {shape}{counted(len(run.lanes()), 'lane')}"
 
 
@@ -179,7 +180,7 @@ def settings_line(run, sources: dict[str, str], file=None) -> str:
         if values:
             parts.append(f"{title}: {', '.join(values)}")
     if spec.presets and config.env not in spec.presets:
-        defaults = [f"{n}={_shown(getattr(config, n), run, n)}" for n in spec.headline
+        defaults = [f"{n}={_shown(getattr(config, n), run, n)}" for n in spec.report.headline
                     if n not in sources]
         parts.insert(0, f"no preset for {config.env}; using {spec.name}'s defaults"
                      + (f": {', '.join(defaults)}" if defaults else ""))
@@ -220,7 +221,7 @@ def train(request: TrainRequest) -> int:
             print(f"rollax train: {stopped.start.note}", file=sys.stderr, flush=True)
         if not cmd.json:
             resume_header(stopped)
-        with Progress(not cmd.json, run.spec.progress) as bar, \
+        with Progress(not cmd.json, run.spec.report.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = stopped.execute(combine(bar, logs))
             logs.finished(summary)
@@ -229,7 +230,7 @@ def train(request: TrainRequest) -> int:
         folder = training.create_run(run, cmd.out)
         if not cmd.json:
             header(run, algo, folder, request.sources, request.file)
-        with Progress(not cmd.json, run.spec.progress) as bar, \
+        with Progress(not cmd.json, run.spec.report.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
             logs.finished(summary)
@@ -278,8 +279,9 @@ def readable_params(params, lanes: int) -> list[list[float]] | None:
 def lane_values(run, summary: dict) -> dict[str, list]:
     """Each per-lane number of summary.json (the score and the lane facts), as lists over
     lanes, the score last."""
-    labels = {"seed", *run.sweep, "params_sha256", "env_steps", "diverged_at", run.spec.score}
-    keys = [k for k in summary["lanes"][0] if k not in labels] + [run.spec.score]
+    labels = {"seed", *run.sweep, "params_sha256", "env_steps", "diverged_at",
+              run.spec.report.score}
+    keys = [k for k in summary["lanes"][0] if k not in labels] + [run.spec.report.score]
     return {key: [lane[key] for lane in summary["lanes"]] for key in keys}
 
 
@@ -290,8 +292,8 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
     values = lane_values(run, summary)
     flat = readable_params(params, len(labels))
     if as_json:
-        score = values[run.spec.score]
-        obj: dict = {**values, f"{run.spec.score}_mean": _finite_mean(score),
+        score = values[run.spec.report.score]
+        obj: dict = {**values, f"{run.spec.report.score}_mean": _finite_mean(score),
                      "env_steps": summary["env_steps_per_lane"],
                      "diverged": summary["diverged"], "diverged_at": summary["diverged_at"]}
         if flat is not None:
@@ -339,9 +341,9 @@ def _finite_mean(values) -> float | None:
 def _table(spec, rows, labels, diverged_at: int | None = None):
     from rich.table import Table
 
-    tables = {name: metric_table(rows, labels, name) for name in spec.shown}
+    tables = {name: metric_table(rows, labels, name) for name in spec.report.shown}
     updates = next(iter(tables.values())).shape[1] - 1
-    table = Table("update", *[metric_label(name) for name in spec.shown],
+    table = Table("update", *[metric_label(name) for name in spec.report.shown],
                   title="mean over lanes" if len(labels) > 1 else None)
     every = max(1, updates // 20)
     with warnings.catch_warnings():  # NaN where no episode finished: shown as nan
@@ -350,7 +352,7 @@ def _table(spec, rows, labels, diverged_at: int | None = None):
             if i % every and i != updates:
                 continue
             table.add_row(str(i), *[_cell(tables[name][:, i], diverged_at is not None
-                                          and i >= diverged_at) for name in spec.shown])
+                                          and i >= diverged_at) for name in spec.report.shown])
     return table
 
 

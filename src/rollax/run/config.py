@@ -128,11 +128,12 @@ def choose_algorithm(env, method: str | None = None, name: str | None = None
             methods = ", ".join(dict.fromkeys(m for s in registry.algorithms()
                                               for m in s.methods))
             raise ValueError(f"algo must be one of {methods}, got {method!r}")
-        found = [s for s in offering if s.accepts(env)]
+        found = [s for s in offering if s.trains.accepts(env)]
         if not found:
             trains = choose_algorithm(env, name=name)
+            tasks = " and ".join(s.trains.name for s in offering)
             raise ValueError(
-                f"algo {method} is only available for {' and '.join(s.task for s in offering)}"
+                f"algo {method} is only available for {tasks}"
                 f" tasks; {name} trains with --algo {'/'.join(trains.methods)}")
         return found[0]
     found = registry.defaults_for(env)
@@ -140,7 +141,7 @@ def choose_algorithm(env, method: str | None = None, name: str | None = None
         raise ValueError(f"algorithms {', '.join(s.name for s in found)} are all defaults for "
                          f"{name}: choose one with --algo")
     if not found:
-        needs = "; ".join(f"{s.name} needs {s.requirement}" for s in registry.algorithms()
+        needs = "; ".join(f"{s.name} needs {s.trains.requirement}" for s in registry.algorithms()
                           if s.default)
         raise ValueError(f"no registered algorithm trains {name} ({needs})")
     return found[0]
@@ -170,7 +171,8 @@ def foreign_message(spec: AlgorithmSpec, env: str, foreign: list[str], flags: bo
     verb = "applies" if len(foreign) == 1 else "apply"
     chosen = "" if spec.default else f" --algo {spec.methods[0]}"
     message = (f"{', '.join(map(named, foreign))} only {verb} to {taken_by(spec, foreign)}; "
-               f"{env} is {spec.task} and trains with --algo {'/'.join(spec.methods)} (`rollax "
+               f"{env} is {spec.trains.name} and trains with --algo {'/'.join(spec.methods)} "
+               f"(`rollax "
                f"train --env {env}{chosen} --help` lists its settings)")
     if "batch_size" in foreign and "minibatches" in spec.fields:
         m = named("minibatches")
@@ -184,8 +186,9 @@ def taken_by(spec: AlgorithmSpec, names) -> str:
     """Who else takes all of ``names``, as messages say it: the other tasks' algorithms by
     task, those of ``spec``'s task by method (``tabular tasks or --algo reinforce/grpo``)."""
     owners = [s for s in registry.algorithms() if s is not spec and set(names) <= set(s.fields)]
-    tasks = dict.fromkeys(f"{s.task} tasks" for s in owners if s.task != spec.task)
-    methods = [m for s in owners if s.task == spec.task for m in s.methods]
+    task = spec.trains.name
+    tasks = dict.fromkeys(f"{s.trains.name} tasks" for s in owners if s.trains.name != task)
+    methods = [m for s in owners if s.trains.name == spec.trains.name for m in s.methods]
     return " or ".join([*tasks, *([f"--algo {'/'.join(methods)}"] if methods else [])]
                        ) or "other algorithms"
 

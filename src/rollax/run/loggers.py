@@ -154,7 +154,7 @@ class Logger:
         self.sinks = [SINKS[name](folder, run) for name in names]
         self.started = False
         self.total = 0
-        self.score = run.spec.score
+        self.score = run.spec.report.score
         self.last: dict[str, Mapping[str, Any]] = {}
         """Each lane's last row logged."""
 

@@ -85,7 +85,7 @@ class RunCurves:
         run_config = from_json(config)
         self.method = self.spec.method(run_config.config)
         self.labels = _lane_labels(self.rows, config.get("sweep", {}))
-        table = metric_table(self.rows, self.labels, self.spec.progress)
+        table = metric_table(self.rows, self.labels, self.spec.report.progress)
         # from update 0 where the progress metric is known before training (row 0)
         self.start = 0 if np.isfinite(table[:, 0]).any() else 1
         self.table = carry_forward(table)
@@ -173,7 +173,7 @@ def _finish(fig, axes, xlabel: str) -> None:
 
 def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path]:
     curves = [RunCurves(run) for run in runs]
-    metrics = list(dict.fromkeys(c.spec.progress for c in curves))  # one axis per metric
+    metrics = list(dict.fromkeys(c.spec.report.progress for c in curves))  # one axis per metric
     curve_fig = Figure(figsize=(9, 3.6 * len(metrics)), dpi=120)
     axes = curve_fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
     diag_fig = Figure(figsize=(9, 6), dpi=120)
@@ -181,8 +181,8 @@ def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path
     colors = iter(f"C{i % 10}" for i in range(1000))
     has_diag = False
     for c in curves:
-        ax = axes[metrics.index(c.spec.progress)]
-        ax.set(ylabel=metric_label(c.spec.progress))
+        ax = axes[metrics.index(c.spec.report.progress)]
+        ax.set(ylabel=metric_label(c.spec.report.progress))
         for name, idx in c.groups().items():
             color, tag = next(colors), c.name + (f" ({name})" if name else "")
             _draw_group(ax, c, idx, x_axis, color, tag)

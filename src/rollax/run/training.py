@@ -219,7 +219,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
                 seconds_per_update = took / (clock["updates"] - steady["updates"])
             left = (algo.num_updates - done) * seconds_per_update
             on_chunk(ChunkDone(done, algo.num_updates, round(float(np.mean(steps))), sps,
-                               left, _latest(metrics, run.spec.progress), rows))
+                               left, _latest(metrics, run.spec.report.progress), rows))
         clock["chunk"] = time.perf_counter()
 
     def save(done, state):
@@ -255,7 +255,7 @@ def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: di
     diverged (:func:`diverged_at`) has no score and no final progress (``null``), and
     ``diverged`` says whether any lane did, ``diverged_at`` the first update of any."""
     spec = run.spec
-    history = metric_table(rows, labels, spec.progress)
+    history = metric_table(rows, labels, spec.report.progress)
     sha = lane_params_sha256(params, len(labels))
     steps = np.nan_to_num(metric_table(rows, labels, "env_steps")[:, -1]).astype(np.int64)
     broken = diverged_at(rows, labels, params)
@@ -264,17 +264,17 @@ def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: di
         facts = lane_facts(spec, history[i])
         if broken[i] is not None:
             facts = {k: (None if k.startswith("final_") else v) for k, v in facts.items()}
-        score = None if broken[i] is not None else float(final[spec.score][i])
-        lanes.append({**label, spec.score: score, "params_sha256": sha[i],
+        score = None if broken[i] is not None else float(final[spec.report.score][i])
+        lanes.append({**label, spec.report.score: score, "params_sha256": sha[i],
                       "env_steps": int(steps[i]), "diverged_at": broken[i], **facts})
     groups: dict[str, list[float]] = {}
     for lane, label in zip(lanes, labels):
         key = json.dumps({k: v for k, v in label.items() if k != "seed"}, sort_keys=True)
-        groups.setdefault(key, []).append(np.nan if lane[spec.score] is None
-                                          else lane[spec.score])
-    aggregate = [{**json.loads(k), spec.score: summarize(v)} for k, v in groups.items()]
+        groups.setdefault(key, []).append(np.nan if lane[spec.report.score] is None
+                                          else lane[spec.report.score])
+    aggregate = [{**json.loads(k), spec.report.score: summarize(v)} for k, v in groups.items()]
     first = min((u for u in broken if u is not None), default=None)
-    return {"kind": spec.name, "score": spec.score, "lanes": lanes, "aggregate": aggregate,
+    return {"kind": spec.name, "score": spec.report.score, "lanes": lanes, "aggregate": aggregate,
             "diverged": first is not None, "diverged_at": first,
             "params_sha256": params_sha256(params), **timings,
             "env_steps_per_lane": round(float(np.mean(steps)))}
@@ -326,11 +326,11 @@ def lane_facts(spec, history: np.ndarray) -> dict:
     one such as the return of the episodes that finished; ``None`` if none did)."""
     facts: dict = {}
     if np.isfinite(history[0]):
-        facts[f"{spec.progress}_initial"] = float(history[0])
-    if spec.progress != spec.score:
+        facts[f"{spec.report.progress}_initial"] = float(history[0])
+    if spec.report.progress != spec.report.score:
         finished = np.asarray(history[1:], np.float64)
         last = finished[np.isfinite(finished)][-10:]
-        facts[f"final_{spec.progress}"] = float(last.mean()) if last.size else None
+        facts[f"final_{spec.report.progress}"] = float(last.mean()) if last.size else None
     return facts
 
 
