@@ -94,7 +94,7 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
     new_state, metrics = algo.update(state, hp)
     setup = algo.update.args[0]
     batch = setup.rollout.collect(state, jax.random.split(state.key)[1], hp).data
-    net, n = setup.rollout.net, setup.rollout.batch
+    net, n = setup.rollout.net, setup.rollout.cells
 
     def loss(params):  # written apart from a2c_loss: per-cell terms, then means
         dist = jax.vmap(net.distribution, (None, 0))(params, batch.observation)

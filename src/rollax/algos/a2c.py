@@ -278,7 +278,7 @@ def update(parts: A2CParts, state: ActorCriticState, hp):
         grad_norm=optim.actor_norm(step.grads),
         learning_rate=jnp.asarray(parts.schedule(hp, state.update), jnp.float32),
         episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-        episodes=episodes.count, env_steps=(state.update + 1) * parts.rollout.batch,
+        episodes=episodes.count, env_steps=(state.update + 1) * parts.rollout.cells,
     )
     return new_state, metrics
 

@@ -326,7 +326,7 @@ def update(parts: PPOParts, state: PPOState, hp):
         learning_rate=jnp.asarray(parts.schedule(hp, state.update * parts.steps_per_update),
                                   jnp.float32),
         episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-        episodes=episodes.count, env_steps=(state.update + 1) * parts.rollout.batch,
+        episodes=episodes.count, env_steps=(state.update + 1) * parts.rollout.cells,
     )
     return new_state, metrics
 

@@ -200,7 +200,8 @@ class RolloutParts:
         return SEQUENCES if self.recurrent else CELLS
 
     @property
-    def batch(self) -> int:
+    def cells(self) -> int:
+        """Environment-step cells per update, ``T x B``."""
         return self.num_envs * self.num_steps
 
     @property
@@ -276,7 +277,7 @@ class RolloutParts:
         parameters saved with the observation statistics."""
         return neural_algorithm(
             config, self.env, self.policy, num_updates=num_updates,
-            env_steps_per_update=self.batch, init=init, update=update, result=result,
+            env_steps_per_update=self.cells, init=init, update=update, result=result,
             params=self.policy_params, env_batch_fields=ENV_BATCH_FIELDS)
 
 
@@ -319,7 +320,7 @@ def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array,
     advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
                               traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
     flat = jax.tree_util.tree_map(
-        lambda x: x.reshape((parts.batch,) + x.shape[2:]),
+        lambda x: x.reshape((parts.cells,) + x.shape[2:]),
         Batch(obs, traj.action, traj.log_prob, advantages, targets, values))
     return Collected(env_state, None, traj, values, targets, flat)
 
