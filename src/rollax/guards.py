@@ -40,7 +40,7 @@ def check_actions(action: jax.Array, space, update) -> None:
         bad = (action < 0) | (action >= space.n)
         what = f"action out of range [0, {space.n})"
     elif isinstance(space, (MultiDiscrete, MultiBinary)):
-        nvec = np.asarray(space.nvec, np.int32)
+        nvec = np.asarray(space.nvec, np.int32).reshape((1,) * (action.ndim - 1) + (-1,))
         bad = jnp.any((action < 0) | (action >= nvec), axis=-1)
         what = (f"action out of range (component i in [0, nvec[i]), nvec "
                 f"{list(space.nvec)})")

@@ -99,7 +99,9 @@ class MultiCategorical(NamedTuple):
         column = np.arange(width)
         valid = column[None, :] < np.asarray(nvec)[:, None]  # (K, N)
         index = np.where(valid, starts[:, None] + column[None, :], 0)
-        return MultiCategorical(jnp.where(valid, flat[..., index], PAD_LOGIT))
+        gathered = flat[..., index]
+        return MultiCategorical(jnp.where(jnp.broadcast_to(valid, gathered.shape), gathered,
+                                          PAD_LOGIT))
 
     def _components(self) -> Categorical:
         return Categorical(self.logits)
