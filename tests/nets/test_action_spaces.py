@@ -277,10 +277,10 @@ def test_check_recurrent_and_gymnasium_refuse_multi_binary():
     with pytest.raises(ValueError, match=r"^check_recurrent needs a Discrete action space, got "
                                          r"MultiBinary\(n=3"):
         rollax.check_recurrent(env)
-    from rollax.gymnasium_export import gym_space
-
     with pytest.raises(ValueError, match=r"rollax MultiDiscrete spaces do not convert yet"):
-        gym_space(rollax.MultiDiscrete((2, 3)))
+        rollax.to_gymnasium(multi_discrete())
+    with pytest.raises(ValueError, match=r"rollax MultiBinary spaces do not convert yet"):
+        rollax.to_gymnasium(env, num_envs=2)
 
 
 @pytest.mark.parametrize("make_env", [multi_discrete, multi_binary], ids=["multi_discrete",
