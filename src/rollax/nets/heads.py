@@ -110,12 +110,13 @@ def check_head(net) -> None:
 
 class ActorCriticHead:
     """The actor and critic heads of a network. A subclass is a frozen dataclass with the
-    fields below; its construction checks them (:func:`check_head`)."""
+    fields below; its construction checks them (:func:`check_head`). ``action_nvec`` and
+    ``action_bits`` default to None here, so a subclass without them keeps working."""
 
     num_actions: int | None
     action_size: int | None
-    action_nvec: tuple[int, ...] | None
-    action_bits: int | None
+    action_nvec: tuple[int, ...] | None = None
+    action_bits: int | None = None
     hidden: tuple[int, ...]
     activation: str
     init_log_std: float
