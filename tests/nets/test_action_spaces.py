@@ -3,6 +3,7 @@ Bernoulli) against NumPy references, the actor-critic heads built for them, the 
 random policy and probes, the checked-mode guard, and training on the guessing tasks of
 tests/custom_envs/guess.py."""
 
+import dataclasses
 import itertools
 import json
 
@@ -16,7 +17,7 @@ import rollax
 from custom_envs.guess import multi_binary, multi_discrete
 from helpers import run, train_json
 from rollax.contracts.probe import RandomPolicy, probe_actions
-from rollax.guards import check_actions
+from rollax.guards import check_actions, check_collected
 from rollax.nets import Bernoulli, MultiCategorical, actor_critic
 from rollax.nets.distributions import PAD_LOGIT
 
@@ -270,6 +271,33 @@ def test_guard_names_an_out_of_range_component():
     bits = np.zeros((4, 2, 3), np.int32)
     bits[1, 0, 2] = 2
     assert "step 1, env 0: [0 0 2]" in _guard_message(bits, rollax.MultiBinary(3))
+
+
+@dataclasses.dataclass(frozen=True)
+class OffByOnePolicy:
+    """A planted bug: every action's component 1 is 4, one past the range of
+    ``MultiDiscrete((3, 4))``."""
+
+    def init(self):
+        return None
+
+    def sample(self, params, observation, key):
+        action = jnp.array([0, 4], jnp.int32)  # multi_discrete: nvec (3, 4)
+        return action, jnp.float32(0.0)
+
+
+def test_collected_out_of_range_component_fails_checked_mode():
+    """rollax.collect with a policy one past the second component's range: the checked-mode
+    guard on the collected batch names the first offending step, environment and action."""
+    env = multi_discrete()
+    policy = OffByOnePolicy()
+    _, traj = rollax.collect(env, policy, None, jax.random.key(0), 3, 4)
+    err, _ = checkify.checkify(lambda t: check_collected(t, env.action_space, jnp.int32(1)),
+                               errors=checkify.user_checks)(traj)
+    message = err.get()
+    assert message is not None and message.startswith(
+        "checked mode: action out of range (component i in [0, nvec[i]), nvec [3, 4]) at "
+        "update 1, step 0, env 0: [0 4]")
 
 
 def test_check_recurrent_and_gymnasium_refuse_multi_binary():
