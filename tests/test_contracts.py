@@ -801,7 +801,8 @@ def test_unhashable_environment_fails_runs():
 def test_dict_observations_are_refused_or_reported():
     with pytest.raises(ValueError, match=r"^environment 'DictSpacePointMass\(horizon=4\)': its "
                                          r"observation_space is a dict; the supported spaces "
-                                         r"are rollax.Discrete and rollax.Box"):
+                                         r"are rollax.Discrete, rollax.Box, "
+                                         r"rollax.MultiDiscrete and rollax.MultiBinary"):
         check_env(DictSpacePointMass(horizon=4), batch_size=2)
     report = check_env(DictObservationPointMass(horizon=4), batch_size=2)
     assert report["runs"].failed and "observation(state) returns a dict, not one array" in \

@@ -38,6 +38,8 @@ from rollax.envs import (
     Corridor,
     Discrete,
     Environment,
+    MultiBinary,
+    MultiDiscrete,
     TabularEnv,
     make,
     mdp_from_gymnasium,
@@ -64,10 +66,12 @@ from rollax.losses import (
     reinforce_loss,
 )
 from rollax.nets import (
+    Bernoulli,
     Categorical,
     CNNActorCritic,
     DiagGaussian,
     MLPActorCritic,
+    MultiCategorical,
     RecurrentActorCritic,
 )
 from rollax.policies import (
@@ -101,6 +105,7 @@ __version__ = "0.1.0"
 __all__ = [
     "A2CConfig",
     "AutoResetTrajectory",
+    "Bernoulli",
     "BernoulliPolicy",
     "Box",
     "CNNActorCritic",
@@ -116,6 +121,9 @@ __all__ = [
     "GreedyPolicy",
     "LoadedPolicy",
     "MLPActorCritic",
+    "MultiBinary",
+    "MultiCategorical",
+    "MultiDiscrete",
     "PPOConfig",
     "Policy",
     "RecurrentActorCritic",

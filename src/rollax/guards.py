@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
 
-from rollax.envs.base import Discrete
+from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
 
 
 def _first_index(bad: jax.Array):
@@ -32,11 +33,17 @@ def check_observations(observation: jax.Array, update) -> None:
 
 
 def check_actions(action: jax.Array, space, update) -> None:
-    """Discrete actions lie in ``[0, n)``; continuous ones are finite. ``action`` is ``(T, B,
-    ...)``."""
+    """Discrete actions lie in ``[0, n)``, each component ``i`` of a ``MultiDiscrete`` one in
+    ``[0, nvec[i])`` (of a ``MultiBinary`` one in ``{0, 1}``); continuous ones are finite.
+    ``action`` is ``(T, B, ...)``."""
     if isinstance(space, Discrete):
         bad = (action < 0) | (action >= space.n)
         what = f"action out of range [0, {space.n})"
+    elif isinstance(space, (MultiDiscrete, MultiBinary)):
+        nvec = np.asarray(space.nvec, np.int32).reshape((1,) * (action.ndim - 1) + (-1,))
+        bad = jnp.any((action < 0) | (action >= nvec), axis=-1)
+        what = (f"action out of range (component i in [0, nvec[i]), nvec "
+                f"{list(space.nvec)})")
     else:
         flat = action.reshape(action.shape[:2] + (-1,))
         bad = ~jnp.all(jnp.isfinite(flat), axis=-1)

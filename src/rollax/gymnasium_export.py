@@ -46,7 +46,15 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rollax.collect import autoreset, per_env, reset_batch
-from rollax.envs.base import Box, Discrete, Environment, step_with_key
+from rollax.envs.base import (
+    Box,
+    Discrete,
+    Environment,
+    MultiBinary,
+    MultiDiscrete,
+    Space,
+    step_with_key,
+)
 from rollax.envs.registry import make
 from rollax.validate import check_count, check_seed
 
@@ -58,7 +66,7 @@ need partial resets, ``reset(options={"reset_mask": ...})``, which rollax does n
 # Spaces, actions, seeds
 
 
-def gym_space(space: Discrete | Box) -> gym.spaces.Discrete | gym.spaces.Box:
+def gym_space(space: Space) -> gym.spaces.Discrete | gym.spaces.Box:
     """The Gymnasium space of a rollax one: ``Discrete(n)`` becomes ``gymnasium.spaces.Discrete(n)``
     of dtype int64 (Gymnasium's own, and the type its checker expects of observations; rollax's
     int32 values fit), ``Box(low, high, shape)`` a ``gymnasium.spaces.Box`` of the same shape,
@@ -73,10 +81,13 @@ def gym_space(space: Discrete | Box) -> gym.spaces.Discrete | gym.spaces.Box:
         low = np.broadcast_to(np.asarray(space.low, dtype), shape).copy()
         high = np.broadcast_to(np.asarray(space.high, dtype), shape).copy()
         return gym.spaces.Box(low, high, shape, dtype=dtype.type)
+    if isinstance(space, (MultiDiscrete, MultiBinary)):
+        raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax "
+                         f"{type(space).__name__} spaces do not convert yet (Discrete or Box only)")
     raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax Discrete or Box only")
 
 
-def device_action(space: Discrete | Box, action: Any, batch: tuple[int, ...] = ()) -> np.ndarray:
+def device_action(space: Space, action: Any, batch: tuple[int, ...] = ()) -> np.ndarray:
     """``action`` checked against the rollax ``space`` and cast to its dtype (int32 or float32),
     shape ``batch + space.shape``; ``ValueError`` naming the action otherwise. A discrete action
     must be an integer in ``0 .. n-1``; a ``Box`` action may lie outside its bounds (the

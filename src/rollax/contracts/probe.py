@@ -1,6 +1,7 @@
 """How the checker drives an environment: uniformly random actions (:class:`RandomPolicy`),
 the fixed probe actions tried on every state, the default number of steps, and what it cannot
-drive (an unhashable environment, a space that is not a ``Discrete`` or ``Box``)."""
+drive (an unhashable environment, a space that is not a ``Discrete``, ``Box``,
+``MultiDiscrete`` or ``MultiBinary``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete
+from rollax.envs.base import Box, Discrete, MultiBinary, MultiDiscrete
 
 EXTRA_STEPS = 3
 """``num_steps`` defaults to ``env.horizon + EXTRA_STEPS``: every episode ends and a few
@@ -35,6 +36,8 @@ class RandomPolicy:
     (``sample(params, observation, key) -> (action, log_prob)``; ``params`` is ignored).
 
     ``Discrete``: uniform over ``0 .. n-1`` (a 32-bit draw modulo ``n``, like ``randint``).
+    ``MultiDiscrete`` and ``MultiBinary`` (``nvec = (2,) * n``): each component ``i`` uniform
+    over ``0 .. nvec[i]-1`` the same way, one 32-bit draw per component.
     ``Box``: each coordinate uniform in ``[low, high]`` where both bounds are finite (and their
     distance is a finite float32), ``low + |normal|`` / ``high - |normal|`` where one is,
     standard normal where neither is (one uniform draw, Box-Muller for the normal).
@@ -52,12 +55,16 @@ class RandomPolicy:
     n: int = 0
     low: tuple[float, ...] = ()
     high: tuple[float, ...] = ()
+    nvec: tuple[int, ...] = ()
 
     @classmethod
     def for_space(cls, space: Any) -> RandomPolicy:
-        """The uniform policy of a ``Discrete`` or ``Box`` space."""
+        """The uniform policy of a ``Discrete``, ``Box``, ``MultiDiscrete`` or ``MultiBinary``
+        space."""
         shape = tuple(int(d) for d in space.shape)
         dtype = np.dtype(space.dtype).name
+        if isinstance(space, (MultiDiscrete, MultiBinary)):
+            return cls("multi", shape, dtype, nvec=tuple(int(n) for n in space.nvec))
         if isinstance(space, Discrete) or hasattr(space, "n"):
             return cls("discrete", shape, dtype, n=int(space.n))
         low = np.broadcast_to(np.asarray(space.low, np.float32), shape).ravel()
@@ -91,6 +98,10 @@ class RandomPolicy:
             bits = jax.random.bits(key, self.shape, jnp.uint32)
             action = (bits % jnp.uint32(self.n)).astype(jnp.dtype(self.dtype))
             return action, self.log_prob(params, observation, action)
+        if self.kind == "multi":
+            bits = jax.random.bits(key, self.shape, jnp.uint32)
+            action = (bits % np.asarray(self.nvec, np.uint32)).astype(jnp.dtype(self.dtype))
+            return action, self.log_prob(params, observation, action)
         low, high, width, bounded, only_low, only_high = self._bounds()
         u, v = jax.random.uniform(key, (2,) + self.shape, jnp.float32)
         # Box-Muller from the same draw: z standard normal
@@ -105,6 +116,8 @@ class RandomPolicy:
         """The log-density (log-probability) of ``action``."""
         if self.kind == "discrete":
             return jnp.float32(-math.log(self.n))
+        if self.kind == "multi":
+            return jnp.float32(-sum(math.log(n) for n in self.nvec))
         low, high, width, bounded, only_low, only_high = self._bounds()
         x = jnp.asarray(action, jnp.float32)
         gauss = -0.5 * math.log(2 * math.pi)
@@ -117,9 +130,17 @@ class RandomPolicy:
 
 def probe_actions(space: Any) -> np.ndarray:
     """A few fixed actions of ``space``, shape ``(K,) + space.shape``: for ``Discrete`` the
-    first, last, second and second-to-last; for ``Box`` the lower and upper corners, the centre
-    and an alternating corner (an infinite bound replaced by a finite neighbour)."""
+    first, last, second and second-to-last; for ``MultiDiscrete`` and ``MultiBinary`` the same
+    per component (each clipped into its range, repeats dropped) and an alternating corner; for
+    ``Box`` the lower and upper corners, the centre and an alternating corner (an infinite
+    bound replaced by a finite neighbour)."""
     shape, dtype = tuple(space.shape), np.dtype(space.dtype)
+    if isinstance(space, (MultiDiscrete, MultiBinary)):
+        top = np.asarray(space.nvec, np.int64) - 1
+        rows = [np.zeros_like(top), top, np.minimum(1, top), np.maximum(top - 1, 0),
+                np.where(np.arange(top.size) % 2 == 0, 0, top)]
+        unique = list(dict.fromkeys(tuple(int(v) for v in row) for row in rows))
+        return np.asarray(unique, dtype).reshape((len(unique), *shape))
     if isinstance(space, Discrete) or hasattr(space, "n"):
         n = int(space.n)
         values = list(dict.fromkeys(v for v in (0, n - 1, 1, n - 2) if 0 <= v < n))
@@ -162,8 +183,9 @@ def default_steps(env: Any) -> tuple[int, bool]:
     return FALLBACK_STEPS, False
 
 
-SUPPORTED_SPACES = ("the supported spaces are rollax.Discrete and rollax.Box (one array per "
-                    "observation and per action; dict and tuple spaces are not supported yet)")
+SUPPORTED_SPACES = ("the supported spaces are rollax.Discrete, rollax.Box, rollax.MultiDiscrete "
+                    "and rollax.MultiBinary (one array per observation and per action; dict and "
+                    "tuple spaces are not supported yet)")
 """What a refused space or observation is told."""
 
 
@@ -186,10 +208,11 @@ def unhashable(env: Any, name: str) -> str | None:
 
 
 def _space_kind(space: Any) -> str | None:
-    """What ``space`` is when rollax cannot drive it (``"a dict"``), None for a ``Discrete`` or
-    ``Box`` (or a space with their attributes: ``n``, or ``low`` and ``high``, with a tuple
-    ``shape``, a ``dtype`` and ``contains``)."""
-    if isinstance(space, (Discrete, Box)):
+    """What ``space`` is when rollax cannot drive it (``"a dict"``), None for a ``Discrete``,
+    ``Box``, ``MultiDiscrete`` or ``MultiBinary`` (or a space with the attributes of the first
+    two: ``n``, or ``low`` and ``high``, with a tuple ``shape``, a ``dtype`` and
+    ``contains``)."""
+    if isinstance(space, (Discrete, Box, MultiDiscrete, MultiBinary)):
         return None
     if isinstance(space, Mapping):
         return "a dict"

@@ -31,7 +31,7 @@ from rollax.contracts.report import (
     judge,
     outcome,
 )
-from rollax.envs.base import Discrete
+from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
 from rollax.nets.distributions import Categorical
 from rollax.recurrent import RecurrentHeads, initial_carries, replay_log_prob
 from rollax.validate import check_count
@@ -283,7 +283,9 @@ def check_recurrent(env: Any, collect_fn: Callable = collect_autoreset_recurrent
         report.raise_if_failed()
     """
     check_count("batch_size", batch_size)
-    if not isinstance(env.action_space, Discrete) and not hasattr(env.action_space, "n"):
+    space = env.action_space
+    if isinstance(space, (MultiDiscrete, MultiBinary)) or (
+            not isinstance(space, Discrete) and not hasattr(space, "n")):
         raise ValueError(f"check_recurrent needs a Discrete action space, got "
                          f"{env.action_space!r}")
     if num_steps is None:

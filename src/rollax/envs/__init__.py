@@ -1,7 +1,7 @@
 """Functional environments: the interface, the corridor, finite MDPs and the registry."""
 
 from rollax.envs.acrobot import Acrobot, AcrobotState
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Box, Discrete, Environment, MultiBinary, MultiDiscrete
 from rollax.envs.cartpole import CartPole, CartPoleState
 from rollax.envs.corridor import Corridor, CorridorState
 from rollax.envs.mountain_car import MountainCar, MountainCarState
@@ -23,6 +23,8 @@ __all__ = [
     "FiniteMDPState",
     "MountainCar",
     "MountainCarState",
+    "MultiBinary",
+    "MultiDiscrete",
     "Pendulum",
     "PendulumState",
     "TabularEnv",

@@ -60,6 +60,71 @@ class Box:
         return jnp.all((x >= low) & (x <= high))
 
 
+def _counts(name: str, values) -> tuple[int, ...]:
+    """``values`` as a non-empty tuple of positive Python ints (``ValueError`` naming ``name``
+    otherwise)."""
+    array = np.asarray(values)
+    if (array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.integer)
+            or np.any(array < 1)):
+        raise ValueError(f"{name} must be a non-empty sequence of positive integers, "
+                         f"got {values!r}")
+    return tuple(int(v) for v in array)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiDiscrete:
+    """Integer vectors ``x`` of shape ``(len(nvec),)``, one choice per component:
+    ``0 <= x[i] < nvec[i]`` (``dtype`` int32). ``nvec`` is stored as a tuple of ints (a list or
+    a 1-D integer array is converted), so the space is hashable."""
+
+    nvec: tuple[int, ...]
+    dtype: Any = jnp.int32
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nvec", _counts("nvec", self.nvec))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.nvec),)
+
+    def contains(self, x) -> jax.Array:
+        x = jnp.asarray(x)
+        if x.shape != self.shape or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.bool_(False)
+        return jnp.all((x >= 0) & (x < np.asarray(self.nvec, np.int32)))
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiBinary:
+    """Vectors of ``n`` bits: integer ``dtype`` (int32), shape ``(n,)``, each value 0 or 1;
+    as a :class:`MultiDiscrete` its ``nvec`` is ``(2,) * n``."""
+
+    n: int
+    dtype: Any = jnp.int32
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", _counts("n", (self.n,))[0])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.n,)
+
+    @property
+    def nvec(self) -> tuple[int, ...]:
+        """Two values per component: ``(2,) * n``."""
+        return (2,) * self.n
+
+    def contains(self, x) -> jax.Array:
+        x = jnp.asarray(x)
+        if x.shape != self.shape or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.bool_(False)
+        return jnp.all((x == 0) | (x == 1))
+
+
+Space = Discrete | Box | MultiDiscrete | MultiBinary
+"""The spaces rollax drives (one array per observation or action)."""
+
+
 class Environment(abc.ABC):
     """Base class of functional environments (subclasses are frozen dataclasses).
 
@@ -138,7 +203,7 @@ class Environment(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def action_space(self) -> Discrete | Box: ...
+    def action_space(self) -> Space: ...
 
 
 def start_counters() -> tuple[jax.Array, jax.Array]:

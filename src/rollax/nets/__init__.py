@@ -5,7 +5,8 @@
   policy methods;
 - ``mlp``: :class:`MLPActorCritic`; ``cnn``: :class:`CNNActorCritic` (and ``image_shape``);
   ``rnn``: the GRU/LSTM :class:`RecurrentActorCritic`;
-- ``distributions``: ``Categorical`` and ``DiagGaussian``; ``initializers``: orthogonal
+- ``distributions``: ``Categorical``, ``DiagGaussian``, ``MultiCategorical`` and
+  ``Bernoulli``; ``initializers``: orthogonal
   weights written in ``jnp`` (no LAPACK call);
 - ``build``: the actor-critic for an environment (:func:`network_choice`,
   :func:`actor_critic`).
@@ -18,7 +19,7 @@ arrays (equinox layers in NamedTuples) whose structure checkpoints rely on.
 
 from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
 from rollax.nets.cnn import CNNActorCritic, image_shape
-from rollax.nets.distributions import Categorical, DiagGaussian
+from rollax.nets.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rollax.nets.heads import ActorCriticHead, ActorCriticParams, FeedForwardHeads
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic, RecurrentParams
@@ -27,11 +28,13 @@ __all__ = [
     "RECURRENT",
     "ActorCriticHead",
     "ActorCriticParams",
+    "Bernoulli",
     "CNNActorCritic",
     "Categorical",
     "DiagGaussian",
     "FeedForwardHeads",
     "MLPActorCritic",
+    "MultiCategorical",
     "Network",
     "RecurrentActorCritic",
     "RecurrentParams",

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from rollax.envs.base import Discrete
+from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
 from rollax.nets.cnn import CNNActorCritic, image_shape
 from rollax.nets.heads import ACTIVATIONS
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.validate import check_count, check_real, is_int
 
-__all__ = ["NETWORKS", "RECURRENT", "Network", "actor_critic", "check_network",
+__all__ = ["NETWORKS", "RECURRENT", "Network", "action_head", "actor_critic", "check_network",
            "network_choice"]
 
 RECURRENT = ("gru", "lstm")
@@ -62,28 +62,37 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
     """The actor-critic for ``env``'s spaces: ``network`` ``mlp`` (hidden layers ``hidden``),
     ``cnn`` (over :func:`rollax.nets.cnn.image_shape`, then ``hidden``), ``gru``/``lstm`` (an
     embedding of ``hidden[0]`` units, a memory of ``memory_size``, heads of ``hidden[1:]``) or
-    ``auto`` (:func:`network_choice`); a categorical head for ``Discrete`` actions, else a
-    diagonal Gaussian starting at ``init_log_std``. The settings are checked first
-    (:func:`check_network`)."""
+    ``auto`` (:func:`network_choice`); a categorical head for ``Discrete`` actions, a
+    factorised categorical for ``MultiDiscrete``, a Bernoulli per bit for ``MultiBinary``, else
+    a diagonal Gaussian starting at ``init_log_std`` (:func:`action_head`). The settings are
+    checked first (:func:`check_network`)."""
     check_network(env, network, hidden, activation, init_log_std, memory_size)
-    space = env.action_space
-    discrete = isinstance(space, Discrete)
-    num_actions = space.n if discrete else None
-    action_size = None if discrete else int(np.prod(space.shape))
+    action = action_head(env.action_space)
     network = network_choice(network, env)
     if network in RECURRENT:
         return RecurrentActorCritic(
-            observation_size=int(env.observation_space.shape[0]), num_actions=num_actions,
-            action_size=action_size, cell=network, embed_size=hidden[0],
-            memory_size=memory_size, hidden=tuple(hidden[1:]), activation=activation,
-            init_log_std=init_log_std)
+            observation_size=int(env.observation_space.shape[0]), cell=network,
+            embed_size=hidden[0], memory_size=memory_size, hidden=tuple(hidden[1:]),
+            activation=activation, init_log_std=init_log_std, **action)
     if network == "cnn":
         shape = image_shape(env)
         assert shape is not None  # check_network
-        return CNNActorCritic(image_shape=shape, num_actions=num_actions,
-                              action_size=action_size, hidden=tuple(hidden),
-                              activation=activation, init_log_std=init_log_std)
+        return CNNActorCritic(image_shape=shape, hidden=tuple(hidden), activation=activation,
+                              init_log_std=init_log_std, **action)
     return MLPActorCritic(observation_size=int(env.observation_space.shape[0]),
-                          num_actions=num_actions, action_size=action_size,
                           hidden=tuple(hidden), activation=activation,
-                          init_log_std=init_log_std)
+                          init_log_std=init_log_std, **action)
+
+
+def action_head(space) -> dict:
+    """The actor-critic's action setting for an action ``space`` (one of
+    :data:`rollax.nets.heads.ACTION_KINDS`): ``num_actions`` for ``Discrete``, ``action_nvec``
+    for ``MultiDiscrete``, ``action_bits`` for ``MultiBinary``, else ``action_size`` (the
+    flattened size of a ``Box``)."""
+    if isinstance(space, Discrete):
+        return {"num_actions": int(space.n)}
+    if isinstance(space, MultiDiscrete):
+        return {"action_nvec": tuple(space.nvec)}
+    if isinstance(space, MultiBinary):
+        return {"action_bits": int(space.n)}
+    return {"action_size": int(np.prod(space.shape))}

@@ -98,6 +98,10 @@ class CNNActorCritic(FeedForwardHeads):
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     init_log_std: float = 0.0
+    action_nvec: tuple[int, ...] | None = None
+    """``MultiDiscrete`` actions: the number of choices of each component."""
+    action_bits: int | None = None
+    """``MultiBinary`` actions: the number of bits."""
 
     def __post_init__(self):
         super().__post_init__()

@@ -1,7 +1,13 @@
 """Action distributions written directly: log-prob, entropy, sampling, mode.
 
 Each is a NamedTuple of arrays (a pytree), so it passes through ``jit`` and ``vmap``; batch
-dimensions are leading, the event dimension (Gaussian) is last.
+dimensions are leading, the event dimensions (Gaussian, factorised categorical, Bernoulli) are
+last. ``log_prob`` and ``entropy`` give one number per batch cell (the sum over an event's
+components), ``sample`` and ``mode`` one action (int32 for the discrete ones).
+
+- :class:`Categorical`: ``Discrete`` actions; :class:`DiagGaussian`: ``Box`` actions;
+- :class:`MultiCategorical`: ``MultiDiscrete`` actions, one categorical per component;
+- :class:`Bernoulli`: ``MultiBinary`` actions, one bit per component.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -58,3 +65,90 @@ class DiagGaussian(NamedTuple):
 
     def mode(self) -> jax.Array:
         return self.mean
+
+
+PAD_LOGIT = float(np.finfo(np.float32).min)
+"""The logit of a padding entry of :class:`MultiCategorical` (the most negative float32):
+its probability ``exp(PAD_LOGIT - max)`` is exactly 0 in float32, and ``0 * log p`` is 0 (an
+``-inf`` logit would make the entropy's ``0 * -inf`` a NaN)."""
+
+
+class MultiCategorical(NamedTuple):
+    """Independent categoricals, one per component of a ``MultiDiscrete(nvec)`` action:
+    ``p(a) = prod_k softmax(logits[k])[a_k]``, so
+
+    - ``log p(a) = sum_k log_softmax(logits[k])[a_k]`` and
+    - ``H = sum_k -sum_j p_k(j) log p_k(j)``.
+
+    ``logits`` is ``(..., K, N)`` with ``K = len(nvec)`` components and ``N = max(nvec)``:
+    row ``k`` holds component ``k``'s ``nvec[k]`` logits, then :data:`PAD_LOGIT` (probability
+    0) up to ``N`` (:meth:`from_flat` builds it from the actor's ``sum(nvec)`` outputs). A
+    boolean ``(K, N)`` mask per component can later be applied to these rows. Actions are
+    int32 ``(..., K)``; ``sample`` draws every component from one key (``jax.random.categorical``
+    over the last axis: independent Gumbel noise per entry), ``mode`` is the per-component
+    argmax."""
+
+    logits: jax.Array
+
+    @staticmethod
+    def from_flat(flat: jax.Array, nvec: tuple[int, ...]) -> MultiCategorical:
+        """The padded ``(..., K, max(nvec))`` logits of the flat ``(..., sum(nvec))`` outputs:
+        component ``k`` reads the ``nvec[k]`` entries after the first ``sum(nvec[:k])``."""
+        width = max(nvec)
+        starts = np.cumsum((0, *nvec[:-1]))
+        column = np.arange(width)
+        valid = column[None, :] < np.asarray(nvec)[:, None]  # (K, N)
+        index = np.where(valid, starts[:, None] + column[None, :], 0)
+        gathered = flat[..., index]
+        return MultiCategorical(jnp.where(jnp.broadcast_to(valid, gathered.shape), gathered,
+                                          PAD_LOGIT))
+
+    def _components(self) -> Categorical:
+        return Categorical(self.logits)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        return jnp.sum(self._components().log_prob(action), axis=-1)
+
+    def entropy(self) -> jax.Array:
+        return jnp.sum(self._components().entropy(), axis=-1)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self._components().sample(key)
+
+    def mode(self) -> jax.Array:
+        return self._components().mode()
+
+
+class Bernoulli(NamedTuple):
+    """Independent bits, one per component of a ``MultiBinary(n)`` action, ``p_i =
+    sigmoid(logits_i)`` the probability of a 1:
+
+    - ``log p(a) = sum_i a_i log sigmoid(l_i) + (1 - a_i) log sigmoid(-l_i)`` and
+    - ``H = sum_i -p_i log sigmoid(l_i) - (1 - p_i) log sigmoid(-l_i)``.
+
+    ``logits`` is ``(..., n)``; actions are int32 ``(..., n)`` of 0s and 1s. ``sample`` draws
+    one uniform ``u_i`` per bit from its key and gives ``u_i < p_i``; ``mode`` gives ``l_i >
+    0`` (a 0 at ``p_i = 1/2``)."""
+
+    logits: jax.Array
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        on = action.astype(bool)
+        per_bit = jnp.where(on, jax.nn.log_sigmoid(self.logits), jax.nn.log_sigmoid(-self.logits))
+        return jnp.sum(per_bit, axis=-1)
+
+    def entropy(self) -> jax.Array:
+        p = jax.nn.sigmoid(self.logits)
+        per_bit = -p * jax.nn.log_sigmoid(self.logits) - (1 - p) * jax.nn.log_sigmoid(-self.logits)
+        return jnp.sum(per_bit, axis=-1)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        u = jax.random.uniform(key, self.logits.shape, self.logits.dtype)
+        return (u < jax.nn.sigmoid(self.logits)).astype(jnp.int32)
+
+    def mode(self) -> jax.Array:
+        return (self.logits > 0).astype(jnp.int32)
+
+
+Distribution = Categorical | DiagGaussian | MultiCategorical | Bernoulli
+"""The action distributions of the actor-critics."""

@@ -3,10 +3,12 @@
 Each network reads its features (the observation itself, the flattened convolutions, or the
 memory's output), then two separate dense heads: the actor, ``len(hidden)`` layers with the
 activation then the output layer (categorical logits for ``num_actions``, the mean of a
-diagonal Gaussian with a free ``log_std`` for ``action_size``), and the critic, the same hidden
-sizes then one value. The heads are drawn by one rule: orthogonal weights with gain sqrt(2) for
-hidden layers, :data:`ACTOR_OUT_GAIN` for the actor's output (1.0 for logits, 0.01 for a
-Gaussian mean) and 1.0 for the critic's, zero biases.
+diagonal Gaussian with a free ``log_std`` for ``action_size``, ``sum(nvec)`` logits of a
+factorised categorical for ``action_nvec``, one Bernoulli logit per bit for ``action_bits``),
+and the critic, the same hidden sizes then one value. The heads are drawn by one rule:
+orthogonal weights with gain sqrt(2) for hidden layers, :data:`ACTOR_OUT_GAIN` for the actor's
+output (1.0 for logits of every kind, 0.01 for a Gaussian mean) and 1.0 for the critic's, zero
+biases.
 
 - :data:`ACTIVATIONS`, :func:`linear`, :func:`mlp_plan`: the dense layers' activations, an
   ``equinox.nn.Linear`` from a drawn matrix, the shapes and gains of a stack of them;
@@ -30,10 +32,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.distributions import Categorical, DiagGaussian
+from rollax.nets.distributions import (
+    Bernoulli,
+    Categorical,
+    DiagGaussian,
+    Distribution,
+    MultiCategorical,
+)
 from rollax.nets.initializers import orthogonal_many
 
-__all__ = ["ACTIVATIONS", "ACTOR_OUT_GAIN", "ActorCriticHead", "ActorCriticParams",
+__all__ = ["ACTION_KINDS", "ACTIVATIONS", "ACTOR_OUT_GAIN", "ActorCriticHead", "ActorCriticParams",
            "FeedForwardHeads", "check_head", "linear", "mlp_plan", "orthogonal_plans"]
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
@@ -76,12 +84,25 @@ def orthogonal_plans(key: jax.Array, plans: Sequence[Plan]) -> list[list[jax.Arr
     return [weights[a:b] for a, b in itertools.pairwise(starts)]
 
 
+ACTION_KINDS = ("num_actions", "action_size", "action_nvec", "action_bits")
+"""The settings of an actor-critic's action, of which exactly one is given: ``num_actions``
+(``Discrete``: a categorical), ``action_size`` (``Box``: a diagonal Gaussian),
+``action_nvec`` (``MultiDiscrete``: a factorised categorical), ``action_bits``
+(``MultiBinary``: a Bernoulli per bit)."""
+
+
 def check_head(net) -> None:
-    """What every actor-critic checks of its settings: exactly one of ``num_actions``
-    (categorical) or ``action_size`` (Gaussian), and an ``activation`` of
+    """What every actor-critic checks of its settings: exactly one of :data:`ACTION_KINDS`
+    (``action_nvec`` a non-empty tuple of positive ints), and an ``activation`` of
     :data:`ACTIVATIONS`."""
-    if (net.num_actions is None) == (net.action_size is None):
-        raise ValueError("give exactly one of num_actions (discrete) or action_size")
+    given = [name for name in ACTION_KINDS if getattr(net, name, None) is not None]
+    if len(given) != 1:
+        raise ValueError("give exactly one of num_actions (discrete) or action_size "
+                         "(or action_nvec, action_bits)")
+    nvec = getattr(net, "action_nvec", None)
+    if nvec is not None and (not isinstance(nvec, tuple) or not nvec
+                             or not all(isinstance(n, int) and n >= 1 for n in nvec)):
+        raise ValueError(f"action_nvec must be a non-empty tuple of positive ints, got {nvec!r}")
     if net.activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
                          f"got {net.activation!r}")
@@ -89,10 +110,13 @@ def check_head(net) -> None:
 
 class ActorCriticHead:
     """The actor and critic heads of a network. A subclass is a frozen dataclass with the
-    fields below; its construction checks them (:func:`check_head`)."""
+    fields below; its construction checks them (:func:`check_head`). ``action_nvec`` and
+    ``action_bits`` default to None here, so a subclass without them keeps working."""
 
     num_actions: int | None
     action_size: int | None
+    action_nvec: tuple[int, ...] | None = None
+    action_bits: int | None = None
     hidden: tuple[int, ...]
     activation: str
     init_log_std: float
@@ -102,14 +126,17 @@ class ActorCriticHead:
 
     @property
     def discrete(self) -> bool:
-        return self.num_actions is not None
+        """Whether the actor gives logits (every kind but the Gaussian's ``action_size``)."""
+        return self.action_size is None
 
     @property
     def num_outputs(self) -> int:
-        """The actor's output size: ``num_actions`` logits or ``action_size`` means."""
-        out = self.num_actions if self.discrete else self.action_size
-        assert out is not None
-        return out
+        """The actor's output size: ``num_actions`` logits, ``action_size`` means,
+        ``sum(action_nvec)`` logits or ``action_bits`` logits."""
+        if self.action_nvec is not None:
+            return sum(self.action_nvec)
+        return next(n for n in (self.num_actions, self.action_size, self.action_bits)
+                    if n is not None)
 
     def head_plans(self, num_features: int) -> tuple[Plan, Plan]:
         """The actor's and the critic's dense heads over ``num_features`` inputs."""
@@ -129,9 +156,13 @@ class ActorCriticHead:
             x = act(layer(x))
         return layers[-1](x)
 
-    def action_distribution(self, out: jax.Array,
-                            log_std: jax.Array) -> Categorical | DiagGaussian:
-        """The actor's output as a distribution: logits, or a Gaussian mean with ``log_std``."""
+    def action_distribution(self, out: jax.Array, log_std: jax.Array) -> Distribution:
+        """The actor's output as a distribution: categorical logits, a Gaussian mean with
+        ``log_std``, a factorised categorical's flat logits or the Bernoulli logits."""
+        if self.action_nvec is not None:
+            return MultiCategorical.from_flat(out, self.action_nvec)
+        if self.action_bits is not None:
+            return Bernoulli(out)
         return Categorical(out) if self.discrete else DiagGaussian(out, log_std)
 
 
@@ -155,8 +186,7 @@ class FeedForwardHeads(ActorCriticHead):
     def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
         return self.dense(layers, observation)
 
-    def distribution(self, params: ActorCriticParams,
-                     observation: jax.Array) -> Categorical | DiagGaussian:
+    def distribution(self, params: ActorCriticParams, observation: jax.Array) -> Distribution:
         return self.action_distribution(self.forward(params.actor, observation), params.log_std)
 
     def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:

@@ -36,6 +36,10 @@ class MLPActorCritic(FeedForwardHeads):
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     init_log_std: float = 0.0
+    action_nvec: tuple[int, ...] | None = None
+    """``MultiDiscrete`` actions: the number of choices of each component."""
+    action_bits: int | None = None
+    """``MultiBinary`` actions: the number of bits."""
 
     def init(self, key: jax.Array) -> ActorCriticParams:
         """Actor layers drawn first, then critic layers, by one ``orthogonal_many`` call."""

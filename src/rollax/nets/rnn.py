@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.distributions import Categorical, DiagGaussian
+from rollax.nets.distributions import Distribution
 from rollax.nets.heads import ACTIVATIONS, ActorCriticHead, linear, orthogonal_plans
 from rollax.recurrent import RecurrentHeads
 
@@ -85,6 +85,10 @@ class RecurrentActorCritic(RecurrentHeads, ActorCriticHead):
     hidden: tuple[int, ...] = (128,)
     activation: str = "relu"
     init_log_std: float = 0.0
+    action_nvec: tuple[int, ...] | None = None
+    """``MultiDiscrete`` actions: the number of choices of each component."""
+    action_bits: int | None = None
+    """``MultiBinary`` actions: the number of bits."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -115,8 +119,7 @@ class RecurrentActorCritic(RecurrentHeads, ActorCriticHead):
         features = carry if self.cell == "gru" else carry[0]
         return carry, features
 
-    def distribution(self, params: RecurrentParams,
-                     features: jax.Array) -> Categorical | DiagGaussian:
+    def distribution(self, params: RecurrentParams, features: jax.Array) -> Distribution:
         return self.action_distribution(self.dense(params.actor, features), params.log_std)
 
     def value(self, params: RecurrentParams, features: jax.Array) -> jax.Array:
