@@ -8,7 +8,7 @@ controller, or the only process without xdist), handed to the xdist workers
 (``workerinput``) and, through ``ROLLAX_COMPILE_CACHE``, to every ``rollax`` subprocess; it
 is removed when the session ends. The user's ``~/.cache`` is never read or written, and no
 test depends on what an earlier test compiled (a miss compiles, a hit loads the very program
-a miss would compile). tests/test_compile_cache.py gives its subprocesses folders of their
+a miss would compile). tests/run/test_compile_cache.py gives its subprocesses folders of their
 own (and ``ROLLAX_COMPILE_CACHE=off``) to test the cache itself.
 """
 

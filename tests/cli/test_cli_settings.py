@@ -198,7 +198,7 @@ def test_settings_in_the_library_take_the_preset_and_name_unknown_ones():
 def test_docs_name_every_flag():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     for spec in _specs():
         for name in spec.fields:
             assert f"`--{name.replace('_', '-')}" in text, name

@@ -5,7 +5,7 @@ Tabular runs are compared exactly, apart from their float metrics, within 1e-5 (
 batch ends in other last float32 bits on another CPU's kernels: 0.4113273 here, 0.4113282 on an
 AMD EPYC; their parameter hashes are equal); a neural run's numbers within 5 % and without its
 parameter hashes (their last float32 bits depend on the CPU's instruction set, see
-tests/test_docs.py).
+tests/docs/test_docs.py).
 Times, throughputs, the compile cache's folder and the jax version are measurements of the
 machine, not results: their keys must be there, their values are not compared.
 """
@@ -21,7 +21,7 @@ import pytest
 
 from rollax.cli import main
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 FENCE = re.compile(r"^```json\n(.*?)^```\n", re.S | re.M)
 RUNS = {
     "cli-a": ["train", "--json", "--updates", "3"],

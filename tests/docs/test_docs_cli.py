@@ -42,7 +42,7 @@ from rollax.cli import main
 # every session is executed documentation, each command a `rollax` subprocess
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SESSION_DOCS = [ROOT / "docs" / "cli.md", ROOT / "docs" / "devices.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 TMP = re.compile(r"/tmp/([\w.-]+)")

@@ -20,7 +20,7 @@ from rollax.algos.registry import algorithms
 from rollax.cli import main
 from rollax.cli.train import emit
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 NAMES = {"ppo": "PPO", "a2c": "A2C", "reinforce": "REINFORCE", "grpo": "GRPO"}
 """How prose spells each method."""
 

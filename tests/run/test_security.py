@@ -72,7 +72,7 @@ def test_run_files_are_read_as_plain_json(capsys, run_dir):
 
 
 def test_no_pickle_anywhere_in_the_package():
-    src = pathlib.Path(__file__).parents[1] / "src" / "rollax"
+    src = pathlib.Path(__file__).parents[2] / "src" / "rollax"
     for path in src.rglob("*.py"):
         text = path.read_text()
         assert "import pickle" not in text and "allow_pickle=True" not in text, path

@@ -18,7 +18,7 @@ import pytest
 from rollax.cli.flags import COMMANDS
 from rollax.run.experiment import Interrupt
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 INTERRUPTED = re.compile(r"rollax train: interrupted( at update \d+; checkpoint written; "
                          r"continue with `rollax train --resume \S+`)?\n")

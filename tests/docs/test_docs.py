@@ -30,7 +30,7 @@ from rollax.envs import registry, suites
 # every example is executed documentation (some in a fresh interpreter)
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)( approx)?\n(.*?)^```\n", re.S | re.M)
 NUMBER = re.compile(r"-?\d+(?:\.\d*)?(?:e[-+]?\d+)?")

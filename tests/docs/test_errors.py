@@ -38,7 +38,7 @@ import pytest
 import rollax
 from rollax.cli import main
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 HEADER = ["id", "setup", "input", "message", "exit", "note"]
 PREPARE = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "2",
            "--checkpoint-every", "2"]
