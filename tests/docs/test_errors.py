@@ -5,7 +5,8 @@ command line or a Python expression), its setup, the exact message and the exit 
 exception type). This module parses that table and, for every row:
 
 - builds the row's setup in an empty ``tmp_path`` (run folders are copied from one tiny tabular
-  run trained once per module, then broken as the setup says);
+  run trained once per session, ``tabular_run`` of tests/conftest.py, then broken as the setup
+  says);
 - hashes every file and folder under ``tmp_path``;
 - runs the input: a command line in-process through ``rollax.cli.main`` (cwd = ``tmp_path``),
   a Python expression with ``eval`` under ``pytest.raises``;
@@ -40,10 +41,6 @@ from rollax.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 HEADER = ["id", "setup", "input", "message", "exit", "note"]
-PREPARE = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "2",
-           "--checkpoint-every", "2"]
-"""The prepared run (``--out`` added): 4 tabular PPO updates on the corridor, checkpoints at
-updates 2 and 4."""
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -390,13 +387,6 @@ NAMESPACE = {"jax": jax, "jnp": jnp, "np": np, "rollax": rollax}
 
 # --- tests -----------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def prepared_run(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("prepared") / "run"
-    assert main([*PREPARE, "--out", str(run)]) == 0
-    return run
-
-
 def test_catalogue_table():
     ids = [e["id"] for e in ENTRIES]
     assert len(ids) >= 35
@@ -422,7 +412,7 @@ def _param(entry):
 def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
     if "gymnax:" in entry["input"] and importlib.util.find_spec("gymnax") is None:
         pytest.skip("gymnax is not installed (pip install rollax[gymnax])")
-    prepared = (request.getfixturevalue("prepared_run")
+    prepared = (request.getfixturevalue("tabular_run")
                 if needs_prepared_run(entry["setup"]) else None)
     build_setup(entry["setup"], tmp_path, prepared)
     if "userenvs" in entry["setup"]:  # importable from the folder, leaving no __pycache__
