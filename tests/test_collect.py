@@ -188,6 +188,7 @@ def test_bad_sizes(bad):
         corridor_collect(np.zeros(3), jax.random.key(0), 4, bad)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(
     batch_size=st.integers(1, 12),

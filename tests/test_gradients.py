@@ -378,6 +378,7 @@ def test_bad_settings(episodes, batches, group, names, message):
 # (e) The command
 
 
+@pytest.mark.slow
 def test_command_json(capsys, tmp_path):
     figure = tmp_path / "mse.png"
     code = main(["gradients", "--json", "--episodes", "4,8", "--batches", "8",

@@ -177,6 +177,7 @@ def test_compiles_once_and_reports_metrics(tiny):
     assert not np.allclose(first.params.actor[0].weight, second.params.actor[0].weight)
 
 
+@pytest.mark.slow
 def test_a_gru_replays_its_rollout_and_trains():
     config = a2c.A2CConfig(total_steps=120, num_envs=4, num_steps=6, network="gru",
                            hidden=(16, 8), memory_size=8, eval_episodes=2,

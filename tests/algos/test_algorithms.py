@@ -86,6 +86,7 @@ def _metrics(folder: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
 def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path):
     lanes = ["--seeds", "2", "--sweep", "lr=0.001,0.003", "--chunk-size", "1",
@@ -115,6 +116,7 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path
     assert float(greedy_return(loaded, jax.random.key(5), 8)) == pytest.approx(float(expected))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
 def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):
     plain, checked = tmp_path / "plain", tmp_path / "checked"

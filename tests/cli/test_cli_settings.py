@@ -116,6 +116,7 @@ def test_help_shows_the_preset_of_the_chosen_environment(capsys):
     assert "--batch-size" in text
 
 
+@pytest.mark.slow
 def test_the_issues_yaml_file_trains_and_config_json_shows_each_value(tmp_path, capsys):
     file = tmp_path / "cartpole.yaml"
     file.write_text("env: CartPole-v1\nlr: 3e-4\nhidden: [32, 32]\nactivation: relu\n"

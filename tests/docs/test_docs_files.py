@@ -21,6 +21,9 @@ import pytest
 
 from rollax.cli import main
 
+# executed documentation: the page's own commands train its runs
+pytestmark = pytest.mark.integration
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 FENCE = re.compile(r"^```json\n(.*?)^```\n", re.S | re.M)
 RUNS = {

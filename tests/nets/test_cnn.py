@@ -120,6 +120,7 @@ def test_torso_equals_numpy_loops():
     np.testing.assert_allclose(got, expected.reshape(-1), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_torso_is_the_convolution_it_computes_as_a_matmul():
     # conv_hwc (patches x kernel matrix, channels last) against equinox's Conv2d on the
     # (C, H, W) image (the formulation before) and lax.conv_general_dilated on an NCHW batch:
@@ -192,6 +193,7 @@ def test_network_is_a_run_setting_and_stored_resolved():
     assert run.to_json()["config"]["network"] == "cnn"
 
 
+@pytest.mark.slow
 def test_tiny_ppo_run_on_minatar_compiles_once_and_vmaps():
     config = ppo.preset(MINATAR, horizon=40, total_steps=2 * 64, num_envs=4, num_steps=16,
                         minibatches=2, epochs=1, eval_episodes=2)

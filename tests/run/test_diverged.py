@@ -50,6 +50,7 @@ def diverged_run(tmp_path_factory):
         yield code, out_dir, base
 
 
+@pytest.mark.slow
 def test_a_diverged_run_says_so_and_exits_3(diverged_run, capsys):
     code, out_dir, _ = diverged_run
     assert code == 3
@@ -61,6 +62,7 @@ def test_a_diverged_run_says_so_and_exits_3(diverged_run, capsys):
     assert summary["aggregate"][0]["eval_return"]["n"] == 0
 
 
+@pytest.mark.slow
 def test_diverged_report_lines(tmp_path, capsys, monkeypatch):
     base = tmp_path
     (base / "nanenv2").mkdir()

@@ -15,6 +15,9 @@ import rollax
 from rollax.cli import main
 from rollax.run.training import EVAL_STREAM
 
+# every test reads two trained runs (a module fixture): a long run
+pytestmark = pytest.mark.slow
+
 BASE = ["train", "--updates", "6", "--batch-size", "32", "--chunk-size", "2", "--json"]
 
 

@@ -33,6 +33,7 @@ def tree_digest(folder):
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_chunk_size_never_changes_results_tabular(capsys, tmp_path):
     common = ["train", "--updates", "12", "--batch-size", "64", "--seeds", "2", "--json"]
     shas = {c: sha_of(capsys, *common, "--chunk-size", str(c), "--out", str(tmp_path / str(c)))
@@ -44,6 +45,7 @@ def test_chunk_size_never_changes_results_tabular(capsys, tmp_path):
     assert params_sha256(params) == shas[1]
 
 
+@pytest.mark.slow
 def test_chunk_size_never_changes_results_ppo(capsys, tmp_path):
     common = ["train", "--env", "CartPole-v1", "--total-steps", "1280", "--num-envs", "4",
               "--num-steps", "32", "--json"]
@@ -145,6 +147,7 @@ def test_resume_refusals(capsys, tmp_path, finished_midway):
     assert code == 2 and "--resume takes no other settings" in err
 
 
+@pytest.mark.slow
 def test_config_files_and_overrides(capsys, tmp_path):
     toml = tmp_path / "run.toml"
     toml.write_text('algo = "reinforce"\nupdates = 4\nbatch-size = 32\nlr = 0.25\n')
@@ -190,6 +193,7 @@ def test_bad_sweeps(capsys, spec, message):
     assert code == 2 and message in err
 
 
+@pytest.mark.slow
 def test_sweep_lane_equals_single_run(capsys, tmp_path):
     _, out, _ = run(capsys, "train", "--updates", "5", "--batch-size", "32", "--sweep",
                        "lr=0.5,1.0", "--json", "--out", str(tmp_path / "s"))
@@ -199,6 +203,7 @@ def test_sweep_lane_equals_single_run(capsys, tmp_path):
     np.testing.assert_allclose(swept["params"][1], json.loads(out)["params"][0], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_run_folder_logs_figures_eval_and_plot(capsys, tmp_path):
     out = tmp_path / "run"
     code, _, err = run(capsys, "train", "--env", "CartPole-v1", "--total-steps", "1024",

@@ -63,6 +63,7 @@ def full_disk_on(monkeypatch, method: str):
     monkeypatch.setattr(RunFolder, method, failing)
 
 
+@pytest.mark.slow
 def test_full_disk_while_writing_the_summary_names_it_and_resume_finishes(
         tmp_path, capsys, monkeypatch, uninterrupted):
     out = tmp_path / "run"
@@ -79,6 +80,7 @@ def test_full_disk_while_writing_the_summary_names_it_and_resume_finishes(
     assert _sha(capsys.readouterr().out) == uninterrupted
 
 
+@pytest.mark.slow
 def test_full_disk_while_appending_metrics_resumes_bit_identically(tmp_path, capsys,
                                                                    uninterrupted):
     # A real ENOSPC: after the first chunk, metrics.jsonl becomes a link to /dev/full.

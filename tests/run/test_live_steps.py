@@ -28,6 +28,7 @@ class Recorder:
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["reinforce", "grpo"])
 def test_whole_episode_runs_count_live_steps(algo, capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(loggers.PACKAGES, "rec", "json")

@@ -30,6 +30,7 @@ def _final_state(path, lane: int = 0):
     return jax.tree_util.tree_map(lambda x: x[lane], state)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", ["CartPole-v1", "MountainCar-v0"])
 def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
     out = tmp_path / "run"
