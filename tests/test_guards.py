@@ -32,6 +32,7 @@ def nan_env(monkeypatch):
                         lambda horizon=None: NanAfterThree(horizon or 50))
 
 
+@pytest.mark.slow
 def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
     code, out, err = run(capsys, "train", "--env", "test-nan-observation", "--checked",
                          "--total-steps", "256", "--num-envs", "4", "--num-steps", "64",

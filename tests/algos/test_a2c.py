@@ -81,6 +81,7 @@ def _numpy_clip(grads, max_norm):
     return [g * min(1.0, max_norm / norm) for g in grads]
 
 
+@pytest.mark.slow
 def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
     """The first update's parameters equal the collecting ones plus PyTorch's RMSprop step of a
     loss written here, the actor's and the critic's gradients clipped apart, on the rollout
@@ -162,6 +163,7 @@ def tiny():
     return rollax.make_train(config)
 
 
+@pytest.mark.slow
 def test_compiles_once_and_reports_metrics(tiny):
     first = tiny(jax.random.key(0))
     second = tiny(jax.random.key(1))
@@ -196,6 +198,7 @@ def test_a_gru_replays_its_rollout_and_trains():
     assert int(result.state.update) == 5
 
 
+@pytest.mark.slow
 def test_cli_trains_a2c_and_writes_a_run(capsys, tmp_path):
     out_dir = tmp_path / "a2c"
     code = main(["train", "--env", "CartPole-v1", "--algo", "a2c", "--json", "--total-steps",

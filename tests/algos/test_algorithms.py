@@ -58,6 +58,7 @@ def _algo_argv(spec, **settings) -> list[str]:
             *_flags({**COMMON, **TINY[spec.name], **settings})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
 def test_train_compiles_once_and_works_under_vmap(spec):
     train = make_train(spec.build(_config(spec)))

@@ -42,6 +42,7 @@ def batch(parts):
 
 # --- the grouped collector --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_groups_of_one_are_the_absorbing_collector():
     env = rollax.make(ENV, horizon=HORIZON)
     net = rollax.MLPActorCritic(observation_size=4, num_actions=2, hidden=(8,))
@@ -120,6 +121,7 @@ def test_grpo_scale_by_std_computes_the_floats_it_trained_with_before():
 
 # --- replay and first gradients against plain loops ---------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network", ["mlp", "gru"])
 def test_replay_gives_the_stored_log_probs_back(network):
     config = reinforce.ReinforceConfig(env=ENV, horizon=HORIZON, batch_size=4, hidden=(8, 8),
@@ -163,6 +165,7 @@ def _numpy_reward_to_go(reward, gamma):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("baseline", ["none", "loo"])
 def test_reinforce_gradient_is_the_score_function_sum(parts, batch, baseline):
     params, traj = batch

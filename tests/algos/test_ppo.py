@@ -55,6 +55,7 @@ def test_metrics_are_sane(cartpole_learning):
     assert np.isnan(m.episode_return[m.episodes == 0]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env, normalize", [("CartPole-v1", False), ("Pendulum-v1", True)], ids=["discrete", "gauss"]
 )
@@ -69,6 +70,7 @@ def test_first_step_ratio_is_exactly_one(env, normalize):
     assert np.isfinite(np.asarray(result.eval_return))
 
 
+@pytest.mark.slow
 def test_seeds_vmap_equals_single_runs_and_compiles_once():
     config = ppo.PPOConfig(env="CartPole-v1", total_steps=1024, num_envs=4, num_steps=64,
                            eval_episodes=2)

@@ -43,6 +43,7 @@ def test_train_json_and_run_folder(capsys, tmp_path):
     assert json.loads(out2)["params"] == obj["params"]
 
 
+@pytest.mark.slow
 def test_train_several_seeds_tabular(capsys, tmp_path):
     code, out, err = run(capsys, "train", "--json", "--updates", "2", "--batch-size", "16",
                          "--seeds", "3", "--seed", "4", "--out", str(tmp_path / "s"))
@@ -57,6 +58,7 @@ def test_train_several_seeds_tabular(capsys, tmp_path):
     assert len(rows) == 9 and {json.loads(r)["seed"] for r in rows} == {4, 5, 6}
 
 
+@pytest.mark.slow
 def test_train_neural_ppo_json(capsys, tmp_path):
     code, out, err = run(capsys, "train", "--env", "CartPole-v1", "--json", "--total-steps",
                          "1024", "--num-envs", "4", "--num-steps", "64", "--seeds", "2",

@@ -32,6 +32,7 @@ def test_whole_numbers_in_exponent_form_are_counts():
     assert request.config.lr == 1e-3
 
 
+@pytest.mark.slow
 def test_counts_in_any_spelling_train_the_same(tmp_path, capsys):
     hashes = []
     for i, spelling in enumerate(["32", "3.2e1", "3_2"]):
@@ -107,6 +108,7 @@ def test_counts_read_as_written_singular_for_one_and_thousands_separated():
     assert counted(np.int64(1234567), "observation") == "1,234,567 observations"
 
 
+@pytest.mark.slow
 def test_one_update_one_lane_and_one_episode_are_singular(capsys, tmp_path):
     """The header of a one-update run, ``rollax eval --episodes 1`` of a one-lane run, and
     check-env on one environment: no "1 updates", "1 lane(s)", "over 1 lanes", "1 keys"."""

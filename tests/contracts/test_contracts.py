@@ -51,6 +51,7 @@ def make_env(name):
         return rollax.make(name, horizon=100)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ENV_NAMES)
 def test_environment_passes(reports, name):
     report = reports[name]
@@ -171,6 +172,7 @@ PLANTED_ENVS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bug", PLANTED_ENVS)
 def test_planted_environment_bug_is_caught(reports, bug):
     _, check, expected, seed = PLANTED_ENVS[bug]
@@ -187,6 +189,7 @@ def test_planted_environment_bug_is_caught(reports, bug):
     assert report["batch_permutation"].passed
 
 
+@pytest.mark.slow
 def test_reward_after_done_message(reports):
     result = reports["reward_after_done"]["absorbing_reward"]
     t, b = result.step, result.env
@@ -194,6 +197,7 @@ def test_reward_after_done_message(reports):
     assert float(result.values["reward"]) == 0.5
 
 
+@pytest.mark.slow
 def test_nan_reward_and_outside_space_values(reports):
     assert np.isnan(reports["nan_reward"]["finite_values"].values["reward"])
     assert int(reports["observation_outside_space"]["observation_in_space"]
@@ -281,6 +285,7 @@ def reports():
         return {name: future.result() for name, future in futures.items()}
 
 
+@pytest.mark.slow
 def test_rollax_collect_passes(reports):
     report = reports["collector:rollax.collect"]
     assert report.ok, str(report)
@@ -288,11 +293,13 @@ def test_rollax_collect_passes(reports):
     assert all(r.passed for r in report), str(report)
 
 
+@pytest.mark.slow
 def test_written_out_collector_without_defects_passes(reports):
     report = reports["collector:written_out"]
     assert report.ok, str(report)
 
 
+@pytest.mark.slow
 def test_mask_after_step_is_caught(reports):
     report = reports["collector:mask_after_step"]
     result = report["active_mask"]
@@ -305,6 +312,7 @@ def test_mask_after_step_is_caught(reports):
     assert report["matches_reference"].failed
 
 
+@pytest.mark.slow
 def test_broadcast_key_is_caught(reports):
     report = reports["collector:broadcast_key"]
     result = report["keys_per_env"]
@@ -314,6 +322,7 @@ def test_broadcast_key_is_caught(reports):
     assert report["keys_per_step"].passed
 
 
+@pytest.mark.slow
 def test_reused_step_key_is_caught(reports):
     report = reports["collector:reuse_step_key"]
     result = report["keys_per_step"]
@@ -323,6 +332,7 @@ def test_reused_step_key_is_caught(reports):
     assert report["keys_per_env"].passed
 
 
+@pytest.mark.slow
 def test_check_env_runs_a_custom_collector(reports):
     report = reports["check_env+broadcast_key"]
     assert report["keys_per_env"].failed and report["keys_per_env"].env == 1
@@ -334,6 +344,7 @@ def test_check_env_runs_a_custom_collector(reports):
 # Report and random policy
 
 
+@pytest.mark.slow
 def test_report_table_and_error(reports):
     report = reports["reward_after_done"]
     table = str(report)
@@ -588,6 +599,7 @@ def test_key_messages_name_the_draws():
 # for bit; replays of one program bit for bit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [4, 8, 16, 32, 64])
 def test_point_mass_passes_at_every_batch_size(batch_size):
     """A correct continuous-action environment with a two-term reward, -(x**2) - 0.01 * a**2.

@@ -373,6 +373,7 @@ def test_jit_and_eager_agree(jitted, name):
             break
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_spaces_match_gymnasium_and_contain_observations(name):
     env = rollax.make(name)

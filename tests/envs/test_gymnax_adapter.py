@@ -80,6 +80,7 @@ def _lockstep(name: str, num_steps: int):
     return env, jax.jit(jax.vmap(episode))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COMPARED)
 def test_steps_match_gymnax(name):
     horizon = rollax.make(f"gymnax:{name}").horizon  # default: gymnax's own time limit
@@ -228,6 +229,7 @@ def _network(env):
     return net, net.init(jax.random.key(1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("horizon", [None, 7])
 def test_absorbing_collector(horizon):
     env = rollax.make("gymnax:Catch-bsuite", horizon=horizon)
@@ -268,6 +270,7 @@ def test_autoreset_collector():
     np.testing.assert_array_equal(traj.next_observation[:-1][cont], traj.observation[1:][cont])
 
 
+@pytest.mark.slow
 def test_ppo_runs_on_catch():
     config = rollax.algos.ppo.PPOConfig(env="gymnax:Catch-bsuite", total_steps=4096,
                                         num_envs=8, num_steps=64, eval_episodes=8)

@@ -30,6 +30,7 @@ def breakout_net():
     return net, net.init(jax.random.key(0))
 
 
+@pytest.mark.slow
 def test_shapes_and_methods(breakout_net):
     net, params = breakout_net
     obs = jax.random.bernoulli(jax.random.key(1), 0.3, (5, 400)).astype(jnp.float32)
@@ -51,6 +52,7 @@ def test_shapes_and_methods(breakout_net):
     assert gauss.torso(gp.critic, jnp.ones(60)).shape == (8 * 2 * 1,)
 
 
+@pytest.mark.slow
 def test_params_vmap_over_seeds_like_the_mlp(breakout_net):
     net, params = breakout_net
     batched = jax.jit(jax.vmap(net.init))(seeds(2))
@@ -69,6 +71,7 @@ def _check_orthogonal(matrix, gain):
     np.testing.assert_allclose(gram, gain**2 * np.eye(len(gram)), atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(10, 10, 4), (7, 6, 1)], ids=["wide", "tall-kernel"])
 def test_initialisation_conventions(shape):
     # 4 channels: a (16, 36) kernel matrix with orthogonal rows; 1 channel: (16, 9), columns

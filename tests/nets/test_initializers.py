@@ -22,6 +22,7 @@ def numpy_q(z):
     return q * np.sign(np.diag(r))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
 def test_same_draw_as_jax_orthogonal(shape):
     for seed in range(3):
@@ -57,6 +58,7 @@ def test_householder_q_handles_a_zero_column_below_the_diagonal():
     np.testing.assert_allclose(np.asarray(householder_q(z)), np.eye(3, 2), atol=1e-7)
 
 
+@pytest.mark.slow
 def test_orthogonal_many_is_numpy_qr_of_the_documented_draw():
     # one normal draw of all entries, matrix i the next m_i * n_i of them as its tall (m_i, n_i)
     shapes = [(64, 4), (64, 64), (2, 64), (1, 64), (16, 36), (3, 8, 2), (40, 16)]
@@ -119,12 +121,14 @@ NETWORKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NETWORKS))
 def test_no_lapack_in_vmapped_initialisation(name):
     keys = jax.random.split(jax.random.key(0), 8)
     _no_lapack(jax.vmap(NETWORKS[name].init), keys)
 
 
+@pytest.mark.slow
 def test_no_lapack_in_the_whole_ppo_program_over_seeds():
     config = ppo.PPOConfig(env="CartPole-v1", total_steps=1024)
     keys = jax.vmap(jax.random.key)(jnp.arange(8))

@@ -63,6 +63,7 @@ def test_second_process_reuses_the_cache(tmp_path):
     assert not (tmp_path / "xdg" / "rollax").exists()
 
 
+@pytest.mark.slow
 def test_no_compile_cache_flag_and_config(capsys, tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv("ROLLAX_COMPILE_CACHE", str(folder))

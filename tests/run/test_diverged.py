@@ -87,6 +87,7 @@ def test_diverged_report_lines(tmp_path, capsys, monkeypatch):
     assert obj["eval_return"] == [None] and obj["eval_return_mean"] is None
 
 
+@pytest.mark.slow
 def test_eval_and_load_run_refuse_non_finite_parameters(diverged_run, capsys):
     _, out_dir, base = diverged_run
     with pytest.MonkeyPatch.context() as mp:

@@ -129,6 +129,7 @@ def test_corrupt_checkpoint_refused_and_untouched(capsys, finished_midway):
     assert tree_digest(out) == before
 
 
+@pytest.mark.slow
 def test_checkpoint_from_another_config_refused(capsys, finished_midway):
     out = finished_midway
     config = json.loads((out / "config.json").read_text())
@@ -140,6 +141,7 @@ def test_checkpoint_from_another_config_refused(capsys, finished_midway):
     assert tree_digest(out) == before
 
 
+@pytest.mark.slow
 def test_resume_refusals(capsys, tmp_path, finished_midway):
     code, _, err = run(capsys, "train", "--resume", str(tmp_path / "nope"))
     assert code == 2 and "is not a folder" in err

@@ -58,6 +58,7 @@ def test_whole_episode_runs_count_live_steps(algo, capsys, tmp_path, monkeypatch
     assert f"update {updates}/{updates}  {live[-1]:,} env steps" in out
 
 
+@pytest.mark.slow
 def test_json_env_steps_is_the_live_count(capsys, tmp_path):
     out_dir = tmp_path / "run"
     code = main(["train", "--env", "CartPole-v1", "--algo", "reinforce", "--updates", "2",

@@ -93,6 +93,7 @@ def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path
     assert float(exact) == obj["exact_return"][0]
 
 
+@pytest.mark.slow
 def test_load_run_lanes_of_seeds_and_sweeps(capsys, tmp_path):
     out = tmp_path / "run"
     train_json(capsys, "--updates", "3", "--batch-size", "16", "--seeds", "2", "--sweep",
@@ -243,6 +244,7 @@ def test_custom_env_train_resume_eval_plot_in_new_processes(env_package, tmp_pat
     assert type(loaded.env).__name__ == "ShortCorridor" and loaded.env.horizon == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network", ["mlp", "gru"])
 def test_checkpoint_template_is_the_initial_state_without_running_init(network):
     """``load_latest`` reads a checkpoint into ``state_template`` (shapes from

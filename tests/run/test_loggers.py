@@ -82,6 +82,7 @@ class Recorder:
         Recorder.seen.append(("closed", failed))
 
 
+@pytest.mark.slow
 def test_listener_logs_every_row_at_env_steps(capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(loggers.PACKAGES, "rec", "json")
     monkeypatch.setitem(loggers.SINKS, "rec", Recorder)

@@ -35,6 +35,7 @@ def long_env(tmp_path, monkeypatch):
     return "longenv.env:make"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "FrozenLake-v1"])
 def test_episode_returns_are_collects_reward_sums(name):
     env = rollax.make(name)
@@ -97,6 +98,7 @@ def test_whole_episodes_of_a_continuing_task_are_refused_before_writing(long_env
     assert not out_dir.exists()
 
 
+@pytest.mark.slow
 def test_a_continuing_task_trains_with_a_bounded_evaluation(long_env, tmp_path, capsys):
     out_dir = tmp_path / "run"
     code = main(["train", "--env", long_env, "--total-steps", "128", "--num-envs", "2",

@@ -32,6 +32,7 @@ def test_plot_x_axis_choices(tmp_path, capsys):
         plot_runs([run], tmp_path / "g", x="time")
 
 
+@pytest.mark.slow
 def test_each_seed_line_in_the_legend_in_lane_order(tmp_path, capsys, monkeypatch):
     """Lanes keep the run's order (each combination's seeds in turn, the sweep as given, not
     sorted) in the figures as in summary.json, and each thin seed line has a legend entry."""

@@ -87,6 +87,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_damaged_latest_continues_from_the_newest_checkpoint_that_verifies(
         capsys, monkeypatch, finished, killed, damage):
@@ -160,6 +161,7 @@ def test_a_finished_run_trains_longer(capsys, finished, tmp_path):
     assert json.loads(fresh)["params_sha256"] == summary["params_sha256"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("argv", "message"), [
     (["--updates", "4"], "resume: --updates 4 would not train longer than the run's --updates "
                          "4 (4 updates)"),
@@ -194,6 +196,7 @@ def test_a_checkpoint_past_the_runs_end_is_refused(capsys, finished, tmp_path):
     assert digest(out) == before
 
 
+@pytest.mark.slow
 def test_resume_takes_the_length_flag_of_the_runs_algorithm(tmp_path):
     (tmp_path / "config.json").write_text('{"kind": "ppo"}')  # all that parsing reads
     assert parse_train(["train", "--resume", str(tmp_path), "--total-steps", "1e6"]).budget \
