@@ -8,13 +8,16 @@ controller, or the only process without xdist), handed to the xdist workers
 (``workerinput``) and, through ``ROLLAX_COMPILE_CACHE``, to every ``rollax`` subprocess; it
 is removed when the session ends. The user's ``~/.cache`` is never read or written, and no
 test depends on what an earlier test compiled (a miss compiles, a hit loads the very program
-a miss would compile). tests/test_compile_cache.py gives its subprocesses folders of their
+a miss would compile). tests/run/test_compile_cache.py gives its subprocesses folders of their
 own (and ``ROLLAX_COMPILE_CACHE=off``) to test the cache itself.
 """
 
+import contextlib
+import io
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import jax
 import pytest
@@ -67,3 +70,21 @@ def session_compile_cache():
     yield
     if _folder and compile_cache.current() != _folder[0]:
         compile_cache.enable(_folder[0])
+
+
+TABULAR_RUN = ["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size", "2",
+               "--checkpoint-every", "2"]
+"""The shared tabular run (``--out`` added): 4 tabular PPO updates on the corridor,
+checkpoints at updates 2 and 4."""
+
+
+@pytest.fixture(scope="session")
+def tabular_run(tmp_path_factory) -> Path:
+    """A finished run of :data:`TABULAR_RUN`, trained once per session (per xdist worker).
+    Read-only: a test that breaks or resumes a run copies it first."""
+    from rollax.cli import main
+
+    run = tmp_path_factory.mktemp("tabular-run") / "run"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main([*TABULAR_RUN, "--out", str(run)]) == 0
+    return run

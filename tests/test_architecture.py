@@ -3,14 +3,16 @@ import cycle, the math modules apart from the outer ring, no module importing an
 underscored names, no branching on an algorithm's name outside ``rollax/algos/``, no
 algorithm module imported by the command line or by another algorithm, and no module past ~700
 lines (cohesion, not a line count, decides where a module splits; the cap only catches one that
-grew unread)."""
+grew unread).
+
+Each rule is one test over every module; a failure lists every offender, not the first.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
-
-import pytest
 
 from rollax.algos import registry
 
@@ -55,9 +57,15 @@ def _resolve(module: str, names: list[str], known: set[str]) -> set[str]:
     return deps or ({module} if module in known else set())
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_no_module_past_700_lines(path):
-    assert len(path.read_text().splitlines()) <= 700, f"{_name(path)} has over 700 lines"
+def _offenders(found: list[str], rule: str) -> None:
+    """Fail with every offender of ``rule``, one a line."""
+    assert not found, f"{rule}: {len(found)} offender(s)\n" + "\n".join(found)
+
+
+def test_no_module_past_700_lines():
+    found = [f"{_name(p)} has {n} lines" for p in MODULES
+             if (n := len(p.read_text().splitlines())) > 700]
+    _offenders(found, "modules past 700 lines")
 
 
 def test_no_import_cycle():
@@ -70,82 +78,110 @@ def test_no_import_cycle():
     graph = {m: {d for d in deps if not m.startswith(d + ".") and not d.startswith(m + ".")}
              for m, deps in graph.items()}
     state: dict[str, int] = {}
+    cycles: list[str] = []
 
     def visit(node, stack):
         state[node] = 1
         for dep in sorted(graph[node]):
-            assert state.get(dep) != 1, "import cycle: " + " -> ".join([*stack, node, dep])
-            if dep not in state:
+            if state.get(dep) == 1:
+                cycles.append("import cycle: " + " -> ".join([*stack, node, dep]))
+            elif dep not in state:
                 visit(dep, [*stack, node])
         state[node] = 2
 
     for node in sorted(graph):
         if node not in state:
             visit(node, [])
+    _offenders(cycles, "import cycles")
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if _layer(_name(p)) in MATH],
-                         ids=_name)
-def test_math_modules_import_no_outer_ring(path):
-    for module, _ in _imports(path):
-        assert _layer(module) not in OUTER, f"{_name(path)} imports {module}"
+def test_math_modules_import_no_outer_ring():
+    found = [f"{_name(p)} imports {module}" for p in MODULES if _layer(_name(p)) in MATH
+             for module, _ in _imports(p) if _layer(module) in OUTER]
+    _offenders(found, f"math modules ({', '.join(MATH)}) importing {OUTER}")
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if _layer(_name(p)) == "algos"],
-                         ids=_name)
-def test_algorithms_import_no_outer_ring(path):
+def test_algorithms_import_no_outer_ring():
     """An algorithm is math and a compiled program: runs, folders and the CLI build on it."""
-    for module, _ in _imports(path):
-        assert _layer(module) not in OUTER, f"{_name(path)} imports {module}"
+    found = [f"{_name(p)} imports {module}" for p in MODULES if _layer(_name(p)) == "algos"
+             for module, _ in _imports(p) if _layer(module) in OUTER]
+    _offenders(found, f"algorithm modules importing {OUTER}")
 
 
-@pytest.mark.parametrize("path", MODULES, ids=_name)
-def test_no_underscored_names_across_modules(path):
-    for module, names in _imports(path):
-        private = [n for n in names if n.startswith("_") and n != "__version__"]
-        assert not private, f"{_name(path)} imports {private} from {module}"
+def test_no_underscored_names_across_modules():
+    found = [f"{_name(p)} imports {private} from {module}" for p in MODULES
+             for module, names in _imports(p)
+             if (private := [n for n in names if n.startswith("_") and n != "__version__"])]
+    _offenders(found, "underscored names imported from another module")
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if "algos" not in p.parts], ids=_name)
-def test_no_branching_on_algorithm_names_outside_algos(path):
-    for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.Compare):
-            strings = {c.value for c in [node.left, *node.comparators]
-                       if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            assert not strings & ALGORITHM_NAMES, (
-                f"{_name(path)}:{node.lineno} compares with {strings & ALGORITHM_NAMES}")
+def test_no_branching_on_algorithm_names_outside_algos():
+    found = []
+    for path in [p for p in MODULES if "algos" not in p.parts]:
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Compare):
+                strings = {c.value for c in [node.left, *node.comparators]
+                           if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+                if strings & ALGORITHM_NAMES:
+                    found.append(f"{_name(path)}:{node.lineno} compares with "
+                                 f"{strings & ALGORITHM_NAMES}")
+    _offenders(found, "comparisons with an algorithm's name outside rollax/algos/")
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if "algos" not in p.parts
-                                  and p != SRC / "__init__.py"], ids=_name)
-def test_no_module_outside_algos_names_an_algorithm(path):
+def test_no_module_outside_algos_names_an_algorithm():
     """Only the algorithms' own modules, the registry's table of module paths and the
     package's export list (``rollax.ppo``, ``rollax.a2c``, ...) spell an algorithm's name:
     every other layer learns the names from the registry."""
     names = ALGORITHM_NAMES - {"tabular"}  # also a kind of task, and a TabularEnv's name
-    for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            assert node.value not in names, f"{_name(path)}:{node.lineno} names {node.value!r}"
+    found = [f"{_name(p)}:{node.lineno} names {node.value!r}"
+             for p in MODULES if "algos" not in p.parts and p != SRC / "__init__.py"
+             for node in ast.walk(_tree(p))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and node.value in names]
+    _offenders(found, "algorithm names spelled outside rollax/algos/")
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if "cli" in p.parts], ids=_name)
-def test_the_command_line_holds_no_per_algorithm_code(path):
+def test_the_command_line_holds_no_per_algorithm_code():
     """The CLI reaches algorithms through the registry only: it imports no algorithm module,
     so adding one never changes the CLI."""
-    for module, names in _imports(path):
-        imported = [module] + [f"{module}.{n}" for n in names]
-        assert not any(m.startswith("rollax.algos.") and m.split(".")[2] not in (
-            "registry", "base") for m in imported), f"{_name(path)} imports {module} {names}"
+    found = []
+    for path in [p for p in MODULES if "cli" in p.parts]:
+        for module, names in _imports(path):
+            imported = [module] + [f"{module}.{n}" for n in names]
+            if any(m.startswith("rollax.algos.") and m.split(".")[2] not in ("registry", "base")
+                   for m in imported):
+                found.append(f"{_name(path)} imports {module} {names}")
+    _offenders(found, "command-line modules importing an algorithm module")
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if _layer(_name(p)) == "algos"
-                                  and p.stem not in ("__init__", "registry")], ids=_name)
-def test_no_algorithm_imports_another(path):
+def test_no_algorithm_imports_another():
     """Algorithms compose what they share from its one home (``base``, ``optim``, ``rollout``,
     ``episodic``, ``losses``, ``nets``, ...), never from another algorithm's module: renaming
     a setting of one algorithm cannot change another."""
     known = {_name(p) for p in MODULES}
-    algorithms = set(registry.BUILT_IN) - {_name(path)}
-    for module, names in _imports(path):
-        found = _resolve(module, names, known) & algorithms
-        assert not found, f"{_name(path)} imports {sorted(found)}"
+    found = []
+    for path in [p for p in MODULES if _layer(_name(p)) == "algos"
+                 and p.stem not in ("__init__", "registry")]:
+        algorithms = set(registry.BUILT_IN) - {_name(path)}
+        for module, names in _imports(path):
+            if hits := _resolve(module, names, known) & algorithms:
+                found.append(f"{_name(path)} imports {sorted(hits)}")
+    _offenders(found, "algorithm modules importing another algorithm")
+
+
+def test_algorithms_hold_no_command_line_text():
+    # what algos/ says at run time (messages, labels) names settings, never flags: the
+    # command line and run/ word them; docstrings (bare string statements) are documentation
+    flag = re.compile(r"--[a-z]")
+    docstrings: set[int] = set()
+    found = []
+    for path in MODULES:
+        if _layer(_name(path)) != "algos":
+            continue
+        tree = _tree(path)
+        docstrings = {id(node.value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+        found += [f"{_name(path)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and id(node) not in docstrings and flag.search(node.value)]
+    _offenders(found, "command-line text in an algorithm module")

@@ -73,6 +73,7 @@ def cartpole_rollout():
     return env, traj, final
 
 
+@pytest.mark.slow
 def test_final_observation_kept_and_fresh_resets(cartpole_rollout):
     env, traj, _ = cartpole_rollout
     obs, nxt = np.asarray(traj.observation), np.asarray(traj.next_observation)
@@ -124,6 +125,7 @@ def test_replay_and_compile_once():
     assert (np.asarray(a.action) != np.asarray(b.action)).any()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [8, 64, 256])
 def test_autoreset_resets_exactly_the_finished_lanes(batch):
     """Every path of ``autoreset`` (nothing finished, few finished: compacted, many finished:

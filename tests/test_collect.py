@@ -50,6 +50,7 @@ def reference_rollout(theta, key, batch_size, num_steps, horizon=8):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [True, False])
 def test_key_ownership_matches_plain_loop(jit):
     theta = np.array([0.3, -0.2, 0.7])
@@ -65,6 +66,7 @@ def test_key_ownership_matches_plain_loop(jit):
                                    atol=1e-7, err_msg=name)
 
 
+@pytest.mark.slow
 def test_collection_keys_are_the_spec_splits():
     key = jax.random.key(3)
     reset_keys, action_keys, transition_keys = rollax.collection_keys(key, 4, 6)
@@ -172,6 +174,7 @@ def test_collect_compiles_once():
     assert len(policy.traces) == traced  # params and key are traced arguments: no recompile
 
 
+@pytest.mark.slow
 def test_collect_under_vmap_over_keys():
     keys = jax.random.split(jax.random.key(0), 3)
     env = Corridor()
@@ -188,6 +191,7 @@ def test_bad_sizes(bad):
         corridor_collect(np.zeros(3), jax.random.key(0), 4, bad)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(
     batch_size=st.integers(1, 12),
@@ -221,6 +225,7 @@ def test_absorbing_invariants(batch_size, horizon, extra_steps, seed, theta):
     assert (lengths <= horizon).all() and ((obs >= 0) & (obs <= 3)).all()
 
 
+@pytest.mark.slow
 def test_unrolled_collect_gives_identical_records():
     """``unroll`` changes the compiled loop, never the records (same keys, same values)."""
     env = rollax.make("corridor")

@@ -369,6 +369,7 @@ def test_sampled_reinforce_gradient_matches_exact(reinforce_batch, corridor_retu
     assert np.all(np.abs(mean - exact) <= 5 * se), (mean, exact, se)
 
 
+@pytest.mark.slow
 def test_reinforce_loss_gradient_equals_minus_numpy_mean(reinforce_batch, bernoulli):
     traj = reinforce_batch
     g = numpy_reinforce_per_episode(traj, REINFORCE_THETA)
@@ -667,6 +668,7 @@ def test_cliffwalking_optimal(horizon, expected):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "env_id, kwargs, batch, steps",
     [("FrozenLake-v1", {}, 4096, 100), ("Taxi-v4", {"horizon": 20}, 4096, 20)],

@@ -107,6 +107,7 @@ def test_gae_random_streams_and_active_mask():
     np.testing.assert_allclose(adv2[7, 0], r[7, 0] - v[7, 0], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_truncation_bootstraps_and_termination_does_not():
     # the corridor under always-left with horizon 3: every episode is truncated at t = 2
     env = rollax.make("corridor", horizon=3)
@@ -141,6 +142,7 @@ def all_horizon_values(mdp, policy_table):
         for k in range(1, mdp.horizon + 1)])
 
 
+@pytest.mark.slow
 def test_gae_with_exact_values_is_unbiased_on_a_finite_mdp():
     # corridor, horizon 8, a fixed stochastic policy; the exact values V_{H-t}(s_t) make every
     # advantage a zero-mean quantity, and the lambda-return at t = 0 averages to the exact return

@@ -191,6 +191,7 @@ def test_value_table_rows_are_the_values_with_k_steps_left():
 # Batches
 
 
+@pytest.mark.slow
 def test_groups_share_a_start_and_one_group_is_collect():
     lab = corridor_lab()
     traj = gradients.lab_batch(lab, CORRIDOR_PARAMS, jax.random.key(7), 64)
@@ -209,18 +210,21 @@ def test_groups_share_a_start_and_one_group_is_collect():
 # (b) Unbiased estimators
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(gradients.UNBIASED))
 def test_unbiased_on_the_corridor(corridor_samples, name):
     _, grads, star = corridor_samples
     assert np.abs(zscores(grads[name], star)).max() < Z
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(gradients.UNBIASED))
 def test_unbiased_on_a_random_stochastic_mdp(random_samples, name):
     grads, star = random_samples
     assert np.abs(zscores(grads[name], star)).max() < Z
 
 
+@pytest.mark.slow
 def test_group_loo_is_unbiased_where_group_std_is_not(two_scales_samples):
     grads, star = two_scales_samples
     assert np.abs(zscores(grads["group-loo"], star)).max() < Z
@@ -230,6 +234,7 @@ def test_group_loo_is_unbiased_where_group_std_is_not(two_scales_samples):
 # (c) Biased estimators, each on a case that shows it
 
 
+@pytest.mark.slow
 def test_group_std_equalises_groups_of_unequal_scale(two_scales_samples):
     grads, star = two_scales_samples
     row = gradients.summarise(grads["group-std"], star)
@@ -243,6 +248,7 @@ def test_group_std_equalises_groups_of_unequal_scale(two_scales_samples):
     assert row["cosine"] < 0.9
 
 
+@pytest.mark.slow
 def test_group_std_is_the_advantage_grpo_trains_with():
     """One definition for the lab's ``group-std`` and ``--algo grpo --scale-by-std``: the
     population standard deviation (``ddof = 0``) plus 1e-8, checked against NumPy and against
@@ -264,17 +270,20 @@ def test_group_std_is_the_advantage_grpo_trains_with():
         gradients.score_gradient(lab, CORRIDOR_PARAMS, traj, ours), got)
 
 
+@pytest.mark.slow
 def test_per_step_equals_score_when_every_episode_has_one_step(two_scales_samples):
     grads, _ = two_scales_samples
     np.testing.assert_allclose(grads["per-step"], grads["score"], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_per_step_is_biased_when_lengths_differ(corridor_samples):
     _, grads, star = corridor_samples
     row = gradients.summarise(grads["per-step"], star)
     assert row["bias"] > BIASED * row["bias_se"] and row["bias"] > BIASED * row["noise"]
 
 
+@pytest.mark.slow
 def test_group_mean_is_shrunk_by_g_minus_one_over_g(corridor_samples):
     lab, grads, star = corridor_samples
     row = gradients.summarise(grads["group-mean"], star)
@@ -286,6 +295,7 @@ def test_group_mean_is_shrunk_by_g_minus_one_over_g(corridor_samples):
                                rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_gae_with_a_fitted_critic_is_biased(corridor_samples):
     _, grads, star = corridor_samples
     row = gradients.summarise(grads["gae-fitted"], star)
@@ -314,6 +324,7 @@ def perturbed_gae():
             for lam in (0.0, 1.0)}, np.asarray(star)
 
 
+@pytest.mark.slow
 def test_gae_with_an_inexact_critic_is_biased_below_lambda_one(perturbed_gae):
     grads, star = perturbed_gae
     row = gradients.summarise(grads[0.0], star)
@@ -325,6 +336,7 @@ def test_gae_with_an_inexact_critic_is_biased_below_lambda_one(perturbed_gae):
 # (d) PPO's first epoch
 
 
+@pytest.mark.slow
 def test_ppo_first_epoch_equals_score_on_the_same_batch(corridor_samples):
     _, grads, _ = corridor_samples
     np.testing.assert_allclose(grads["ppo-first-epoch"], grads["score"], rtol=1e-5, atol=1e-7)
@@ -378,6 +390,7 @@ def test_bad_settings(episodes, batches, group, names, message):
 # (e) The command
 
 
+@pytest.mark.slow
 def test_command_json(capsys, tmp_path):
     figure = tmp_path / "mse.png"
     code = main(["gradients", "--json", "--episodes", "4,8", "--batches", "8",

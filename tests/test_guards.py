@@ -32,6 +32,7 @@ def nan_env(monkeypatch):
                         lambda horizon=None: NanAfterThree(horizon or 50))
 
 
+@pytest.mark.slow
 def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
     code, out, err = run(capsys, "train", "--env", "test-nan-observation", "--checked",
                          "--total-steps", "256", "--num-envs", "4", "--num-steps", "64",
@@ -43,6 +44,7 @@ def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained on garbage is kept
 
 
+@pytest.mark.slow
 def test_without_checked_mode_the_garbage_is_only_seen_at_the_end(capsys, tmp_path, nan_env):
     """No check stops the run: it trains to the end on NaN observations, and only then is it
     reported as diverged (exit status 3, the warning line); --checked stops it at the first."""
@@ -53,6 +55,7 @@ def test_without_checked_mode_the_garbage_is_only_seen_at_the_end(capsys, tmp_pa
     assert (tmp_path / "r" / "summary.json").is_file()
 
 
+@pytest.mark.slow
 def test_diverging_loss_stops_the_run(capsys, tmp_path):
     code, _, err = run(capsys, "train", "--env", "CartPole-v1", "--checked", "--lr", "1e30",
                        "--total-steps", "512", "--num-envs", "4", "--num-steps", "32",
@@ -61,6 +64,7 @@ def test_diverging_loss_stops_the_run(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_checked_mode_never_changes_results(capsys, tmp_path):
     shas = []
     for extra in ([], ["--checked"]):

@@ -62,6 +62,7 @@ def rollouts(gru):
     return carry0, traj0, carry1, traj1, carry2
 
 
+@pytest.mark.slow
 def test_gru_initialisation(gru):
     net, params = gru
     assert net.initial_carry(params).shape == (8,) and not net.initial_carry(params).any()
@@ -85,6 +86,7 @@ def test_gru_step_matches_the_equations(gru):
     np.testing.assert_array_equal(np.asarray(new), np.asarray(features))
 
 
+@pytest.mark.slow
 def test_lstm_carries_h_and_c():
     net = RecurrentActorCritic(**SMALL, cell="lstm")
     params = net.init(jax.random.key(0))
@@ -93,6 +95,7 @@ def test_lstm_carries_h_and_c():
     assert h2.shape == c2.shape == (8,) and np.array_equal(np.asarray(h2), np.asarray(features))
 
 
+@pytest.mark.slow
 def test_collector_resets_exactly_the_restarted_environments(gru, rollouts):
     """Replaying each environment alone, step by step, with its own resets gives the stored
     log-probabilities: the collector reset the memory where (and only where) episodes ended."""
@@ -206,6 +209,7 @@ def test_rollax_passes_every_recurrent_check():
     assert all(r.status == "passed" for r in report), report
 
 
+@pytest.mark.slow
 def test_an_independent_loop_collector_passes():
     report = check_recurrent(ENV, loop_collector())
     assert report.ok, report
@@ -224,6 +228,7 @@ def test_an_independent_loop_collector_passes():
      "memory moved after the episode ended"),
 ], ids=["carried-across-reset", "reset-one-step-late", "replay-without-resets",
         "replay-from-zeros", "absorbing-not-frozen"])
+@pytest.mark.slow
 def test_planted_recurrent_bugs_are_caught(kwargs, check, message):
     report = check_recurrent(ENV, **kwargs)
     result = report[check]
@@ -263,6 +268,7 @@ def ratio_one():
         jnp.stack([jax.random.key(0), jax.random.key(1)]))
 
 
+@pytest.mark.slow
 def test_replayed_update_has_ratio_one(ratio_one):
     """One epoch, one minibatch: the update replays the rollout with the collecting parameters,
     so every recomputed log-probability equals the stored one: ratio 1 to float32 rounding
@@ -276,6 +282,7 @@ def test_replayed_update_has_ratio_one(ratio_one):
     assert np.isfinite(np.asarray(ratio_one.eval_return)).all()
 
 
+@pytest.mark.slow
 def test_lstm_update_replays_to_float_rounding():
     config = tiny("lstm", epochs=1, minibatches=1)
     m = jax.jit(rollax.make_train(config))(jax.random.key(0)).metrics
@@ -308,6 +315,7 @@ def test_recurrent_ppo_checks_its_settings():
         ppo.validate(tiny(network="rnn"))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_recurrent_ppo_compiles_once_and_normalises():
     train = jax.jit(rollax.make_train(tiny(normalize_observations=True)))
     out = train(jax.random.key(0))

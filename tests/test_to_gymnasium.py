@@ -94,6 +94,7 @@ def _run_one(genv, seed, episodes):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", IDS)
 def test_single_env_reproduces_rollax_step_bit_for_bit(env_id):
     genv = rollax.to_gymnasium(env_id, horizon=20)
@@ -144,6 +145,7 @@ def _by_hand_many(env, num_envs, seed, actions):
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("env_id", "horizon"), [("CartPole-v1", 12), ("FrozenLake-v1", 4)])
 def test_vector_env_is_rollax_step_with_same_step_autoreset(env_id, horizon):
     num_envs, steps = 3, 13
@@ -185,6 +187,7 @@ def test_vector_env_keeps_terminated_and_truncated_apart():
     assert abs(final[2]) > 12 * 2 * np.pi / 360 or abs(final[0]) > 2.4  # a terminal state
 
 
+@pytest.mark.slow
 def test_vector_env_declares_gymnasiums_attributes_and_matches_sync_vector_env_layout():
     venv = rollax.to_gymnasium("FrozenLake-v1", num_envs=4, horizon=2)
     assert venv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
@@ -335,6 +338,7 @@ def _by_hand_next_step(env, num_envs, seed, actions):
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("env_id", "horizon"), [("CartPole-v1", 12), ("FrozenLake-v1", 4)])
 def test_next_step_vector_env_is_rollax_step_with_next_step_autoreset(env_id, horizon):
     num_envs, steps = 3, 14

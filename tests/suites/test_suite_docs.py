@@ -1,5 +1,5 @@
 """The examples of docs/environments.md, run where the suites are installed (in the main venv
-tests/test_docs.py skips the ones whose suite is missing): none may be skipped here."""
+tests/docs/test_docs.py skips the ones whose suite is missing): none may be skipped here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "docs_examples", Path(__file__).resolve().parents[1] / "test_docs.py")
+    "docs_examples", Path(__file__).resolve().parents[1] / "docs" / "test_docs.py")
 assert _spec is not None and _spec.loader is not None
 docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(docs)

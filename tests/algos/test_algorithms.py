@@ -1,0 +1,131 @@
+"""Every neural algorithm of the registry under the same checks, through the same layers (the
+compiled ``train``, the runner, run folders, ``--resume``, ``load_run``): nothing is special-
+cased. A newly registered algorithm fails here until it has a tiny setting in :data:`TINY`."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import rollax
+from helpers import greedy_return, train_json
+from rollax.algos import registry
+from rollax.algos.base import make_train
+from rollax.run.experiment import Runner
+from rollax.run.folder import RunFolder
+from rollax.run.training import read_run
+
+ENV = "CartPole-v1"
+TINY: dict[str, dict] = {
+    "ppo": dict(total_steps=256, num_envs=4, num_steps=32, minibatches=2, epochs=2,
+                anneal_lr=False),
+    "reinforce": dict(updates=4, batch_size=4, group_size=2, baseline="loo"),
+    "grpo": dict(updates=4, batch_size=4, group_size=2, epochs=2),
+    "a2c": dict(total_steps=160, num_envs=4, num_steps=5, anneal_lr=False),
+}
+"""A few updates of each algorithm on CartPole with a 20-step horizon and 8-unit layers (a
+constant learning rate: an annealed one depends on the budget, so a run cut short and resumed
+to a larger budget is another run)."""
+COMMON = dict(horizon=20, hidden=(8, 8), eval_episodes=4)
+
+NEURAL = [s for s in registry.algorithms() if s.trains.name == "neural"]
+
+
+def test_every_neural_algorithm_has_a_tiny_setting():
+    assert {s.name for s in NEURAL} <= set(TINY)
+
+
+def _config(spec, **extra):
+    return spec.config(ENV, **{**COMMON, **TINY[spec.name], **extra})
+
+
+def _flags(settings: dict) -> list[str]:
+    argv = []
+    for name, value in settings.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        else:
+            argv += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
+    return argv
+
+
+def _algo_argv(spec, **settings) -> list[str]:
+    return ["--env", ENV, "--algo", spec.methods[0],
+            *_flags({**COMMON, **TINY[spec.name], **settings})]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
+def test_train_compiles_once_and_works_under_vmap(spec):
+    train = make_train(spec.build(_config(spec)))
+    one = train(jax.random.key(0))
+    again = train(jax.random.key(1))
+    assert train._cache_size() == 1  # a second key reuses the compiled program
+    lanes = jax.vmap(train)(jax.random.split(jax.random.key(0), 2))
+    assert np.isfinite(float(one.eval_return)) and np.isfinite(float(again.eval_return))
+    assert np.all(np.isfinite(np.asarray(lanes.eval_return)))
+
+
+def _budget_argv(spec, fraction: int) -> list[str]:
+    """The flag of ``spec``'s budget at 1 / ``fraction`` of the tiny setting's."""
+    name = spec.budget
+    value = TINY[spec.name][name] // fraction
+    return ["--" + name.replace("_", "-"), str(value)]
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((folder / "checkpoints").rglob("*")) if p.is_file()}
+
+
+def _metrics(folder: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
+def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path):
+    lanes = ["--seeds", "2", "--sweep", "lr=0.001,0.003", "--chunk-size", "1",
+             "--checkpoint-every", "1"]
+    whole = tmp_path / "whole"
+    summary = train_json(capsys, *_algo_argv(spec), *lanes, "--out", whole)
+    assert len(summary["lanes"]) == 4  # 2 seeds x 2 learning rates, one program
+    finals = np.asarray(summary["final_episode_return"], float)
+    assert finals.shape == (4,) and np.all(np.isfinite(finals))
+
+    cut = tmp_path / "cut"
+    train_json(capsys, *_algo_argv(spec), *lanes, *_budget_argv(spec, 2), "--out", cut)
+    train_json(capsys, "--resume", cut, *_budget_argv(spec, 1))
+    assert _metrics(cut) == _metrics(whole)
+    last = sorted(p for p in _digests(whole) if p.startswith("update-") or "/" in p)[-1]
+    assert _digests(cut)[last] == _digests(whole)[last]
+
+    loaded = rollax.load_run(whole)
+    run = read_run(RunFolder(whole))
+    algo = run.build()
+    runner = Runner(algo, run.lanes(), 1)
+    _, state = RunFolder(whole).load_checkpoint(runner.initial_state(), run.identity())
+    first = jax.tree_util.tree_map(lambda x: x[0], state)
+    env = algo.env
+    expected = rollax.evaluate_policy(env, algo.policy, algo.params(first),
+                                      jax.random.key(5), 8)
+    assert float(greedy_return(loaded, jax.random.key(5), 8)) == pytest.approx(float(expected))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
+def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):
+    plain, checked = tmp_path / "plain", tmp_path / "checked"
+    train_json(capsys, *_algo_argv(spec), "--out", plain)
+    train_json(capsys, *_algo_argv(spec), "--checked", "--out", checked)
+    # the staged checks may change XLA's fusion: diagnostics can move in the last float32 bit
+    for a, b in zip(_metrics(plain), _metrics(checked), strict=True):
+        assert a.keys() == b.keys()
+        assert a == {k: pytest.approx(v, rel=1e-6, abs=1e-7) if isinstance(v, float) else v
+                     for k, v in b.items()}
+    assert _metrics(plain)[-1].get("eval_return") == _metrics(checked)[-1].get("eval_return")

@@ -1,0 +1,244 @@
+"""The whole-episode algorithms (REINFORCE and group-relative PPO for neural policies): the
+grouped collector, the objective's normalisations, the baselines and the first gradient of
+each, against plain-loop references."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+from rollax.algos import episodic, grpo, reinforce
+from rollax.algos.base import make_train
+from rollax.collect import collect, collect_groups
+from rollax.contracts import check_collector
+from rollax.losses import normalized_sum
+from rollax.returns import group_mean, group_standardize
+
+ENV = "CartPole-v1"
+HORIZON = 12
+LONG = 30
+"""The gradient tests' horizon: long enough that episodes end at different steps (returns 22,
+15, 14 | 14, 16, 12), so every baseline and advantage is non-zero somewhere."""
+
+
+@pytest.fixture(scope="module")
+def parts():
+    config = reinforce.ReinforceConfig(env=ENV, horizon=LONG, batch_size=6, group_size=3,
+                                       hidden=(8,))
+    return episodic.make_parts(config, False, None)[1]
+
+
+@pytest.fixture(scope="module")
+def batch(parts):
+    params = parts.net.init(jax.random.key(0))
+    traj = parts.collect(params, jax.random.key(1))
+    returns = np.asarray(traj.reward).sum(0).reshape(2, 3)
+    assert np.all(returns.std(axis=1) > 0)  # each group's episodes differ: the tests can fail
+    return params, traj
+
+
+# --- the grouped collector --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_groups_of_one_are_the_absorbing_collector():
+    env = rollax.make(ENV, horizon=HORIZON)
+    net = rollax.MLPActorCritic(observation_size=4, num_actions=2, hidden=(8,))
+    params = net.init(jax.random.key(0))
+    _, grouped = collect_groups(env, net, params, jax.random.key(3), 5, 1, HORIZON)
+    _, plain = collect(env, net, params, jax.random.key(3), 5, HORIZON)
+    for a, b in zip(grouped, plain, strict=True):
+        np.testing.assert_array_equal(a, b)
+    report = check_collector(lambda e, p, q, k, b, t: collect_groups(e, p, q, k, b, 1, t), env,
+                             net, params, batch_size=8)
+    assert report.ok, report
+
+
+def test_a_group_shares_its_start_state_and_nothing_else(batch):
+    _, traj = batch
+    first = np.asarray(traj.observation[0])  # (B, 4): episodes 0-2 are group 0, 3-5 group 1
+    np.testing.assert_array_equal(first[0], first[1])
+    np.testing.assert_array_equal(first[0], first[2])
+    np.testing.assert_array_equal(first[3], first[5])
+    assert not np.array_equal(first[0], first[3])
+    actions = np.asarray(traj.action)
+    assert not np.array_equal(actions[:, 0], actions[:, 1])  # own action keys
+
+
+def test_group_sizes_are_checked():
+    env = rollax.make(ENV, horizon=HORIZON)
+    net = rollax.MLPActorCritic(observation_size=4, num_actions=2, hidden=(8,))
+    with pytest.raises(ValueError, match="group_size must be a positive integer"):
+        collect_groups(env, net, net.init(jax.random.key(0)), jax.random.key(0), 2, 0, 5)
+
+
+# --- group statistics -------------------------------------------------------------------------
+
+def test_group_means_and_leave_one_out_by_hand():
+    x = jnp.array([1.0, 2.0, 6.0, 10.0, 20.0, 30.0])
+    np.testing.assert_allclose(group_mean(x, 3), [3, 3, 3, 20, 20, 20])
+    np.testing.assert_allclose(group_mean(x, 3, leave_one_out=True),
+                               [4, 3.5, 1.5, 25, 20, 15])
+
+
+def test_group_advantages_by_hand():
+    returns = jnp.array([1.0, 3.0, 5.0, 5.0])
+    np.testing.assert_allclose(grpo.group_advantages(returns, 2, False), [-1, 1, 0, 0])
+    np.testing.assert_allclose(grpo.group_advantages(returns, 2, True), [-1, 1, 0, 0],
+                               atol=1e-6)
+    spread = jnp.array([0.0, 4.0, 10.0, 30.0])  # std 2 and 10: both groups scaled to +-1
+    np.testing.assert_allclose(grpo.group_advantages(spread, 2, True), [-1, 1, -1, 1],
+                               atol=1e-6)
+
+
+def test_group_standardize_is_numpys_population_std_plus_1e_8():
+    x = np.random.default_rng(0).normal(size=(3, 12)).astype(np.float32)  # (T, B), G = 4
+    grouped = x.astype(np.float64).reshape(3, 3, 4)
+    want = (grouped - grouped.mean(-1, keepdims=True)) / (grouped.std(-1, keepdims=True)
+                                                          + 1e-8)  # NumPy: ddof 0
+    got = group_standardize(jnp.asarray(x), 4)
+    np.testing.assert_allclose(got, want.reshape(3, 12), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(group_standardize(jnp.array([1.0, 2.0, 6.0]), 3),
+                               np.array([-2.0, -1.0, 3.0]) / np.sqrt(14 / 3), rtol=1e-6)
+
+
+def test_grpo_scale_by_std_computes_the_floats_it_trained_with_before():
+    """``--scale-by-std`` goes through :func:`group_standardize` now; its floats are those of
+    GRPO's own formula before (bit for bit), so trained runs do not change."""
+    def before(returns, group_size):
+        advantage = returns - group_mean(returns, group_size)
+        std = jnp.sqrt(group_mean(advantage ** 2, group_size))
+        return advantage / (std + 1e-8)
+
+    returns = jax.random.normal(jax.random.key(3), (64,)) * 40 + 100
+    for fn in (lambda r: r, jax.jit):
+        np.testing.assert_array_equal(
+            fn(lambda r: grpo.group_advantages(r, 8, True))(returns),
+            fn(lambda r: before(r, 8))(returns))
+
+
+# --- replay and first gradients against plain loops ---------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("network", ["mlp", "gru"])
+def test_replay_gives_the_stored_log_probs_back(network):
+    config = reinforce.ReinforceConfig(env=ENV, horizon=HORIZON, batch_size=4, hidden=(8, 8),
+                                       network=network, memory_size=8)
+    parts = episodic.make_parts(config, False, None)[1]
+    params = parts.net.init(jax.random.key(0))
+    traj = parts.collect(params, jax.random.key(1))
+    out = episodic.replay(parts, params, traj)
+    live = np.asarray(traj.active)
+    np.testing.assert_allclose(np.asarray(out.log_prob)[live], np.asarray(traj.log_prob)[live],
+                               atol=1e-6)
+
+
+def _loop_gradient(parts, params, traj, advantage, scale):
+    """``scale * sum over live cells of A[t, b] grad log pi(a | s)``, one cell at a time."""
+    total = jax.tree_util.tree_map(jnp.zeros_like, params)
+    T, B = traj.reward.shape
+    for b in range(B):
+        for t in range(T):
+            if not bool(traj.active[t, b]):
+                continue
+            grad = jax.grad(lambda p, t=t, b=b: parts.net.log_prob(
+                p, traj.observation[t, b], traj.action[t, b]))(params)
+            total = jax.tree_util.tree_map(
+                lambda acc, g, t=t, b=b: acc + scale * float(advantage[t, b]) * g, total, grad)
+    return total
+
+
+def _close(tree_a, tree_b):
+    for a, b in zip(jax.tree_util.tree_leaves(tree_a), jax.tree_util.tree_leaves(tree_b),
+                    strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6)
+
+
+def _numpy_reward_to_go(reward, gamma):
+    out = np.zeros_like(reward)
+    running = np.zeros(reward.shape[1])
+    for t in reversed(range(len(reward))):
+        running = reward[t] + gamma * running
+        out[t] = running
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("baseline", ["none", "loo"])
+def test_reinforce_gradient_is_the_score_function_sum(parts, batch, baseline):
+    params, traj = batch
+    gamma = 0.9
+    reward = np.asarray(traj.reward)
+    G = _numpy_reward_to_go(reward, gamma) * np.asarray(traj.active)
+    if baseline == "loo":  # the mean of the group's other two episodes, same time step
+        groups = G.reshape(len(G), 2, 3)
+        b = (groups.sum(-1, keepdims=True) - groups) / 2
+        A = (G - b.reshape(G.shape)) * np.asarray(traj.active)  # live cells only
+    else:
+        A = G
+    config = dataclasses.replace(parts.config, baseline=baseline)
+    setup = dataclasses.replace(parts, config=config)
+    returns = jnp.asarray(G)
+    np.testing.assert_allclose(
+        reinforce.advantages(returns, jnp.zeros_like(returns), traj.active, baseline, 3) *
+        traj.active, A, atol=1e-5)
+
+    def policy_loss(p):
+        out = episodic.replay(setup, p, traj)
+        adv = reinforce.advantages(returns, out.value, traj.active, baseline, 3)
+        return -normalized_sum(out.log_prob * jax.lax.stop_gradient(adv), traj.active, 3)
+
+    _close(jax.grad(policy_loss)(params), _loop_gradient(parts, params, traj, A, -1 / 6))
+
+
+def test_grpo_first_gradient_is_the_group_relative_score_sum(parts, batch):
+    params, traj = batch
+    returns = np.asarray(traj.reward).sum(0)
+    A = returns - returns.reshape(2, 3).mean(1).repeat(3)
+    config = grpo.GRPOConfig(env=ENV, horizon=LONG, batch_size=6, group_size=3, hidden=(8,))
+    setup = episodic.make_parts(config, False, None)[1]
+    advantage = jnp.broadcast_to(grpo.group_advantages(jnp.asarray(returns), 3, False),
+                                 traj.reward.shape)
+
+    def objective(p):  # the clipped objective at ratio 1, per episode
+        out = episodic.replay(setup, p, traj)
+        ratio = jnp.exp(out.log_prob - traj.log_prob)
+        return normalized_sum(rollax.ppo_clip_objective(ratio, advantage, 0.2), traj.active,
+                              3)
+
+    expected = _loop_gradient(setup, params, traj, np.broadcast_to(A, traj.reward.shape), 1 / 6)
+    _close(jax.grad(objective)(params), expected)
+
+
+# --- validation -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config, message", [
+    (reinforce.ReinforceConfig(baseline="mean"),  # pyright: ignore[reportArgumentType]
+     "baseline must be one of none, value, loo"),
+    (reinforce.ReinforceConfig(baseline="loo"), "group_size must be at least 2 for baseline loo"),
+    (reinforce.ReinforceConfig(batch_size=10, group_size=4), "group_size must divide batch_size"),
+    (reinforce.ReinforceConfig(gamma=0.0), r"gamma must be a number in \(0, 1\]"),
+    (reinforce.ReinforceConfig(env="corridor"), "finite task"),
+    (reinforce.ReinforceConfig(network="cnn"), "network cnn needs image observations"),
+    (grpo.GRPOConfig(group_size=1, batch_size=4), "group_size must be at least 2"),
+    (grpo.GRPOConfig(normalization="token"),  # pyright: ignore[reportArgumentType]
+     "normalization must be one of episode, step"),
+    (grpo.GRPOConfig(clip_eps=1.0), r"clip_eps must be a number in \(0, 1\)"),
+    (grpo.GRPOConfig(epochs=0), "epochs must be a positive integer"),
+    (grpo.GRPOConfig(kl_coef=-1.0), r"kl_coef must be a number in \[0, inf\)"),
+])
+def test_bad_settings_are_refused_before_compiling(config, message):
+    with pytest.raises(ValueError, match=message):
+        rollax.algos.registry.build(config)
+
+
+# --- learning ---------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", [reinforce.SPEC, grpo.SPEC], ids=lambda s: s.name)
+def test_the_cartpole_preset_learns(spec):
+    config = spec.config(ENV)
+    result = make_train(spec.build(config))(jax.random.key(0))
+    assert float(result.eval_return) >= 450

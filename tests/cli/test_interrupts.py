@@ -1,0 +1,130 @@
+"""The ``rollax`` command under signals and pipes, run as its console script runs it (the entry
+point that pyproject.toml names, in a new process): Ctrl-C at any moment ends it with the
+documented line and exit status 130; a reader of stdout that goes away does not stop a run."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rollax.cli.flags import COMMANDS
+from rollax.run.experiment import Interrupt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+INTERRUPTED = re.compile(r"rollax train: interrupted( at update \d+; checkpoint written; "
+                         r"continue with `rollax train --resume \S+`)?\n")
+"""The two documented lines (docs/cli.md, Interrupting and resuming)."""
+
+LONG_RUN = ["train", "--env", "CartPole-v1", "--total-steps", "1e7", "--chunk-size", "10"]
+"""A run that cannot end within the delays below (19,531 updates: minutes of training even
+when its programs load from the session's compile cache), in chunks short enough that an
+interrupt inside the loop waits for a fraction of a second."""
+
+
+def console_script(*argv: str) -> list[str]:
+    """The command line that runs ``rollax *argv`` as the installed ``rollax`` script does:
+    import the entry point pyproject.toml names, then call it."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["rollax"]
+    module, function = spec.split(":")
+    return [sys.executable, "-c",
+            f"import sys; from {module} import {function}; sys.exit({function}())", *argv]
+
+
+def test_the_entry_point_knows_the_commands():
+    """The entry point names the command in its line without importing rollax."""
+    import _rollax_entry
+
+    assert _rollax_entry.COMMANDS == tuple(COMMANDS)
+    assert _rollax_entry.interrupt_line(["train", "--env", "x"]) == "rollax train: interrupted"
+    assert _rollax_entry.interrupt_line(["--version"]) == "rollax: interrupted"
+    assert _rollax_entry.interrupt_line([]) == "rollax: interrupted"
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A command started with SIGINT ignored (a background job of a script) keeps it so, in
+    the entry point and in training's loop."""
+    import _rollax_entry
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _rollax_entry.exit_on_interrupt(["train"])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        with Interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("delay", [0.2, 0.5, 1, 2, 3])
+def test_ctrl_c_at_any_moment_exits_130_with_the_documented_line(tmp_path, delay):
+    """While Python starts, JAX is imported, the run is built and compiled, or it trains: one
+    line, status 130, never a traceback, and never a Ctrl-C lost (the command then trained to
+    the end)."""
+    proc = subprocess.Popen(console_script(*LONG_RUN, "--out", str(tmp_path / "run")),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"still running 60 s after Ctrl-C at {delay} s:\n{err}")
+    assert proc.returncode == 130, err
+    assert INTERRUPTED.fullmatch(err), err
+
+
+@pytest.mark.integration
+def test_a_second_ctrl_c_while_the_chunk_finishes_still_ends_with_one_line(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(console_script(*LONG_RUN, "--checkpoint-every", "10", "--out",
+                                           str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (out / "checkpoints" / "latest").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert INTERRUPTED.fullmatch(err), err
+    assert not (out / "summary.json").exists()
+
+
+@pytest.mark.integration
+def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
+    """``rollax train ... | head -1``: the run trains to the end and writes its checkpoints,
+    summary.json and figures; stderr says once that stdout went; exit status 0."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(console_script("train", "--updates", "6", "--batch-size", "16",
+                                           "--chunk-size", "2", "--checkpoint-every", "2",
+                                           "--out", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert " on corridor: " in proc.stdout.readline()  # the headline
+    proc.stdout.close()  # the reader goes: every later write to the pipe fails
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
+    assert proc.returncode == 0, err
+    assert err == ("rollax train: stdout was closed by its reader; training goes on without "
+                   "printing (checkpoints, summary.json and figures are written)\n")
+    assert (out / "checkpoints" / "latest").read_text().strip() == "update-0000006"
+    summary = json.loads((out / "summary.json").read_text())
+    assert (out / "figures").is_dir()
+    rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == list(range(7))
+    assert summary["env_steps_per_lane"] == rows[-1]["env_steps"]  # all 6 updates ran

@@ -1,0 +1,123 @@
+"""Claims the docs make in prose, checked against the code that makes them true: what
+``--json`` prints for a non-finite score, which runs draw ``ppo_diagnostics``, which methods
+the command line's help names, and that api.md's PPO example prints the same whatever kernels
+XLA emits for the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+from rollax.algos.registry import algorithms
+from rollax.cli import main
+from rollax.cli.train import emit
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+NAMES = {"ppo": "PPO", "a2c": "A2C", "reinforce": "REINFORCE", "grpo": "GRPO"}
+"""How prose spells each method."""
+
+
+def _prose(name: str) -> str:
+    """A page with its line breaks and indentation folded into single spaces."""
+    return " ".join((DOCS / name).read_text().split())
+
+
+def _reject(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def test_the_diverged_score_shown_is_what_json_prints(capsys):
+    """cli.md shows the JSON of a diverged run's non-finite score; ``--json`` prints it through
+    :func:`emit`, strict JSON with ``null``."""
+    found = re.search(r"--lr 1e30 --json` \(a diverged run\) prints `([^`]+)`", _prose("cli.md"))
+    assert found, "cli.md no longer shows the diverged run's JSON"
+    fragment = found.group(1)
+    json.loads("{" + fragment + "}", parse_constant=_reject)  # strict JSON: no NaN
+    emit({"eval_return": [float("nan")], "eval_return_mean": float("inf")})
+    assert fragment in capsys.readouterr().out
+
+
+def _logs_ratios(spec, method: str) -> bool:
+    """Whether ``spec``'s update logs ``ratio_min``, the metric whose presence makes
+    ``rollax.run.plots`` draw ``ppo_diagnostics`` (traced, not compiled)."""
+    env = "corridor" if spec.trains.name == "tabular" else "CartPole-v1"
+    config = spec.config(env, **({"algo": method} if "algo" in spec.fields else {}))
+    algo = spec.build(config)
+    state = jax.eval_shape(algo.init, jax.random.key(0), algo.hyperparams)
+    _, metrics = jax.eval_shape(algo.update, state, algo.hyperparams)
+    return "ratio_min" in metrics._fields
+
+
+def _listed(names: list[str], last: str) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" {last} {names[-1]}"
+
+
+@pytest.mark.parametrize("page", ["cli.md", "metrics.md"])
+def test_the_docs_name_the_runs_that_draw_ppo_diagnostics(page):
+    draws: dict[tuple[str, bool], list[str]] = {}
+    for spec in algorithms():
+        for method in spec.methods:
+            draws.setdefault((spec.trains.name, _logs_ratios(spec, method)),
+                             []).append(NAMES[method])
+    assert (("tabular", False) not in draws and ("neural", True) in draws
+            and ("neural", False) in draws)  # the sentence below has these three parts
+    claim = (f"drawn for the runs that log the ratios: tabular runs, "
+             f"{_listed(draws['tabular', True], 'and')}, and neural "
+             f"{_listed(draws['neural', True], 'and')}; not for neural "
+             f"{_listed(draws['neural', False], 'or')}")
+    assert claim.lower() in _prose(page).lower(), claim
+
+
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--help"])
+    assert done.value.code in (0, None)
+    boxed = capsys.readouterr().out
+    return " ".join(re.sub(r"[│╭╮╰╯─•]", " ", boxed).split())
+
+
+def test_the_help_names_every_method_each_task_trains_with(capsys):
+    """``rollax --help`` and the top of ``rollax train --help`` list the registry's methods
+    per task (once: neural tasks trained with PPO only)."""
+    methods: dict[str, list[str]] = {}
+    for spec in algorithms():
+        methods.setdefault(spec.trains.name, []).extend(NAMES[m] for m in spec.methods)
+    claims = [f"train a tabular policy with {_listed(methods['tabular'], 'or')} and",
+              f"train a neural policy with {_listed(methods['neural'], 'or')}, from"]
+    for text in (_help(capsys), _help(capsys, "train")):
+        for claim in claims:
+            assert claim in text, (claim, text[:600])
+
+
+def _example_near(page: str, marker: str) -> tuple[str, str]:
+    """The ```python block of ``page`` holding ``marker`` and the ```text block after it."""
+    text = (DOCS / page).read_text()
+    at = text.index(marker)
+    start = text.rindex("```python\n", 0, at) + len("```python\n")
+    end = text.index("```\n", at)
+    shown = text.index("```text\n", end) + len("```text\n")
+    return text[start:end], text[shown:text.index("```\n", shown)]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 kernels only")
+@pytest.mark.parametrize("isa", ["AVX2", "SSE4_2"])
+def test_the_ppo_example_prints_the_same_with_other_cpu_kernels(isa, tmp_path):
+    """api.md's PPO example trains for real, and its returns depend on the kernels XLA emits
+    for the CPU; what it prints must not: run again with XLA's AVX2 and SSE4.2 kernels (the
+    docs test runs it with this machine's own)."""
+    code, shown = _example_near("api.md", 'ppo.preset("CartPole-v1", total_steps=65536)')
+    env = {**os.environ, "XLA_FLAGS": f"--xla_cpu_max_isa={isa}", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == shown.split(), proc.stdout

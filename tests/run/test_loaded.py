@@ -1,0 +1,266 @@
+"""Using a trained policy (``rollax.load_run``) and environments named by import path
+(``--env package.module:factory``)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+from helpers import greedy_return, train_json
+from rollax.run.config import from_json, from_settings
+from rollax.run.experiment import Runner, lane_params_sha256
+from rollax.run.folder import RunFolder
+from rollax.run.training import read_run
+
+
+def _final_state(path, lane: int = 0):
+    """The state of ``lane`` in the run's latest checkpoint (read without load_run)."""
+    run = read_run(RunFolder(path))
+    runner = Runner(run.build(), run.lanes(), 1)
+    _, state = RunFolder(path).load_checkpoint(runner.initial_state(), run.identity())
+    return jax.tree_util.tree_map(lambda x: x[lane], state)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["CartPole-v1", "MountainCar-v0"])
+def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
+    out = tmp_path / "run"
+    steps, updates = {"CartPole-v1": ("2048", 4), "MountainCar-v0": ("4096", 2)}[env]
+    train_json(capsys, "--env", env, "--total-steps", steps, "--out", str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    config = json.loads((out / "config.json").read_text())["config"]
+    loaded = rollax.load_run(out)
+    assert loaded.lanes == ({"seed": 0},) and loaded.update == updates
+    state = _final_state(out)
+    if config["normalize_observations"]:  # MountainCar's preset: (network, statistics)
+        stats = loaded.lane_params(0)[1]
+        for mine, saved in zip(jax.tree_util.tree_leaves(stats),
+                               jax.tree_util.tree_leaves(state.obs_stats)):
+            np.testing.assert_array_equal(mine, saved)
+        assert np.any(np.asarray(stats.mean) != 0)  # statistics of real observations
+    eval_key = jax.random.split(state.key)[0]
+    episodes = config["eval_episodes"]
+    mine = float(jax.jit(lambda k: greedy_return(loaded, k, episodes))(eval_key))
+    assert mine == summary["lanes"][0]["eval_return"]
+    theirs = rollax.evaluate_policy(loaded.env, loaded.policy, loaded.lane_params(0), eval_key,
+                                    episodes)
+    assert float(theirs) == summary["lanes"][0]["eval_return"]
+    # a batch, as Stable-Baselines3's predict takes one: any leading axes, one action each
+    starts = jax.vmap(loaded.env.reset)(jax.random.split(jax.random.key(1), 8))
+    obs = jax.vmap(loaded.env.observation)(starts)
+    size = loaded.env.observation_space.shape[0]
+    np.testing.assert_array_equal(loaded.act(obs), jax.vmap(loaded.act)(obs))
+    np.testing.assert_array_equal(loaded.act(np.asarray(obs).reshape(2, 4, size)),
+                                  np.asarray(loaded.act(obs)).reshape(2, 4))
+    keys = jax.random.split(jax.random.key(2), 8)
+    np.testing.assert_array_equal(loaded.act(obs, jax.random.key(2)),
+                                  jax.vmap(loaded.act)(obs, keys))
+    expected = (f"expected an observation of shape ({size},) or a batch (..., {size}); "
+                f"got (8, {size - 1})")
+    with pytest.raises(ValueError, match="^" + re.escape(expected) + "$"):
+        loaded.act(obs[:, 1:])
+
+
+def test_load_run_tabular_matches_saved_params_and_exact_return(capsys, tmp_path):
+    out = tmp_path / "run"
+    obj = train_json(capsys, "--updates", "4", "--batch-size", "16", "--out", str(out))
+    loaded = rollax.load_run(out)
+    np.testing.assert_array_equal(loaded.lane_params(0), np.float32(obj["params"][0]))
+    observations = jnp.arange(loaded.env.observation_space.n)
+    greedy = jax.vmap(lambda o: loaded.policy.greedy(jnp.float32(obj["params"][0]), o))
+    np.testing.assert_array_equal(jax.vmap(loaded.act)(observations), greedy(observations))
+    np.testing.assert_array_equal(jax.jit(jax.vmap(loaded.act))(observations),
+                                  greedy(observations))
+    keys = jax.random.split(jax.random.key(0), observations.shape[0])
+    sampled = jax.jit(jax.vmap(loaded.act))(observations, keys)
+    expected = jax.vmap(lambda o, k: loaded.policy.sample(loaded.lane_params(0), o, k)[0])(
+        observations, keys)
+    np.testing.assert_array_equal(sampled, expected)
+    assert sampled.shape == observations.shape and sampled.dtype == jnp.int32
+    # a batch with one key: observation i samples with split(key, n)[i]
+    np.testing.assert_array_equal(loaded.act(observations, jax.random.key(0)), sampled)
+    np.testing.assert_array_equal(loaded.act(observations.tolist()), greedy(observations))
+    exact = rollax.policy_return(loaded.env.to_mdp(), loaded.policy, loaded.lane_params(0))
+    assert float(exact) == obj["exact_return"][0]
+
+
+@pytest.mark.slow
+def test_load_run_lanes_of_seeds_and_sweeps(capsys, tmp_path):
+    out = tmp_path / "run"
+    train_json(capsys, "--updates", "3", "--batch-size", "16", "--seeds", "2", "--sweep",
+           "lr=0.5,0.25", "--out", str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    loaded = rollax.load_run(out)
+    assert len(loaded.lanes) == 4
+    assert [dict(lane) for lane in loaded.lanes] == [
+        {k: v for k, v in lane.items() if k in ("seed", "lr")} for lane in summary["lanes"]]
+    assert lane_params_sha256(jax.device_get(loaded.params), 4) == [
+        lane["params_sha256"] for lane in summary["lanes"]]
+    mdp = loaded.env.to_mdp()
+    for lane in range(4):
+        exact = rollax.policy_return(mdp, loaded.policy, loaded.lane_params(lane))
+        assert float(exact) == summary["lanes"][lane]["exact_return"]
+        assert loaded.act(jnp.int32(0), lane=lane) == loaded.policy.greedy(
+            loaded.lane_params(lane), jnp.int32(0))
+    # a traced lane works too (one compiled function for every lane)
+    acts = jax.jit(jax.vmap(lambda lane: loaded.act(jnp.int32(1), lane=lane)))(jnp.arange(4))
+    assert acts.shape == (4,)
+    with pytest.raises(ValueError, match=r"lane must be in \[0, 4\)"):
+        loaded.act(jnp.int32(0), lane=4)
+
+
+def test_load_run_refuses_a_folder_that_is_not_a_run(tmp_path):
+    with pytest.raises(ValueError):
+        rollax.load_run(tmp_path / "missing")
+
+
+ENV_MODULE = '''
+"""A custom environment for the tests: the corridor under another class name."""
+import dataclasses
+
+import rollax
+
+
+@dataclasses.dataclass(frozen=True)
+class ShortCorridor(rollax.Corridor):
+    """The corridor, defined outside rollax."""
+
+
+def make(horizon: int = 6) -> rollax.Environment:
+    return ShortCorridor(horizon=horizon)
+
+
+def not_an_env(horizon: int = 6):
+    return horizon
+
+
+def fixed() -> rollax.Environment:
+    """A factory without a horizon parameter."""
+    return ShortCorridor(horizon=4)
+
+
+def configurable(**options) -> rollax.Environment:
+    return ShortCorridor(**options)
+'''
+
+
+@pytest.fixture
+def env_package(tmp_path, monkeypatch):
+    """``mypkg.envs`` in ``tmp_path/lib`` (on ``sys.path`` for this test)."""
+    package = tmp_path / "lib" / "mypkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "envs.py").write_text(textwrap.dedent(ENV_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    yield tmp_path / "lib"
+    for name in ("mypkg.envs", "mypkg"):
+        sys.modules.pop(name, None)
+
+
+def test_make_by_import_path(env_package):
+    env = rollax.make("mypkg.envs:make")
+    assert type(env).__name__ == "ShortCorridor" and env.horizon == 6
+    assert rollax.make("mypkg.envs:make", horizon=9).horizon == 9
+    with pytest.raises(ValueError, match=r"mypkg\.envs:not_an_env.*returned a value of type int"):
+        rollax.make("mypkg.envs:not_an_env")
+    with pytest.raises(ValueError, match="has no attribute 'missing'"):
+        rollax.make("mypkg.envs:missing")
+    with pytest.raises(ValueError, match="unknown environment 'mypkg:make'"):
+        rollax.make("mypkg:make")  # no dot before the colon: not an import path
+    assert rollax.make("mypkg.envs:configurable", horizon=9).horizon == 9  # **options take it
+    assert rollax.make("mypkg.envs:fixed", horizon=4).horizon == 4  # not passed: its own
+    with pytest.raises(ValueError, match="fixed takes no horizon and its environment's horizon "
+                                         "is 4, not 9"):
+        rollax.make("mypkg.envs:fixed", horizon=9)
+
+
+def test_factory_without_horizon_runs_and_reopens(env_package):
+    """A run on a factory without ``horizon`` stores its environment's own horizon; reopening
+    the run (``RunConfig.build``, what ``rollax eval`` and ``--resume`` do) rebuilds the
+    environment without passing ``horizon=``; asking for a horizon is refused."""
+    run, algo = from_settings({"env": "mypkg.envs:fixed", "updates": 2, "batch_size": 16})
+    assert run.config.horizon == 4 and algo.env.horizon == 4
+    assert from_json(json.loads(json.dumps(run.to_json()))).build().env == algo.env
+    with pytest.raises(ValueError, match="fixed takes no horizon parameter, so --horizon "):
+        from_settings({"env": "mypkg.envs:fixed", "horizon": 4})
+
+
+@pytest.mark.parametrize("name", ["corridor", "CartPole-v1", "mypkg.envs:make"])
+def test_check_before_run_traces_only(env_package, name):
+    """The check of a user's environment before a run computes nothing concretely (so it
+    compiles nothing): one reset and step under ``jax.eval_shape`` only."""
+    from rollax.contracts.preflight import check_before_run
+
+    env = rollax.make(name)
+    with jax.transfer_guard("disallow"):  # any concrete computation would transfer its inputs
+        check_before_run(env, name)
+
+
+def _cli(lib, cwd, *argv) -> subprocess.CompletedProcess:
+    """``python -m rollax.cli ...`` in a new process that finds ``lib`` on PYTHONPATH."""
+    path = os.pathsep.join(p for p in (str(lib), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": path}
+    proc = subprocess.run([sys.executable, "-m", "rollax.cli", *argv], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.mark.integration
+def test_custom_env_train_resume_eval_plot_in_new_processes(env_package, tmp_path):
+    toml = tmp_path / "train.toml"
+    toml.write_text('env = "mypkg.envs:make"\nhorizon = 5\n')
+    _cli(env_package, tmp_path, "train", "--config", str(toml), "--updates", "4",
+         "--batch-size", "16", "--chunk-size", "2", "--checkpoint-every", "2", "--json",
+         "--out", "run")
+    run = tmp_path / "run"
+    config = json.loads((run / "config.json").read_text())["config"]
+    assert config["env"] == "mypkg.envs:make" and config["horizon"] == 5
+    summary = json.loads((run / "summary.json").read_text())
+    # resume from update 2 of a copy, as a run stopped there would
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    (copy / "summary.json").unlink()
+    shutil.rmtree(copy / "figures")
+    (copy / "checkpoints" / "latest").write_text("update-0000002")
+    _cli(env_package, tmp_path, "train", "--resume", "copy", "--json")
+    resumed = json.loads((copy / "summary.json").read_text())
+    assert resumed["params_sha256"] == summary["params_sha256"]
+    evaluated = json.loads(_cli(env_package, tmp_path, "eval", "run", "--episodes", "8",
+                                "--json").stdout)
+    assert evaluated["env"] == "mypkg.envs:make" and len(evaluated["lanes"]) == 1
+    _cli(env_package, tmp_path, "plot", "run", "--out", "figs", "--json")
+    assert any((tmp_path / "figs").iterdir())
+    loaded = rollax.load_run(run)
+    assert type(loaded.env).__name__ == "ShortCorridor" and loaded.env.horizon == 5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("network", ["mlp", "gru"])
+def test_checkpoint_template_is_the_initial_state_without_running_init(network):
+    """``load_latest`` reads a checkpoint into ``state_template`` (shapes from
+    ``jax.eval_shape``): the same tree, shapes and dtypes as the state the run starts from, its
+    typed keys of the same implementation."""
+    from rollax.algos import ppo
+    from rollax.run.experiment import make_lanes
+    from rollax.run.training import state_template
+
+    algo = ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=256, num_envs=2,
+                                         num_steps=8, minibatches=1, network=network))
+    lanes = make_lanes(seed=0, seeds=2, sweep={})
+    template = state_template(algo, lanes)
+    state = Runner(algo, lanes, 1).initial_state()
+    assert jax.tree_util.tree_structure(template) == jax.tree_util.tree_structure(state)
+    for got, want in zip(jax.tree_util.tree_leaves(template), jax.tree_util.tree_leaves(state)):
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        if jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):
+            assert jax.random.key_impl(got) == jax.random.key_impl(want)
