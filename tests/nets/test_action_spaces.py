@@ -208,6 +208,7 @@ def test_actor_critic_for_multi_actions(network, make_env):
     assert np.asarray(greedy).tolist() == want_greedy
 
 
+@pytest.mark.slow
 def test_cnn_head_for_multi_discrete():
     net = rollax.CNNActorCritic(image_shape=(4, 4, 1), action_nvec=(3, 4), hidden=(8,))
     params = net.init(jax.random.key(0))
@@ -311,6 +312,7 @@ def test_check_recurrent_and_gymnasium_refuse_multi_binary():
         rollax.to_gymnasium(env, num_envs=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make_env", [multi_discrete, multi_binary], ids=["multi_discrete",
                                                                           "multi_binary"])
 def test_guessing_tasks_pass_the_contracts(make_env):
@@ -338,6 +340,7 @@ TINY = {"ppo": ["--total-steps", "256", "--num-envs", "4", "--num-steps", "8", "
         "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", list(TINY))
 def test_every_neural_algorithm_trains_a_multi_discrete_task(algo, capsys, tmp_path):
     summary = train_json(capsys, "--env", "custom_envs.guess:multi_discrete", "--algo", algo,
@@ -349,6 +352,7 @@ def test_every_neural_algorithm_trains_a_multi_discrete_task(algo, capsys, tmp_p
     assert action.shape == (2,) and bool(rollax.MultiDiscrete((3, 4)).contains(action))
 
 
+@pytest.mark.slow
 def test_ppo_trains_a_recurrent_policy_on_multi_binary(capsys, tmp_path):
     summary = train_json(capsys, "--env", "custom_envs.guess:multi_binary", "--algo", "ppo",
                          *TINY["ppo"], "--network", "gru", "--hidden", "8", "--memory-size", "8",
