@@ -153,8 +153,9 @@ def test_torso_is_the_convolution_it_computes_as_a_matmul():
 
     torsos = {"rollax": jax.vmap(net.torso, (None, 0)), "equinox": jax.vmap(equinox_conv,
               (None, 0)), "lax": lax_conv}
-    outputs = {name: f(layers, obs) for name, f in torsos.items()}
-    grads = {name: jax.grad(lambda ls, f=f: jnp.sum(f(ls, obs) * cotangent))(layers)[:2]
+    # each compiled whole (op by op, the gradients alone take tens of seconds to dispatch)
+    outputs = {name: jax.jit(f)(layers, obs) for name, f in torsos.items()}
+    grads = {name: jax.jit(jax.grad(lambda ls, f=f: jnp.sum(f(ls, obs) * cotangent)))(layers)[:2]
              for name, f in torsos.items()}
     assert outputs["rollax"].shape == (3, 5 * 3 * 2)
     assert np.asarray(outputs["rollax"]).any() and not np.asarray(outputs["rollax"]).all()

@@ -17,6 +17,7 @@ compiled programs are also smaller (no per-layer custom call and its workspace q
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -110,6 +111,16 @@ def orthogonal_many(key: jax.Array, shapes: Sequence[tuple[int, ...]],
     """
     if len(shapes) != len(gains):
         raise ValueError(f"orthogonal_many: {len(shapes)} shapes but {len(gains)} gains")
+    return _orthogonal_many(key, tuple(tuple(int(d) for d in s) for s in shapes),
+                            tuple(float(g) for g in gains), dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _orthogonal_many(key: jax.Array, shapes: tuple[tuple[int, ...], ...],
+                     gains: tuple[float, ...], dtype) -> list[jax.Array]:
+    """:func:`orthogonal_many`, compiled once per network shape. Called outside ``jit``
+    (``net.init(key)`` at the prompt) the QR loops would otherwise be traced and compiled
+    afresh on every call (seconds each); inside a compiled program the call is inlined."""
     talls = [_tall(tuple(shape)) for shape in shapes]
     sizes = [m * n for m, n, _ in talls]
     flat = jax.random.normal(key, (sum(sizes),), dtype)
