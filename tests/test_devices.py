@@ -5,7 +5,8 @@ The multi-device checks run in one subprocess with eight CPU devices
 and a neural PPO experiment on one device and on eight (2 lanes x 4 envs) give the same
 metrics and parameters to float tolerance; the sharded state lies on all eight devices with
 the expected smaller shards; the compiled chunk averages the gradient with an all-reduce; the
-command line trains, resumes on another device count and refuses too many devices. The rest
+command line trains, resumes on another device count and refuses too many devices; a
+recurrent PPO on two of the devices splits its carry like the environments. The rest
 (the mesh arithmetic, the one-line errors) runs in this process, on one device.
 """
 
@@ -115,6 +116,29 @@ SCRIPT = textwrap.dedent(r'''
     report["cli_too_many"] = cli("train", "--updates", "2", "--batch-size", "64", "--devices",
                                  "16", "--out", str(out / "never"))
     report["never_written"] = not (out / "never").exists()
+
+    # a recurrent PPO on two of the eight devices: the carry split like the environments
+    recurrent = {}
+    for network in ("gru", "lstm"):
+        algo = ppo.make_algorithm(ppo.preset("CartPole-v1", network=network, num_envs=4,
+                                             num_steps=8, total_steps=64, minibatches=2,
+                                             memory_size=8, hidden=(8, 8)))
+        result = {}
+        for devices in (None, 2):
+            runner = Runner(algo, make_lanes(0, 1, {}), 2, devices=devices)
+            initial = runner.initial_state()
+            state, _ = runner.run_chunk(initial, 2)
+            result["one" if devices is None else "two"] = host(runner.final_params(state))
+            if devices:
+                result["carry"] = [
+                    {"shape": list(x.shape), "devices": len(x.sharding.device_set),
+                     "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
+                     "spec": [str(a) for a in x.sharding.spec]}
+                    for x in jax.tree_util.tree_leaves(initial.carry)]
+                result["declared"] = [str(s) for s in jax.tree_util.tree_leaves(
+                    runner.state_shardings.carry, is_leaf=lambda s: hasattr(s, "spec"))]
+        recurrent[network] = result
+    report["recurrent"] = recurrent
     (out / "report.json").write_text(json.dumps(report))
 ''')
 
@@ -355,57 +379,13 @@ def test_two_processes(report, tmp_path):
     assert summary["mesh"] == {"lanes": 2, "envs": 4}
 
 
-# --- a recurrent PPO on two CPU devices (one subprocess) -------------------------------------
-
-RECURRENT = textwrap.dedent(r'''
-    import json, sys
-
-    import jax
-    import numpy as np
-
-    from rollax.algos import ppo
-    from rollax.run.experiment import Runner, make_lanes
-
-    out = {}
-    for network in ("gru", "lstm"):
-        algo = ppo.make_algorithm(ppo.preset("CartPole-v1", network=network, num_envs=4,
-                                             num_steps=8, total_steps=64, minibatches=2,
-                                             memory_size=8, hidden=(8, 8)))
-        result = {}
-        for devices in (None, 2):
-            runner = Runner(algo, make_lanes(0, 1, {}), 2, devices=devices)
-            initial = runner.initial_state()
-            state, _ = runner.run_chunk(initial, 2)
-            result["one" if devices is None else "two"] = [
-                np.asarray(x).tolist() for x in jax.tree_util.tree_leaves(
-                    jax.device_get(runner.final_params(state)))]
-            if devices:
-                result["carry"] = [
-                    {"shape": list(x.shape), "devices": len(x.sharding.device_set),
-                     "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
-                     "spec": [str(a) for a in x.sharding.spec]}
-                    for x in jax.tree_util.tree_leaves(initial.carry)]
-                result["declared"] = [str(s) for s in jax.tree_util.tree_leaves(
-                    runner.state_shardings.carry, is_leaf=lambda s: hasattr(s, "spec"))]
-        out[network] = result
-    print(json.dumps(out))
-''')
-
-
-@pytest.fixture(scope="module")
-def recurrent_report():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", RECURRENT], env=env, check=False,
-                          capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+# --- a recurrent PPO on two of the eight devices (the same subprocess) -------------------
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("network", ["gru", "lstm"])
-def test_recurrent_carry_split_over_environments(recurrent_report, network):
-    run = recurrent_report[network]
+def test_recurrent_carry_split_over_environments(report, network):
+    run = report["recurrent"][network]
     assert run["carry"], "no carry leaves"
     # the carried state's layout (the fresh state, and what a checkpoint is placed with):
     # (lanes 1, B 4, memory 8), B split over the 2 "envs" devices, like the environments
