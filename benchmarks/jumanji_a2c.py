@@ -1,0 +1,121 @@
+"""Jumanji's own trainer (``jumanji.training``: its A2C agent, networks, evaluators and per-
+environment config) at a budget this CPU allows, for the side-by-side table in QUALITY.md.
+
+    python benchmarks/jumanji_a2c.py --env minesweeper --steps 2000000 --seeds 0 1 2 \
+        --out benchmarks/results/jumanji_a2c_minesweeper.json
+
+It composes Jumanji's hydra config (``agent=a2c``, ``env=<name>``) with only the budget
+changed: ``num_epochs`` so that epochs x learner steps x ``n_steps`` x ``total_batch_size`` is
+the step budget (rounded up to whole epochs; ``--learner-steps`` sets the learner steps per
+epoch, default Jumanji's), everything else as Jumanji ships it. The training loop is
+``jumanji/training/train.py``'s: ``agent.run_epoch`` scanned over an epoch under ``pmap``;
+evaluation is Jumanji's greedy evaluator after the last epoch (``--eval-episodes`` episodes).
+Each seed writes one JSON row: environment steps, greedy mean return (and its standard error),
+the wall time of training (first epoch, which compiles, and the rest) and the versions.
+Requirements: ``benchmarks/requirements-jumanji.txt`` (Jumanji's training extras: hydra-core,
+dm-haiku, distrax, rlax, tensorboardX, neptune, tqdm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _config(env: str, seed: int, steps: int, learner_steps: int | None, eval_episodes: int):
+    from hydra import compose, initialize_config_dir
+
+    import jumanji.training
+
+    folder = Path(jumanji.training.__file__).parent / "configs"
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        cfg = compose("config.yaml", overrides=[f"env={env}", "agent=a2c", f"seed={seed}"])
+    training = cfg.env.training
+    if learner_steps is not None:
+        training.num_learner_steps_per_epoch = learner_steps
+    per_epoch = (training.n_steps * training.total_batch_size
+                 * training.num_learner_steps_per_epoch)
+    training.num_epochs = max(1, math.ceil(steps / per_epoch))
+    cfg.env.evaluation.greedy_eval_total_batch_size = eval_episodes
+    cfg.env.evaluation.eval_total_batch_size = eval_episodes
+    return cfg, per_epoch
+
+
+def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episodes: int) -> dict:
+    from jumanji.training.setup_train import (
+        setup_agent,
+        setup_env,
+        setup_evaluators,
+        setup_training_state,
+    )
+
+    cfg, per_epoch = _config(env, seed, steps, learner_steps, eval_episodes)
+    key, init_key = jax.random.split(jax.random.PRNGKey(cfg.seed))
+    environment = setup_env(cfg)
+    agent = setup_agent(cfg, environment)
+    _, greedy_eval = setup_evaluators(cfg, agent)
+    state = setup_training_state(environment, agent, init_key)
+
+    @functools.partial(jax.pmap, axis_name="devices")
+    def epoch_fn(training_state):
+        training_state, metrics = jax.lax.scan(
+            lambda s, _: agent.run_epoch(s), training_state, None,
+            cfg.env.training.num_learner_steps_per_epoch)
+        return training_state, jax.tree_util.tree_map(jnp.mean, metrics)
+
+    seconds = []
+    for _ in range(cfg.env.training.num_epochs):
+        start = time.perf_counter()
+        state, metrics = epoch_fn(state)
+        jax.block_until_ready((state, metrics))
+        seconds.append(time.perf_counter() - start)
+    key, eval_key = jax.random.split(key)
+    greedy = greedy_eval.run_evaluation(state.params_state, eval_key)
+    greedy = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in greedy.items()}
+    return {
+        "peer": "jumanji.training a2c", "env": cfg.env.registered_version, "seed": seed,
+        "env_steps": cfg.env.training.num_epochs * per_epoch,
+        "epochs": cfg.env.training.num_epochs, "steps_per_epoch": per_epoch,
+        "greedy_episode_return": greedy.get("episode_return"),
+        "greedy": greedy, "eval_episodes": eval_episodes,
+        "first_epoch_s": round(seconds[0], 2), "rest_s": round(sum(seconds[1:]), 2),
+        "train_s": round(sum(seconds), 2),
+        "versions": {"jax": jax.__version__, "python": platform.python_version(),
+                     "jumanji": __import__("jumanji").__version__},
+        "machine": f"{platform.processor() or platform.machine()}, {jax.device_count()} "
+                   f"{jax.devices()[0].platform} device(s)",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", required=True, help="a Jumanji training config: minesweeper, "
+                        "rubiks_cube, bin_pack, ...")
+    parser.add_argument("--steps", type=int, required=True, help="environment step budget")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--learner-steps", type=int, default=None,
+                        help="learner steps per epoch (default: Jumanji's config)")
+    parser.add_argument("--eval-episodes", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=None, help="JSON lines, appended")
+    args = parser.parse_args()
+    for seed in args.seeds:
+        row = run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes)
+        line = json.dumps(row)
+        print(line, flush=True)
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            with args.out.open("a") as f:
+                f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
