@@ -60,12 +60,16 @@ def _valid(space: Any) -> np.ndarray:
 
 def is_legal(space: Any, mask: jax.Array, action: jax.Array) -> jax.Array:
     """Whether ``action`` (one action, or a batch ``(..., *space.shape)``) is legal under
-    ``mask`` (``(..., *mask_shape(space))``); an action out of the space's range is not."""
-    mask = jnp.asarray(mask).astype(bool)
+    ``mask`` (``(..., *mask_shape(space))``, broadcast to the actions' batch); an action out of
+    the space's range is not."""
     action = jnp.asarray(action).astype(jnp.int32)
+    mask = jnp.asarray(mask).astype(bool)
+    lead = action.shape[:action.ndim - len(tuple(space.shape))]
+    mask = jnp.broadcast_to(mask, lead + mask.shape[mask.ndim - len(mask_shape(space) or ()):])
     if isinstance(space, (MultiDiscrete, MultiBinary)):
         width = max(space.nvec)
-        inside = (action >= 0) & (action < np.asarray(space.nvec, np.int32))
+        nvec = np.asarray(space.nvec, np.int32).reshape((1,) * (action.ndim - 1) + (-1,))
+        inside = (action >= 0) & (action < nvec)
         picked = jnp.take_along_axis(mask, jnp.clip(action, 0, width - 1)[..., None],
                                      axis=-1)[..., 0]
         return jnp.all(inside & picked, axis=-1)
@@ -80,7 +84,8 @@ def has_legal(space: Any, mask: jax.Array) -> jax.Array:
     value for every component (padding entries do not count)."""
     mask = jnp.asarray(mask).astype(bool)
     if isinstance(space, (MultiDiscrete, MultiBinary)):
-        return jnp.all(jnp.any(mask & _valid(space), axis=-1), axis=-1)
+        valid = jnp.broadcast_to(_valid(space), mask.shape)
+        return jnp.all(jnp.any(mask & valid, axis=-1), axis=-1)
     return jnp.any(mask, axis=-1)
 
 
