@@ -18,6 +18,7 @@ from custom_envs.masked_guess import discrete, multi_binary, multi_discrete
 from rollax.envs.masks import is_legal
 from rollax.gymnasium_export import gym_mask
 
+
 def flat(mask):
     return np.concatenate(mask) if isinstance(mask, tuple) else np.asarray(mask)
 
@@ -59,7 +60,7 @@ def test_gym_mask_follows_gymnasiums_sample_convention():
 def test_info_action_mask_is_the_states_mask_and_samples_legal_actions(name):
     task = MASKED[name]()
     env = rollax.to_gymnasium(task, seed=3)
-    obs, info = env.reset(seed=3)
+    _, info = env.reset(seed=3)
     state = task.reset(jax.random.split(jax.random.key(3))[1])
     want = gym_mask(task.action_space, task.action_mask(state))
     np.testing.assert_array_equal(flat(info["action_mask"]), flat(want))
@@ -69,7 +70,7 @@ def test_info_action_mask_is_the_states_mask_and_samples_legal_actions(name):
         action = env.action_space.sample(mask=info["action_mask"])
         # the task's target (so its mask) stays for the episode
         assert bool(is_legal(task.action_space, task.action_mask(state), np.asarray(action)))
-        obs, reward, terminated, truncated, info = env.step(action)
+        _, reward, _, _, info = env.step(action)
         total += reward
         np.testing.assert_array_equal(flat(info["action_mask"]), flat(want))
     assert total <= len(task.nvec) * task.horizon  # never the illegal bonus
@@ -78,13 +79,13 @@ def test_info_action_mask_is_the_states_mask_and_samples_legal_actions(name):
 def test_vector_env_batches_the_masks():
     task = multi_discrete()
     envs = rollax.to_gymnasium(task, num_envs=3, seed=0)
-    obs, info = envs.reset(seed=0)
+    _, info = envs.reset(seed=0)
     parts = info["action_mask"]
     assert [p.shape for p in parts] == [(3, 3), (3, 4)] and info["_action_mask"].all()
     for _ in range(task.horizon + 1):  # through a same-step reset
         actions = np.stack([np.array([np.flatnonzero(parts[0][b])[0],
                                       np.flatnonzero(parts[1][b])[0]]) for b in range(3)])
-        obs, reward, terminated, truncated, info = envs.step(actions)
+        _, reward, _, _, info = envs.step(actions)
         parts = info["action_mask"]
         assert (reward <= 2).all()  # legal actions only: no bonus
     assert "action_mask" in info and info["_action_mask"].all()

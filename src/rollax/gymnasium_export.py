@@ -273,8 +273,9 @@ class GymnasiumEnv(gym.Env):
     array of the space's shape), ``reward`` a Python float (rollax's float32 value), the events
     Python bools; ``info`` is ``{}``, or for an environment with ``action_mask`` the legal
     actions of the returned state in ``info["action_mask"]``, as
-    ``action_space.sample(mask=...)`` takes them (:func:`gym_mask`). Stepping a finished episode returns its last observation, reward 0 and no
-    event (rollax's absorbing rule) until the next ``reset``. ``rollax_env`` is the wrapped
+    ``action_space.sample(mask=...)`` takes them (:func:`gym_mask`). Stepping a finished
+    episode returns its last observation, reward 0 and no event (rollax's absorbing rule) until
+    the next ``reset``. ``rollax_env`` is the wrapped
     :class:`Environment`. ``render_mode`` is ``None``; ``render()`` warns and returns ``None``."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's class attribute)

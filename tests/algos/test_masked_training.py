@@ -147,6 +147,12 @@ def test_every_neural_algorithm_trains_a_masked_task(algo, capsys, tmp_path):
     assert not summary["diverged"]
     # greedy evaluation takes legal actions only: at most one point per component and step
     assert 0 <= summary["eval_return_mean"] <= 2 * 4
+    loaded, task = rollax.load_run(tmp_path / "run"), multi_discrete()
+    states = jax.vmap(task.reset)(jax.random.split(jax.random.key(0), 16))
+    masks = jax.vmap(task.action_mask)(states)
+    for key in (None, jax.random.key(1)):
+        actions = loaded.act(jax.vmap(task.observation)(states), key, mask=masks)
+        assert bool(is_legal(task.action_space, masks, actions).all())
 
 
 @pytest.mark.slow

@@ -41,7 +41,8 @@ def test_unmasked_environments_pass_the_mask_checks():
 
 @pytest.mark.slow
 def test_a_mask_of_the_wrong_shape_or_dtype_fails_action_mask_shape():
-    for env, got in ((masked_guess.wrong_shape(), "bool[5]"), (masked_guess.int_mask(), "int32[4]")):
+    for env, got in ((masked_guess.wrong_shape(), "bool[5]"),
+                     (masked_guess.int_mask(), "int32[4]")):
         report = rollax.check_env(env, batch_size=4)
         result = report["action_mask_shape"]
         assert result.failed
@@ -154,3 +155,23 @@ def test_check_env_cli_passes_a_masked_task(capsys):
     assert code == 0, err
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     assert all(checks[name]["status"] == "passed" for name in MASK_CHECKS)
+
+
+def test_checked_mode_stops_on_an_illegal_action():
+    """guards.check_collected on a masked batch: an illegal active action fails, naming where;
+    legal actions pass."""
+    from jax.experimental import checkify
+
+    from rollax.guards import check_collected
+
+    env = masked_guess.discrete()
+    _, traj = rollax.collect(env, IgnoresMask(RandomPolicy.for_space(env.action_space)), None,
+                             jax.random.key(0), 8, 4)
+    check = checkify.checkify(lambda t: check_collected(t, env.action_space, jnp.int32(1)),
+                              errors=checkify.user_checks)
+    error, _ = check(traj)
+    assert error.get().startswith("checked mode: illegal action (its action_mask forbids it) at "
+                                  "update 1, step ")
+    _, good = rollax.collect(env, RandomPolicy.for_space(env.action_space), None,
+                             jax.random.key(0), 8, 4)
+    assert check(good)[0].get() is None

@@ -58,7 +58,7 @@ def _valid(space: Any) -> np.ndarray:
     return np.arange(max(space.nvec))[None, :] < nvec[:, None]
 
 
-def is_legal(space: Any, mask: jax.Array, action: jax.Array) -> jax.Array:
+def is_legal(space: Any, mask: Any, action: Any) -> jax.Array:
     """Whether ``action`` (one action, or a batch ``(..., *space.shape)``) is legal under
     ``mask`` (``(..., *mask_shape(space))``, broadcast to the actions' batch); an action out of
     the space's range is not."""
@@ -79,7 +79,7 @@ def is_legal(space: Any, mask: jax.Array, action: jax.Array) -> jax.Array:
     return inside & picked
 
 
-def has_legal(space: Any, mask: jax.Array) -> jax.Array:
+def has_legal(space: Any, mask: Any) -> jax.Array:
     """Whether ``mask`` (``(..., *mask_shape(space))``) allows at least one action: a legal
     value for every component (padding entries do not count)."""
     mask = jnp.asarray(mask).astype(bool)
