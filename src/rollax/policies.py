@@ -25,22 +25,22 @@ import jax.numpy as jnp
 class Policy(Protocol):
     """What collectors and algorithms call on a policy (one observation; ``vmap`` batches).
 
-    ``mask`` is the state's action mask (:mod:`rollax.envs.masks`): collectors pass it, only
-    for an environment with ``action_mask``, as the last argument; a policy for such an
-    environment restricts each method to the legal actions. ``None`` (and a call without it):
-    every action legal. The tabular policies take no mask."""
+    A policy for an environment with ``action_mask`` also takes the state's mask
+    (:mod:`rollax.envs.masks`) as a last argument of each method, ``sample(params, observation,
+    key, mask)``, and restricts it to the legal actions; collectors pass it only for such an
+    environment (the actor-critics and the wrappers here take it; the tabular policies do
+    not)."""
 
-    def sample(self, params, observation: jax.Array, key: jax.Array, mask=None
+    def sample(self, params, observation: jax.Array, key: jax.Array
                ) -> tuple[jax.Array, jax.Array]:
         """``(action, log pi(action | observation))`` drawn with ``key``."""
         ...
 
-    def log_prob(self, params, observation: jax.Array, action: jax.Array,
-                 mask=None) -> jax.Array:
+    def log_prob(self, params, observation: jax.Array, action: jax.Array) -> jax.Array:
         """``log pi(action | observation)``."""
         ...
 
-    def greedy(self, params, observation: jax.Array, mask=None) -> jax.Array:
+    def greedy(self, params, observation: jax.Array) -> jax.Array:
         """The most probable action (the mean for continuous actions)."""
         ...
 
