@@ -13,7 +13,8 @@ from helpers import TracedPolicy
 from rollax.envs.corridor import Corridor
 
 POLICY = rollax.BernoulliPolicy(3)
-FIELDS = rollax.Trajectory._fields
+FIELDS = tuple(f for f in rollax.Trajectory._fields if f != "action_mask")
+"""The fields every trajectory has (``action_mask`` is None without masks)."""
 
 
 def corridor_collect(theta, key, batch_size, num_steps, horizon=8):
@@ -87,7 +88,8 @@ def test_collection_keys_are_the_spec_splits():
 def test_shapes_dtypes_and_axes():
     final, traj = corridor_collect(np.zeros(3), jax.random.key(0), 6, 9)
     assert set(traj._fields) == {"observation", "action", "reward", "active", "terminated",
-                                 "truncated", "log_prob"}
+                                 "truncated", "log_prob", "action_mask"}
+    assert traj.action_mask is None  # the corridor has no action masks
     for name in FIELDS:
         assert getattr(traj, name).shape == (9, 6), name
     assert traj.reward.dtype == jnp.float32 and traj.log_prob.dtype == jnp.float32

@@ -174,7 +174,7 @@ def loop_collector(bug: str | None = None):
                      "late": reset_where(pending, initial, new)}[bug]
             pending = done
             rows.append(AutoResetTrajectory(obs, action, reward, jnp.ones(batch, bool), term,
-                                            trunc, log_prob, final))
+                                            trunc, log_prob, None, final))
         return state, carry, jax.tree.map(lambda *x: jnp.stack(x), *rows)
 
     return collect_fn

@@ -26,12 +26,13 @@ index across the batch.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, overload
+from typing import Any, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
 
 from rollax.envs.base import step_with_key
+from rollax.envs.masks import action_mask as state_mask
 from rollax.recurrent import initial_carries, is_recurrent, reset_where
 from rollax.validate import check_count
 
@@ -53,6 +54,10 @@ class Trajectory(NamedTuple):
     """bool event: this transition hit the time limit."""
     log_prob: jax.Array
     """Behaviour policy's log-probability of ``action``, stored at collection time."""
+    action_mask: Any = None
+    """The action mask of the state before the step (:mod:`rollax.envs.masks`), bool ``(T, B,
+    *mask_shape)``, stored so the update scores the actions under the mask they were drawn
+    with; None for an environment without masks (no array at all)."""
 
 
 class StepKeys(NamedTuple):
@@ -106,19 +111,24 @@ def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic:
 
 def _env_step(env, policy, params, state, carry, action_key, transition_key):
     """One environment, one step: ``((next_state, next_carry), Trajectory row)``, the row's
-    ``active`` taken from ``state`` (before the step). ``carry`` is a recurrent policy's memory
-    (``None`` for a feedforward policy); it stays frozen once the episode has ended."""
+    ``active`` (and ``action_mask``, for an environment with masks: the policy samples among
+    its legal actions) taken from ``state`` (before the step). ``carry`` is a recurrent
+    policy's memory (``None`` for a feedforward policy); it stays frozen once the episode has
+    ended."""
     observation = env.observation(state)
     active = ~env.done(state)
+    mask = state_mask(env, state)
+    given = () if mask is None else (mask,)  # the policy sees a mask only when there is one
     if carry is None:
-        action, log_prob = policy.sample(params, observation, action_key)
+        action, log_prob = policy.sample(params, observation, action_key, *given)
         next_carry = None
     else:
-        next_carry, action, log_prob = policy.sample(params, carry, observation, action_key)
+        next_carry, action, log_prob = policy.sample(params, carry, observation, action_key,
+                                                     *given)
         next_carry = reset_where(~active, carry, next_carry)
     next_state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
     return (next_state, next_carry), Trajectory(observation, action, reward, active, terminated,
-                                                truncated, log_prob)
+                                                truncated, log_prob, mask)
 
 
 def _step_batch(env, policy, params, state, carry, action_keys, transition_keys):
@@ -271,8 +281,9 @@ AutoResetTrajectory = NamedTuple(
     [(name, jax.Array) for name in Trajectory._fields] + [("next_observation", jax.Array)],
 )
 AutoResetTrajectory.__doc__ = """A :class:`Trajectory` plus its ``next_observation``: the fields
-of ``Trajectory`` in its order, then ``next_observation``, all ``(T, B, ...)``. Build one from a
-trajectory with ``AutoResetTrajectory(*trajectory, next_observation)``.
+of ``Trajectory`` in its order (``action_mask`` None without masks), then
+``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
+``AutoResetTrajectory(*trajectory, next_observation)``.
 
 ``next_observation`` is the true next observation of the transition: ``observation[t + 1]``
 within an episode, the episode's final observation where it ended, while the next row's

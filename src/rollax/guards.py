@@ -14,6 +14,7 @@ import numpy as np
 from jax.experimental import checkify
 
 from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
+from rollax.envs.masks import has_legal, is_legal
 
 
 def _first_index(bad: jax.Array):
@@ -67,11 +68,25 @@ def check_finite(name: str, tree, update, where: str = "") -> None:
                    f"({{n}} of {flat.size} values)", u=update, v=value, n=jnp.sum(bad))
 
 
+def check_legal(action: jax.Array, mask: jax.Array, active: jax.Array, space, update) -> None:
+    """Every active action of a ``(T, B)`` batch is legal under its stored action mask (a
+    state with no legal action excepted)."""
+    bad = active & has_legal(space, mask) & ~is_legal(space, mask, action)
+    i = _first_index(bad)
+    t, b = i // bad.shape[1], i % bad.shape[1]
+    checkify.check(~jnp.any(bad), "checked mode: illegal action (its action_mask forbids it) "
+                   "at update {u}, step {t}, env {b}: {v}", u=update, t=t, b=b, v=action[t, b])
+
+
 def check_collected(traj, action_space, update) -> None:
     """A collected ``(T, B)`` batch's observations finite and its actions valid
-    (:func:`check_observations`, :func:`check_actions`)."""
+    (:func:`check_observations`, :func:`check_actions`), and legal under the stored action
+    masks, for an environment with masks (:func:`check_legal`)."""
     check_observations(traj.observation, update)
     check_actions(traj.action, action_space, update)
+    mask = getattr(traj, "action_mask", None)
+    if mask is not None:
+        check_legal(traj.action, mask, traj.active, action_space, update)
 
 
 def check_step(update, loss, gradient, parameters) -> None:

@@ -55,6 +55,7 @@ from rollax.envs.base import (
     Space,
     step_with_key,
 )
+from rollax.envs.masks import action_mask
 from rollax.envs.registry import make
 from rollax.validate import check_count, check_seed
 
@@ -66,11 +67,13 @@ need partial resets, ``reset(options={"reset_mask": ...})``, which rollax does n
 # Spaces, actions, seeds
 
 
-def gym_space(space: Space) -> gym.spaces.Discrete | gym.spaces.Box:
+def gym_space(space: Space) -> gym.spaces.Space:
     """The Gymnasium space of a rollax one: ``Discrete(n)`` becomes ``gymnasium.spaces.Discrete(n)``
     of dtype int64 (Gymnasium's own, and the type its checker expects of observations; rollax's
     int32 values fit), ``Box(low, high, shape)`` a ``gymnasium.spaces.Box`` of the same shape,
-    dtype (float32) and elementwise bounds."""
+    dtype (float32) and elementwise bounds, ``MultiDiscrete(nvec)`` a
+    ``gymnasium.spaces.MultiDiscrete(nvec)`` (int64) and ``MultiBinary(n)`` a
+    ``gymnasium.spaces.MultiBinary(n)`` (int8, Gymnasium's)."""
     if isinstance(space, Discrete):
         if tuple(space.shape) != ():
             raise ValueError(f"only scalar Discrete spaces convert to Gymnasium, got {space}")
@@ -81,10 +84,40 @@ def gym_space(space: Space) -> gym.spaces.Discrete | gym.spaces.Box:
         low = np.broadcast_to(np.asarray(space.low, dtype), shape).copy()
         high = np.broadcast_to(np.asarray(space.high, dtype), shape).copy()
         return gym.spaces.Box(low, high, shape, dtype=dtype.type)
-    if isinstance(space, (MultiDiscrete, MultiBinary)):
-        raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax "
-                         f"{type(space).__name__} spaces do not convert yet (Discrete or Box only)")
-    raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax Discrete or Box only")
+    if isinstance(space, MultiBinary):
+        return gym.spaces.MultiBinary(int(space.n))
+    if isinstance(space, MultiDiscrete):
+        return gym.spaces.MultiDiscrete(np.asarray(space.nvec, np.int64), dtype=np.int64)
+    raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax Discrete, Box, "
+                     f"MultiDiscrete or MultiBinary only")
+
+
+def gym_mask(space: Space, mask: Any) -> Any:
+    """A rollax action mask (:mod:`rollax.envs.masks`; leading batch axes allowed) as
+    Gymnasium's ``action_space.sample(mask=...)`` takes it, the convention of
+    ``info["action_mask"]``: int8 ``(n,)`` of 0/1 for ``Discrete``; a tuple of int8 ``(nvec[k],)``
+    per component for ``MultiDiscrete``; int8 ``(n,)`` for ``MultiBinary``, 0 or 1 where a bit
+    has that one legal value, 2 where both are legal. None stays None."""
+    if mask is None:
+        return None
+    mask = np.asarray(mask, bool)
+    if isinstance(space, MultiBinary):
+        zero, one = mask[..., 0], mask[..., 1]
+        return np.where(zero & one, 2, np.where(one, 1, 0)).astype(np.int8)
+    if isinstance(space, MultiDiscrete):
+        return tuple(mask[..., k, :n].astype(np.int8) for k, n in enumerate(space.nvec))
+    return mask.astype(np.int8)
+
+
+def mask_info(space: Space, mask: Any, num_envs: int | None = None) -> dict[str, Any]:
+    """``{"action_mask": gym_mask(...)}`` (with ``"_action_mask"``, all True, for ``num_envs``
+    environments), or ``{}`` for an environment without masks."""
+    if mask is None:
+        return {}
+    info: dict[str, Any] = {"action_mask": gym_mask(space, mask)}
+    if num_envs is not None:
+        info["_action_mask"] = np.ones(num_envs, bool)
+    return info
 
 
 def device_action(space: Space, action: Any, batch: tuple[int, ...] = ()) -> np.ndarray:
@@ -103,6 +136,12 @@ def device_action(space: Space, action: Any, batch: tuple[int, ...] = ()) -> np.
                              f"{array.dtype}")
         if np.any((array < 0) | (array >= space.n)):
             raise ValueError(f"action must be an integer in [0, {space.n}), got {action!r}")
+        return array.astype(np.int32)
+    if isinstance(space, (MultiDiscrete, MultiBinary)):
+        nvec = np.asarray(space.nvec)
+        if not np.issubdtype(array.dtype, np.integer) or np.any((array < 0) | (array >= nvec)):
+            raise ValueError(f"action must be integers, component i in [0, nvec[i]) with nvec "
+                             f"{list(space.nvec)}, got {action!r}")
         return array.astype(np.int32)
     if not np.issubdtype(array.dtype, np.number):
         raise ValueError(f"action must be a real array of shape {shape}, got dtype {array.dtype}")
@@ -165,21 +204,27 @@ def host_observation(space: gym.spaces.Space, obs: np.ndarray):
 def _reset_one(env: Environment, key: jax.Array):
     key, reset_key = jax.random.split(key)
     state = env.reset(reset_key)
-    return key, state, env.observation(state)
+    return key, state, env.observation(state), action_mask(env, state)
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _step_one(env: Environment, key: jax.Array, state, action: jax.Array):
     key, transition_key = jax.random.split(key)
     state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
-    return key, state, (env.observation(state), reward, terminated, truncated)
+    return key, state, (env.observation(state), reward, terminated, truncated,
+                        action_mask(env, state))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _reset_many(env: Environment, num_envs: int, key: jax.Array):
     key, reset_key = jax.random.split(key)
     states = reset_batch(env, reset_key, num_envs)
-    return key, states, jax.vmap(env.observation)(states)
+    return key, states, jax.vmap(env.observation)(states), _masks(env, states)
+
+
+def _masks(env: Environment, states) -> Any:
+    """The action masks of a batch of states (None without masks)."""
+    return jax.vmap(lambda state: action_mask(env, state))(states)
 
 
 def _step_all(env: Environment, key: jax.Array, states, actions: jax.Array):
@@ -199,7 +244,7 @@ def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
     final_obs = jax.vmap(env.observation)(stepped)
     states = autoreset(env, terminated | truncated, stepped, reset_key)
     obs = jax.vmap(env.observation)(states)
-    return key, states, (obs, final_obs, reward, terminated, truncated)
+    return key, states, (obs, final_obs, reward, terminated, truncated, _masks(env, states))
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -213,7 +258,7 @@ def _step_many_next(env: Environment, key: jax.Array, states, actions: jax.Array
     reward = jnp.where(restart, 0.0, reward)
     terminated, truncated = terminated & ~restart, truncated & ~restart
     obs = jax.vmap(env.observation)(states)
-    return key, states, (obs, reward, terminated, truncated)
+    return key, states, (obs, reward, terminated, truncated, _masks(env, states))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,11 +268,14 @@ def _step_many_next(env: Environment, key: jax.Array, states, actions: jax.Array
 class GymnasiumEnv(gym.Env):
     """One rollax environment as a ``gymnasium.Env`` (build it with :func:`to_gymnasium`).
 
-    ``reset(seed=None, options=None) -> (obs, {})`` and ``step(action) -> (obs, reward,
-    terminated, truncated, {})``: ``obs`` of ``observation_space`` (``np.int64`` or a float32
+    ``reset(seed=None, options=None) -> (obs, info)`` and ``step(action) -> (obs, reward,
+    terminated, truncated, info)``: ``obs`` of ``observation_space`` (``np.int64`` or a float32
     array of the space's shape), ``reward`` a Python float (rollax's float32 value), the events
-    Python bools. Stepping a finished episode returns its last observation, reward 0 and no
-    event (rollax's absorbing rule) until the next ``reset``. ``rollax_env`` is the wrapped
+    Python bools; ``info`` is ``{}``, or for an environment with ``action_mask`` the legal
+    actions of the returned state in ``info["action_mask"]``, as
+    ``action_space.sample(mask=...)`` takes them (:func:`gym_mask`). Stepping a finished
+    episode returns its last observation, reward 0 and no event (rollax's absorbing rule) until
+    the next ``reset``. ``rollax_env`` is the wrapped
     :class:`Environment`. ``render_mode`` is ``None``; ``render()`` warns and returns ``None``."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's class attribute)
@@ -245,17 +293,18 @@ class GymnasiumEnv(gym.Env):
         check_options(options)
         if seed is not None:
             self._key = seed_key(seed)
-        self._key, self._state, obs = _reset_one(self.rollax_env, self._key)
-        return host_observation(self.observation_space, jax.device_get(obs)), {}
+        self._key, self._state, obs, mask = _reset_one(self.rollax_env, self._key)
+        info = mask_info(self.rollax_env.action_space, jax.device_get(mask))
+        return host_observation(self.observation_space, jax.device_get(obs)), info
 
     def step(self, action):
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         action = device_action(self.rollax_env.action_space, action)
         self._key, self._state, out = _step_one(self.rollax_env, self._key, self._state, action)
-        obs, reward, terminated, truncated = jax.device_get(out)
+        obs, reward, terminated, truncated, mask = jax.device_get(out)
         return (host_observation(self.observation_space, obs), float(reward), bool(terminated),
-                bool(truncated), {})
+                bool(truncated), mask_info(self.rollax_env.action_space, mask))
 
     def render(self) -> None:
         """Nothing renders yet: a warning, and ``None``."""
@@ -279,7 +328,10 @@ class GymnasiumVectorEnv(VectorEnv):
     info) and their masks ``_final_obs``/``_final_info`` (bool ``(N,)``); a step where nothing
     ended returns ``info == {}``. **Next-step** (``autoreset_mode=AutoresetMode.NEXT_STEP``):
     ``obs[b]`` is the episode's last observation, and the next step ignores ``actions[b]`` and
-    returns a fresh start with reward 0 and no event; ``info`` is always ``{}``.
+    returns a fresh start with reward 0 and no event; ``info`` is always ``{}``. An environment
+    with ``action_mask`` adds, in both modes and on reset, ``info["action_mask"]`` (the masks of
+    the returned states, :func:`gym_mask` with a leading ``N`` axis) and ``_action_mask`` (all
+    True).
     ``reset(seed=s)`` takes one integer seed (the key chain of the module docstring), not a
     list. ``render()`` warns and returns ``None``."""
 
@@ -306,9 +358,11 @@ class GymnasiumVectorEnv(VectorEnv):
         check_options(options)
         if seed is not None:
             self._key = seed_key(seed)
-        self._key, self._states, obs = _reset_many(self.rollax_env, self.num_envs, self._key)
+        self._key, self._states, obs, mask = _reset_many(self.rollax_env, self.num_envs,
+                                                         self._key)
         self._restart = np.zeros(self.num_envs, bool)
-        return np.array(obs, dtype=self.single_observation_space.dtype), {}
+        info = mask_info(self.rollax_env.action_space, jax.device_get(mask), self.num_envs)
+        return np.array(obs, dtype=self.single_observation_space.dtype), info
 
     def step(self, actions):
         if self._states is None:
@@ -318,25 +372,26 @@ class GymnasiumVectorEnv(VectorEnv):
             return self._step_next(actions)
         self._key, self._states, out = _step_many(self.rollax_env, self._key, self._states,
                                                   actions)
-        obs, final_obs, reward, terminated, truncated = jax.device_get(out)
+        obs, final_obs, reward, terminated, truncated, mask = jax.device_get(out)
         done = np.asarray(terminated | truncated)
-        info: dict[str, Any] = {}
+        info = mask_info(self.rollax_env.action_space, mask, self.num_envs)
         if done.any():
             final = np.full(self.num_envs, None, dtype=object)
             for b in np.flatnonzero(done):
                 final[b] = host_observation(self.single_observation_space, final_obs[b])
-            info = {"final_obs": final, "_final_obs": done.copy(), "final_info": {},
-                    "_final_info": done.copy()}
+            info |= {"final_obs": final, "_final_obs": done.copy(), "final_info": {},
+                     "_final_info": done.copy()}
         return (np.array(obs, dtype=self.single_observation_space.dtype),
                 np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), info)
 
     def _step_next(self, actions: np.ndarray):
         self._key, self._states, out = _step_many_next(self.rollax_env, self._key, self._states,
                                                        actions, self._restart)
-        obs, reward, terminated, truncated = jax.device_get(out)
+        obs, reward, terminated, truncated, mask = jax.device_get(out)
         self._restart = np.asarray(terminated | truncated)
         return (np.array(obs, dtype=self.single_observation_space.dtype),
-                np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), {})
+                np.asarray(reward, np.float64), np.array(terminated), np.array(truncated),
+                mask_info(self.rollax_env.action_space, mask, self.num_envs))
 
     def render(self) -> None:
         """Nothing renders yet: a warning, and ``None``."""

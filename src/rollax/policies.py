@@ -23,7 +23,13 @@ import jax.numpy as jnp
 
 @runtime_checkable
 class Policy(Protocol):
-    """What collectors and algorithms call on a policy (one observation; ``vmap`` batches)."""
+    """What collectors and algorithms call on a policy (one observation; ``vmap`` batches).
+
+    A policy for an environment with ``action_mask`` also takes the state's mask
+    (:mod:`rollax.envs.masks`) as a last argument of each method, ``sample(params, observation,
+    key, mask)``, and restricts it to the legal actions; collectors pass it only for such an
+    environment (the actor-critics and the wrappers here take it; the tabular policies do
+    not)."""
 
     def sample(self, params, observation: jax.Array, key: jax.Array
                ) -> tuple[jax.Array, jax.Array]:
@@ -156,17 +162,18 @@ class NormalizedPolicy:
     def _observed(self, stats, observation):
         return obs_normalize(stats, observation) if self.normalize else observation
 
-    def sample(self, params, observation, key):
+    def sample(self, params, observation, key, *mask):
         inner_params, stats = params
-        return self.inner.sample(inner_params, self._observed(stats, observation), key)
+        return self.inner.sample(inner_params, self._observed(stats, observation), key, *mask)
 
-    def log_prob(self, params, observation, action):
+    def log_prob(self, params, observation, action, *mask):
         inner_params, stats = params
-        return self.inner.log_prob(inner_params, self._observed(stats, observation), action)
+        return self.inner.log_prob(inner_params, self._observed(stats, observation), action,
+                                   *mask)
 
-    def greedy(self, params, observation):
+    def greedy(self, params, observation, *mask):
         inner_params, stats = params
-        return self.inner.greedy(inner_params, self._observed(stats, observation))
+        return self.inner.greedy(inner_params, self._observed(stats, observation), *mask)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,8 +182,8 @@ class GreedyPolicy:
 
     inner: Policy
 
-    def sample(self, params, observation, key):
-        return self.inner.greedy(params, observation), jnp.zeros((), jnp.float32)
+    def sample(self, params, observation, key, *mask):
+        return self.inner.greedy(params, observation, *mask), jnp.zeros((), jnp.float32)
 
-    def greedy(self, params, observation):
-        return self.inner.greedy(params, observation)
+    def greedy(self, params, observation, *mask):
+        return self.inner.greedy(params, observation, *mask)

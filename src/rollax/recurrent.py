@@ -93,17 +93,23 @@ class RecurrentHeads:
     def distribution(self, params, features):
         raise NotImplementedError
 
-    def sample(self, params, carry, observation, key):
-        """``(carry', action, log pi(action | history))``."""
+    def sample(self, params, carry, observation, key, mask=None):
+        """``(carry', action, log pi(action | history))``, among the legal actions of
+        ``mask`` (the state's action mask; ``None``: every action)."""
         carry, features = self.step(params, carry, observation)
-        dist = self.distribution(params, features)
+        dist = _masked(self.distribution(params, features), mask)
         action = dist.sample(key)
         return carry, action, dist.log_prob(action)
 
-    def greedy(self, params, carry, observation):
-        """``(carry', the distribution's mode)``."""
+    def greedy(self, params, carry, observation, mask=None):
+        """``(carry', the distribution's mode)`` among the legal actions of ``mask``."""
         carry, features = self.step(params, carry, observation)
-        return carry, self.distribution(params, features).mode()
+        return carry, _masked(self.distribution(params, features), mask).mode()
+
+
+def _masked(dist, mask):
+    """``dist.masked(mask)`` (:mod:`rollax.nets.distributions`), ``dist`` without a mask."""
+    return dist if mask is None else dist.masked(mask)
 
 
 def reset_where(start: jax.Array, initial, carry):
@@ -145,10 +151,11 @@ class Replay(NamedTuple):
 
 
 def unroll(policy, params, carry, observations: jax.Array, starts: jax.Array,
-           actions: jax.Array | None = None) -> Replay:
+           actions: jax.Array | None = None, masks: jax.Array | None = None) -> Replay:
     """Replay ``B`` sequences: for ``t = 0 .. T-1``, reset the carry where ``starts[t]``, read
-    ``observations[t]``, and (given ``actions``) score ``actions[t]``. ``carry (B, ...)``,
-    ``observations (T, B, ...)``, ``starts (T, B)``, ``actions (T, B, ...)``.
+    ``observations[t]``, and (given ``actions``) score ``actions[t]``, under the action mask
+    ``masks[t]`` when given (the one stored at collection). ``carry (B, ...)``,
+    ``observations (T, B, ...)``, ``starts (T, B)``, ``actions`` and ``masks (T, B, ...)``.
 
     The action distribution is evaluated inside the loop, step by step as the collector does,
     so that a replay with the collecting parameters gives the stored log-probabilities back to
@@ -157,24 +164,25 @@ def unroll(policy, params, carry, observations: jax.Array, starts: jax.Array,
     initial = policy.initial_carry(params)
     step = jax.vmap(policy.step, (None, 0, 0))
 
-    def score(features, action):
-        dist = policy.distribution(params, features)
+    def score(features, action, mask):
+        dist = _masked(policy.distribution(params, features), mask)
         return dist.log_prob(action), dist.entropy()
 
     def body(carry, x):
-        observation, start, action = x
+        observation, start, action, mask = x
         carry, features = step(params, reset_where(start, initial, carry), observation)
-        scored = (None, None) if action is None else jax.vmap(score)(features, action)
+        scored = (None, None) if action is None else jax.vmap(score)(features, action, mask)
         return carry, Replay(carry, features, *scored)
 
-    return jax.lax.scan(body, carry, (observations, starts, actions))[1]
+    return jax.lax.scan(body, carry, (observations, starts, actions, masks))[1]
 
 
 def replay_log_prob(policy, params, carry, traj) -> jax.Array:
     """``(T, B)`` log-probabilities of ``traj.action`` replayed from ``carry`` (the carry the
     auto-reset rollout started with) with the trajectory's own resets (:func:`episode_starts`).
     With the collecting parameters this equals ``traj.log_prob`` exactly."""
-    replay = unroll(policy, params, carry, traj.observation, episode_starts(traj), traj.action)
+    replay = unroll(policy, params, carry, traj.observation, episode_starts(traj), traj.action,
+                    getattr(traj, "action_mask", None))
     assert replay.log_prob is not None
     return replay.log_prob
 
@@ -220,6 +228,6 @@ class GreedyRecurrent(RecurrentHeads):
     def distribution(self, params, features):
         return self.inner.distribution(params, features)
 
-    def sample(self, params, carry, observation, key):
-        carry, action = self.inner.greedy(params, carry, observation)
+    def sample(self, params, carry, observation, key, *mask):
+        carry, action = self.inner.greedy(params, carry, observation, *mask)
         return carry, action, jnp.zeros((), jnp.float32)

@@ -196,6 +196,7 @@ import jax.numpy as jnp
 
 import rollax
 from rollax.envs.cartpole import CartPole
+from rollax.envs.pendulum import Pendulum
 
 
 class ShortObservation(CartPole):
@@ -237,6 +238,33 @@ class Unhashable(rollax.Environment):
     @property
     def action_space(self):
         return CartPole().action_space
+
+
+class WrongMask(CartPole):
+    def action_mask(self, state):
+        return jnp.ones(3, bool)  # Discrete(2) needs bool[2]
+
+
+class BoxMask(Pendulum):
+    def action_mask(self, state):
+        return jnp.ones(1, bool)  # a Box action takes no mask
+
+
+class MaskedCorridor(rollax.Corridor):
+    def action_mask(self, state):
+        return jnp.ones(2, bool)
+
+
+def wrong_mask(horizon=500):
+    return WrongMask(horizon=horizon)
+
+
+def box_mask(horizon=200):
+    return BoxMask(horizon=horizon)
+
+
+def masked_corridor(horizon=8):
+    return MaskedCorridor(horizon=horizon)
 
 
 class DictObservation(CartPole):

@@ -301,15 +301,12 @@ def test_collected_out_of_range_component_fails_checked_mode():
         "update 1, step 0, env 0: [0 4]")
 
 
-def test_check_recurrent_and_gymnasium_refuse_multi_binary():
+def test_check_recurrent_refuses_multi_binary():
     env = multi_binary()
     with pytest.raises(ValueError, match=r"^check_recurrent needs a Discrete action space, got "
                                          r"MultiBinary\(n=3"):
         rollax.check_recurrent(env)
-    with pytest.raises(ValueError, match=r"rollax MultiDiscrete spaces do not convert yet"):
-        rollax.to_gymnasium(multi_discrete())
-    with pytest.raises(ValueError, match=r"rollax MultiBinary spaces do not convert yet"):
-        rollax.to_gymnasium(env, num_envs=2)
+    # to_gymnasium converts both (tests/test_to_gymnasium_masks.py)
 
 
 @pytest.mark.slow

@@ -45,6 +45,7 @@ from rollax.collect import Trajectory, collect_groups
 from rollax.envs.base import Environment
 from rollax.envs.registry import make
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
+from rollax.nets.distributions import masked
 from rollax.recurrent import initial_carries, is_recurrent, unroll
 from rollax.validate import check_count, check_real, check_seed
 
@@ -184,22 +185,23 @@ class Replayed(NamedTuple):
 
 def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
     """The log-probabilities of the stored actions, the entropies and the critic's values of
-    every cell under ``params``: a feed-forward network reads each observation; a recurrent
+    every cell under ``params`` (under the action masks stored with the actions, if any): a
+    feed-forward network reads each observation; a recurrent
     one replays each episode from its initial carry (the collector started it there)."""
     if parts.recurrent:
         net: Any = parts.net
         T, B = traj.reward.shape
         starts = jnp.zeros((T, B), bool).at[0].set(True)
         out = unroll(net, params, initial_carries(net, params, B), traj.observation, starts,
-                     traj.action)
+                     traj.action, traj.action_mask)
         value = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, out.features)
         return Replayed(cast(jax.Array, out.log_prob), cast(jax.Array, out.entropy), value)
 
-    def cell(observation, action):
-        dist = parts.net.distribution(params, observation)
+    def cell(observation, action, mask):
+        dist = masked(parts.net.distribution(params, observation), mask)
         return dist.log_prob(action), dist.entropy(), parts.net.value(params, observation)
 
-    return Replayed(*jax.vmap(jax.vmap(cell))(traj.observation, traj.action))
+    return Replayed(*jax.vmap(jax.vmap(cell))(traj.observation, traj.action, traj.action_mask))
 
 
 def episode_totals(traj: Trajectory) -> tuple[jax.Array, jax.Array]:

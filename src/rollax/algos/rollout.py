@@ -34,6 +34,7 @@ from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset
 from rollax.envs.base import Box, Environment
 from rollax.envs.registry import make
 from rollax.nets.build import Network
+from rollax.nets.distributions import masked
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
     NormalizedPolicy,
@@ -132,6 +133,8 @@ class Batch(NamedTuple):
     advantage: jax.Array
     target: jax.Array
     value: jax.Array
+    action_mask: Any = None
+    """The action masks the actions were drawn under (None without masks)."""
 
 
 class Sequences(NamedTuple):
@@ -147,6 +150,8 @@ class Sequences(NamedTuple):
     advantage: jax.Array
     target: jax.Array
     value: jax.Array
+    action_mask: Any = None
+    """The action masks the actions were drawn under (None without masks)."""
 
 
 class Scored(NamedTuple):
@@ -321,7 +326,7 @@ def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array,
                               traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
     flat = jax.tree_util.tree_map(
         lambda x: x.reshape((parts.cells,) + x.shape[2:]),
-        Batch(obs, traj.action, traj.log_prob, advantages, targets, values))
+        Batch(obs, traj.action, traj.log_prob, advantages, targets, values, traj.action_mask))
     return Collected(env_state, None, traj, values, targets, flat)
 
 
@@ -345,7 +350,7 @@ def collect_sequences(parts: RolloutParts, state: ActorCriticState, key: jax.Arr
     advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
                               traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
     data = Sequences(state.carry, obs, starts, traj.action, traj.log_prob, advantages, targets,
-                     values)
+                     values, traj.action_mask)
     return Collected(env_state, carry, traj, values, targets, data)
 
 
@@ -376,8 +381,10 @@ def sequence_minibatches(data: Sequences, key: jax.Array, count: int) -> Sequenc
 
 
 def score_cells(net: Network, params, data: Batch) -> Scored:
-    """Each cell of a flat batch read by the network on its own."""
-    dist = jax.vmap(net.distribution, (None, 0))(params, data.observation)
+    """Each cell of a flat batch read by the network on its own (under its stored action
+    mask, if any)."""
+    dist = masked(jax.vmap(net.distribution, (None, 0))(params, data.observation),
+                  data.action_mask)
     value = jax.vmap(net.value, (None, 0))(params, data.observation)
     return Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value, data.value,
                   data.target, dist.entropy())
@@ -386,7 +393,8 @@ def score_cells(net: Network, params, data: Batch) -> Scored:
 def score_sequences(net: Network, params, data: Sequences) -> Scored:
     """Whole sequences replayed from their stored carries with their resets, then flattened."""
     net = cast(RecurrentActorCritic, net)
-    replay = unroll(net, params, data.carry, data.observation, data.start, data.action)
+    replay = unroll(net, params, data.carry, data.observation, data.start, data.action,
+                    data.action_mask)
     value = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, replay.features)
     return Scored(*jax.tree_util.tree_map(lambda x: x.reshape(-1), (
         replay.log_prob, data.log_prob, data.advantage, value, data.value, data.target,

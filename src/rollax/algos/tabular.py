@@ -39,6 +39,7 @@ from rollax.algos.base import (
 )
 from rollax.collect import Trajectory, collect
 from rollax.envs.base import Environment
+from rollax.envs.masks import has_action_mask
 from rollax.envs.registry import make
 from rollax.exact import policy_return
 from rollax.losses import live_mean, ppo_clip_loss, ratio_stats, reinforce_loss
@@ -153,6 +154,10 @@ def resolve_config(config: TabularConfig, env: Environment | None = None) -> Tab
                                                                   horizon=config.horizon)
     if not hasattr(env, "to_mdp"):
         raise ValueError(f"env must be a finite (tabular) task, {config.env!r} is not")
+    if has_action_mask(env):
+        raise ValueError(f"env {config.env!r} defines action_mask, which the tabular trainer "
+                         f"does not take (its softmax table, entropy and exact return range "
+                         f"over every action)")
     epochs = config.epochs if config.epochs is not None else (3 if config.algo == "ppo" else 1)
     return dataclasses.replace(config, horizon=env.horizon, epochs=epochs)
 

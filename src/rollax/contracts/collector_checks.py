@@ -16,6 +16,7 @@ from rollax.contracts.probe import RandomPolicy, Setup, default_steps, describe
 from rollax.contracts.registry import COLLECTOR_REGISTRY, NotRun, collector_check
 from rollax.contracts.report import (
     FAILED,
+    PASSED,
     SKIPPED,
     CheckReport,
     CheckResult,
@@ -35,7 +36,8 @@ from rollax.contracts.trees import (
     scalar_cells,
     tree_difference,
 )
-from rollax.validate import check_count
+from rollax.envs.masks import has_action_mask, has_legal, is_legal, mask_problem
+from rollax.validate import check_count, counted
 
 FIELDS = ("observation", "action", "reward", "active", "terminated", "truncated", "log_prob")
 """The trajectory fields compared (time-major ``(T, B, ...)``)."""
@@ -183,6 +185,38 @@ def padding_zero_reward(run: CollectorRun) -> CheckResult:
     return judge(findings, "padding: reward 0, no events")
 
 
+@collector_check("collector_actions_legal", "with `action_mask`: the trajectory stores each "
+                 "step's mask (`action_mask`, that of the state before the step, as "
+                 "`rollax.collect` does) and every active action is legal under it (the "
+                 "collector hands the policy the mask).")
+def collector_actions_legal(run: CollectorRun) -> CheckResult:
+    """Stored masks present, and the active actions legal under them."""
+    if not has_action_mask(run.env):
+        return outcome(PASSED, "no action_mask: every action legal")
+    stored = getattr(run.out[1], "action_mask", None)
+    findings = []
+    if stored is None:
+        findings.append(Finding(None, None, "trajectory has no action_mask (the update cannot "
+                                "score the actions under the masks they were drawn with)", {}))
+        reference, _ = run.reference
+        stored = None if reference is None else reference[1].action_mask
+    if stored is None:
+        return judge(findings, "")
+    space, action = run.env.action_space, run.field("action")
+    stored = np.asarray(stored)
+    if mask_problem(run.env, stored[0, 0], "") is not None:
+        return judge(findings, "") if findings else outcome(
+            SKIPPED, "needs a mask of the action space's layout (see check_env's "
+                     "'action_mask_shape')")
+    live = run.field("active") & np.asarray(has_legal(space, stored))
+    illegal = live & ~np.asarray(is_legal(space, stored, action))
+    cell = first_cell(illegal)
+    if cell is not None:
+        findings.append(Finding(*cell, "illegal action sampled",
+                                {"action": action[cell], "action_mask": stored[cell]}, 1))
+    return judge(findings, f"masks stored, {counted(int(live.sum()), 'active action')} legal")
+
+
 @collector_check("collector_replay", "the same key replays every field and the final state bit "
                  "for bit.")
 def collector_replay(run: CollectorRun) -> CheckResult:
@@ -277,6 +311,13 @@ def matches_reference(run: CollectorRun) -> CheckResult:
             findings.append(Finding(*cell, f"{name} differs from rollax.collect",
                                     {"collector": value[cell], "rollax.collect": expected[cell],
                                      **distance(value[cell], expected[cell])}, index))
+    mask, expected_mask = getattr(run.out[1], "action_mask", None), reference[1].action_mask
+    if mask is not None and expected_mask is not None:
+        d = cell_mismatch(np.asarray(mask), np.asarray(expected_mask), 2)
+        cell = None if d is None else first_cell(d)
+        if d is None or cell is not None:
+            findings.append(Finding(*(cell or (None, None)), "action_mask differs from "
+                                    "rollax.collect", {}, len(FIELDS)))
     if not findings:
         findings.append(tree_difference(run.final, reference[0],
                                         "final state differs from rollax.collect's", lead=1,

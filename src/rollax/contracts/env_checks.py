@@ -37,6 +37,7 @@ from rollax.contracts.trees import (
     scalar_cells,
     tree_difference,
 )
+from rollax.envs.masks import has_action_mask, has_legal, is_legal, mask_problem, mask_shape
 from rollax.validate import check_count, counted
 
 
@@ -121,6 +122,28 @@ def step_output(run: EnvRun) -> CheckResult:
     return judge(findings, "float32 reward, bool events, stable state types")
 
 
+@env_check("action_mask_shape", "an environment with `action_mask(state)` gives one bool array "
+           "laid out for its action space: `(n,)` for `Discrete(n)`, `(K, max(nvec))` for "
+           "`MultiDiscrete(nvec)`, `(n, 2)` for `MultiBinary(n)`; no mask for `Box` (passes "
+           "without a mask: every action legal).", gated=False)
+def action_mask_shape(run: EnvRun) -> CheckResult:
+    """The start state's mask against the action space (abstract evaluation)."""
+    shapes = run.require_shapes()
+    if not has_action_mask(run.env) or shapes.action_mask is None:
+        return outcome(PASSED, "no action_mask: every action legal")
+    if mask_problem(run.env, shapes.action_mask, describe(run.env)) is not None:
+        want = mask_shape(run.env.action_space)
+        what = ("action mask of the wrong shape or dtype" if want is not None else
+                f"action mask on a {type(run.env.action_space).__name__} action space (masks "
+                f"need Discrete, MultiDiscrete or MultiBinary actions)")
+        return judge([Finding(None, None, what,
+                              {"action_mask": _type(shapes.action_mask),
+                               "expected": "no mask" if want is None else f"bool{list(want)}"})],
+                     "")
+    return outcome(PASSED, f"bool{list(shapes.action_mask.shape)}, laid out for "
+                           f"{type(run.env.action_space).__name__}")
+
+
 env_check("key_used_once", "every key `reset` and `step` hold or make (the key argument, a key "
           "in the state, each part of a split) feeds at most one `random_bits`, `random_split` "
           "or `random_fold_in`; read off their jaxprs, nothing compiled. A reuse wholly inside "
@@ -146,6 +169,55 @@ def observation_in_space(run: EnvRun) -> CheckResult:
                                 {"observation": np.asarray(trace.observation)[i, b]}))
     return judge(findings, f"{counted((run.num_steps + 1) * run.batch_size, 'observation')} in "
                            f"the space")
+
+
+def _masks(run: EnvRun) -> tuple[np.ndarray, str | None]:
+    """The trace's masks ``(T + 1, B, ...)``, or why the mask checks do not apply."""
+    if not has_action_mask(run.env):
+        return np.zeros(0), "no action_mask: every action legal"
+    masks = run.require_trace().action_mask
+    if masks is None:
+        return np.zeros(0), "needs a mask of the action space's layout (see 'action_mask_shape')"
+    return np.asarray(masks), None
+
+
+@env_check("legal_action_exists", "with `action_mask`: every live (not done) state visited "
+           "allows at least one action (a legal value for every component).")
+def legal_action_exists(run: EnvRun) -> CheckResult:
+    """``has_legal`` on the mask of every live state of the trace (start states included)."""
+    masks, why = _masks(run)
+    if why is not None:
+        return outcome(PASSED if "no action_mask" in why else SKIPPED, why)
+    none = ~np.asarray(has_legal(run.env.action_space, masks)) & ~run.flags.done
+    cell = first_cell(none)
+    findings = []
+    if cell is not None:
+        i, b = cell
+        findings.append(Finding(state_step(i), b, "a live state with no legal action",
+                                {"action_mask": masks[i, b]}))
+    return judge(findings, f"every live state of {counted(run.batch_size, 'episode')} has a "
+                           f"legal action")
+
+
+@env_check("actions_legal", "with `action_mask`: every action the checker's policy sampled in "
+           "a live state (one with a legal action) is legal under that state's mask (the "
+           "policy and the collectors hand it the mask).")
+def actions_legal(run: EnvRun) -> CheckResult:
+    """``is_legal`` of the rollout's actions under the masks of the states they were taken in."""
+    masks, why = _masks(run)
+    if why is not None:
+        return outcome(PASSED if "no action_mask" in why else SKIPPED, why)
+    trace, space = run.require_trace(), run.env.action_space
+    action = np.asarray(trace.action)
+    before = masks[:-1]
+    live = ~run.flags.done_before & np.asarray(has_legal(space, before))
+    illegal = live & ~np.asarray(is_legal(space, before, action))
+    cell = first_cell(illegal)
+    findings = []
+    if cell is not None:
+        findings.append(Finding(*cell, "illegal action sampled",
+                                {"action": action[cell], "action_mask": before[cell]}))
+    return judge(findings, f"{counted(int(live.sum()), 'live action')} legal")
 
 
 @env_check("finite_values", "no NaN or inf in observations and rewards.")

@@ -11,11 +11,18 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from rollax.contracts.probe import Setup, describe, unhashable, unsupported_observation
+from rollax.contracts.probe import (
+    Setup,
+    describe,
+    sample_action,
+    unhashable,
+    unsupported_observation,
+)
 from rollax.contracts.registry import NotRun
 from rollax.contracts.tracer import Trace, cached, collection_key_data, make_tracer, no_override
 from rollax.contracts.trees import any_last, host, scalar_cells
 from rollax.envs.base import Environment, step_with_key
+from rollax.envs.masks import action_mask
 
 
 class Shapes(NamedTuple):
@@ -32,6 +39,9 @@ class Shapes(NamedTuple):
     transition_terminated: Any
     """The ``terminated`` that ``transition`` returns (before ``step`` casts it to bool), or
     None when the environment writes its own ``step``."""
+    action_mask: Any = None
+    """``action_mask(state)`` of the start state (:mod:`rollax.envs.masks`), None without
+    masks."""
 
 
 def abstract_shapes(env: Any, policy: Any, params: Any, key: jax.Array) -> Shapes:
@@ -39,7 +49,8 @@ def abstract_shapes(env: Any, policy: Any, params: Any, key: jax.Array) -> Shape
     state = jax.eval_shape(env.reset, key)
     obs = jax.eval_shape(env.observation, state)
     done = jax.eval_shape(env.done, state)
-    action = jax.eval_shape(lambda o, k: policy.sample(params, o, k)[0], obs, key)
+    mask = jax.eval_shape(lambda s: action_mask(env, s), state)
+    action = jax.eval_shape(lambda s, k: sample_action(policy, params, env, s, k), state, key)
     next_state, reward, terminated, truncated = jax.eval_shape(
         lambda s, a, k: step_with_key(env, s, a, k), state, action, key)
     next_obs = jax.eval_shape(env.observation, next_state)
@@ -47,7 +58,8 @@ def abstract_shapes(env: Any, policy: Any, params: Any, key: jax.Array) -> Shape
     if type(env).step is Environment.step:
         raw = jax.eval_shape(env.transition, state, action,
                              key if env.stochastic else None)[2]
-    return Shapes(state, obs, done, next_state, reward, terminated, truncated, next_obs, raw)
+    return Shapes(state, obs, done, next_state, reward, terminated, truncated, next_obs, raw,
+                  mask)
 
 
 class Flags(NamedTuple):

@@ -20,6 +20,7 @@ from rollax.contracts.probe import (
     unsupported_observation,
     unsupported_space,
 )
+from rollax.envs.masks import mask_problem
 
 
 def trace_once(env: Any, name: str) -> Shapes:
@@ -60,7 +61,8 @@ def check_before_run(env: Any, name: str) -> None:
     (:func:`check_usable`) and one reset and one step of ``env`` trace and pass
     ``reset_output`` and ``step_output`` (observation one array of the shape and dtype of
     ``observation_space``, a float32 scalar reward, bool scalar ``terminated`` /
-    ``truncated``, a state of stable types); a failing trace or check points to ``rollax
+    ``truncated``, a state of stable types, an ``action_mask`` (if any) laid out for the action
+    space: :func:`rollax.envs.masks.mask_problem`); a failing trace or check points to ``rollax
     check-env``."""
     check_usable(env, name)  # check-env refuses these too: no pointer to it
     hint = f"; `rollax check-env {name}` runs every check"
@@ -68,7 +70,8 @@ def check_before_run(env: Any, name: str) -> None:
         shapes = trace_once(env, name)
     except ValueError as err:
         raise ValueError(f"{err}{hint}") from None
-    problem = unsupported_observation(shapes.observation, name)
+    problem = (unsupported_observation(shapes.observation, name)
+               or mask_problem(env, shapes.action_mask, name))
     if problem is not None:
         raise ValueError(problem)
     run = EnvRun(env=env, policy=None, params=None, batch_size=1, num_steps=1, seed=0,

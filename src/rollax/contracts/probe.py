@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Box, Discrete, MultiBinary, MultiDiscrete
+from rollax.envs.masks import action_mask, mask_problem
+from rollax.nets.distributions import MASK_LOGIT
 
 EXTRA_STEPS = 3
 """``num_steps`` defaults to ``env.horizon + EXTRA_STEPS``: every episode ends and a few
@@ -89,9 +91,25 @@ class RandomPolicy:
         return (safe(low), safe(high), np.where(bounded, width, 1.0).astype(np.float32),
                 bounded, only_low, only_high)
 
-    def sample(self, params: Any, observation: Any,
-               key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(action, log_prob)``: one uniformly random action."""
+    def _legal_logits(self, mask: Any) -> jax.Array:
+        """Logits uniform over the legal actions of ``mask`` (``MASK_LOGIT`` elsewhere): the
+        mask's own shape, padding entries of a multi space excluded."""
+        mask = jnp.asarray(mask).astype(bool)
+        if self.kind == "multi":
+            width = max(self.nvec)
+            valid = np.arange(width)[None, :] < np.asarray(self.nvec)[:, None]
+            mask = mask & valid
+        return jnp.where(mask, 0.0, MASK_LOGIT)
+
+    def sample(self, params: Any, observation: Any, key: jax.Array,
+               mask: Any = None) -> tuple[jax.Array, jax.Array]:
+        """``(action, log_prob)``: one uniformly random action; with an action ``mask``
+        (:mod:`rollax.envs.masks`), one uniformly random legal action (uniform over the legal
+        values of each component)."""
+        if mask is not None:
+            action = jax.random.categorical(key, self._legal_logits(mask))
+            action = action.astype(jnp.dtype(self.dtype)).reshape(self.shape)
+            return action, self.log_prob(params, observation, action, mask)
         if self.kind == "discrete":
             # one 32-bit draw reduced modulo n: uniform up to a bias below n / 2**32 (as
             # close to uniform as jax.random.randint, and much cheaper to compile)
@@ -112,8 +130,13 @@ class RandomPolicy:
         action = x.astype(jnp.dtype(self.dtype))
         return action, self.log_prob(params, observation, action)
 
-    def log_prob(self, params: Any, observation: Any, action: jax.Array) -> jax.Array:
-        """The log-density (log-probability) of ``action``."""
+    def log_prob(self, params: Any, observation: Any, action: jax.Array,
+                 mask: Any = None) -> jax.Array:
+        """The log-density (log-probability) of ``action`` (under ``mask``, when given)."""
+        if mask is not None:
+            log_p = jax.nn.log_softmax(self._legal_logits(mask))
+            index = jnp.asarray(action, jnp.int32).reshape(log_p.shape[:-1] + (1,))
+            return jnp.sum(jnp.take_along_axis(log_p, index, axis=-1)).astype(jnp.float32)
         if self.kind == "discrete":
             return jnp.float32(-math.log(self.n))
         if self.kind == "multi":
@@ -126,6 +149,22 @@ class RandomPolicy:
                         jnp.where(only_low | only_high, math.log(2.0) + gauss - 0.5 * half**2,
                                   gauss - 0.5 * x**2))
         return jnp.sum(per).astype(jnp.float32)
+
+
+def usable_mask(env: Any, state: Any) -> Any:
+    """``env``'s action mask of ``state`` when it fits the action space (bool, the layout of
+    :func:`rollax.envs.masks.mask_shape`), else None: the checker drives an environment with a
+    misshapen mask unmasked, and the ``action_mask_shape`` check reports the mask."""
+    mask = action_mask(env, state)
+    return None if mask is None or mask_problem(env, mask, "") is not None else mask
+
+
+def sample_action(policy: Any, params: Any, env: Any, state: Any, key: jax.Array) -> Any:
+    """``policy``'s action in ``state`` (given its mask when the environment has a usable
+    one)."""
+    mask = usable_mask(env, state)
+    given = () if mask is None else (mask,)
+    return policy.sample(params, env.observation(state), key, *given)[0]
 
 
 def probe_actions(space: Any) -> np.ndarray:

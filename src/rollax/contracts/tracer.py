@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.collect import collection_keys
-from rollax.contracts.probe import probe_actions
+from rollax.contracts.probe import probe_actions, sample_action, usable_mask
 from rollax.contracts.report import Finding
 from rollax.contracts.trees import first_mismatch, is_key, mismatch_values, same_bits
 from rollax.envs.base import step_with_key
@@ -31,6 +31,9 @@ class Trace(NamedTuple):
     """``(T + 1, B)``: ``observation_space.contains`` of each observation."""
     done: Any
     """``(T + 1, B, ...)``: ``env.done`` of each state."""
+    action_mask: Any
+    """``(T + 1, B, ...)``: the action mask of each state (None without a mask that fits the
+    action space, :func:`~rollax.contracts.probe.usable_mask`)."""
     step_done: Any
     """``(T, B, ...)``: ``env.done`` of the state each step started from (``done[:-1]`` unless
     the states were overridden)."""
@@ -48,7 +51,7 @@ class Trace(NamedTuple):
     state came back unchanged (bit for bit) and the step outputs."""
 
 
-STATE_FIELDS = ("states", "observation", "in_space", "done")
+STATE_FIELDS = ("states", "observation", "in_space", "done", "action_mask")
 """Fields with a leading ``T + 1`` axis: index ``i`` was produced by step ``i - 1``."""
 
 _CACHE: collections.OrderedDict = collections.OrderedDict()
@@ -96,12 +99,13 @@ def collection_key_data(batch_size: int, num_steps: int, stochastic: bool, seed:
 def _step_with_probes(env: Any, probes: np.ndarray) -> tuple[Callable, Callable]:
     """``(one, view)`` for one environment: ``one(state, action, transition_key) ->
     (next_state, row)`` steps the rollout's action and the probe actions in one batched step
-    (one copy of the code); ``view(state) -> (observation, in_space, done)``."""
+    (one copy of the code); ``view(state) -> (observation, in_space, done, action_mask)``."""
     obs_space = env.observation_space
 
-    def view(state: Any) -> tuple[Any, jax.Array, jax.Array]:
+    def view(state: Any) -> tuple[Any, jax.Array, jax.Array, Any]:
         observation = env.observation(state)
-        return observation, jnp.asarray(obs_space.contains(observation), bool), env.done(state)
+        return (observation, jnp.asarray(obs_space.contains(observation), bool), env.done(state),
+                usable_mask(env, state))
 
     def one(state: Any, action: jax.Array, transition_key: jax.Array | None) -> tuple:
         actions = jnp.concatenate([jnp.asarray(action)[None],
@@ -139,7 +143,7 @@ def make_tracer(env: Any, policy: Any, params: Any) -> Callable:
 
     def cell(state: Any, action_key: jax.Array, transition_key: jax.Array | None,
              forced_action: jax.Array, override: jax.Array) -> tuple:
-        action, _ = policy.sample(params, env.observation(state), action_key)
+        action = sample_action(policy, params, env, state, action_key)
         action = jnp.where(override, jnp.asarray(forced_action, action.dtype), action)
         return one(state, action, transition_key)
 
@@ -164,7 +168,7 @@ def make_tracer(env: Any, policy: Any, params: Any) -> Callable:
         def prepend(head: Any, rest: Any) -> Any:
             return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], axis=0), head, rest)
 
-        return Trace(*(prepend(h, r) for h, r in zip(first, rows[:4])), *rows[4:])
+        return Trace(*(prepend(h, r) for h, r in zip(first, rows[:5])), *rows[5:])
 
     return jax.jit(run)
 
@@ -173,8 +177,7 @@ def no_override(env: Any, policy: Any, params: Any, batch_size: int, num_steps: 
     """Zero ``(override_states, override_actions)`` of the right shapes (host arrays)."""
     key = jax.random.key(0)
     state = jax.eval_shape(env.reset, key)
-    action = jax.eval_shape(lambda s, k: policy.sample(params, env.observation(s), k)[0],
-                            state, key)
+    action = jax.eval_shape(lambda s, k: sample_action(policy, params, env, s, k), state, key)
     lead = (num_steps, batch_size)
 
     def zeros(leaf: Any) -> Any:

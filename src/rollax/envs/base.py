@@ -11,7 +11,9 @@ of its behaviour is pure functions over a pytree state, so it can be used under 
   ``step``, which adds the ending rules (:class:`Environment`; ``docs/contract.md §1``);
 - ``observation(state)``: what a policy sees;
 - ``done(state)``: whether the episode has already ended (the live mask is ``~done`` of the
-  state *before* a step).
+  state *before* a step);
+- optionally ``action_mask(state)``: the legal actions of a state, a bool array laid out for
+  the action space (:mod:`rollax.envs.masks`); without it every action is legal.
 """
 
 from __future__ import annotations

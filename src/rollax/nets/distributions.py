@@ -8,6 +8,13 @@ components), ``sample`` and ``mode`` one action (int32 for the discrete ones).
 - :class:`Categorical`: ``Discrete`` actions; :class:`DiagGaussian`: ``Box`` actions;
 - :class:`MultiCategorical`: ``MultiDiscrete`` actions, one categorical per component;
 - :class:`Bernoulli`: ``MultiBinary`` actions, one bit per component.
+
+Action masks (:mod:`rollax.envs.masks`): ``dist.masked(mask)`` is the distribution restricted
+to the legal actions, and :func:`masked` does it when a mask is given (``None``: the
+distribution itself). An illegal logit becomes :data:`MASK_LOGIT`, a large negative *finite*
+number: its probability is exactly 0, its gradient 0, and ``0 * log p`` stays 0 in the
+entropy, so sampling, log-probabilities, entropies and modes are those of the legal actions.
+``DiagGaussian`` takes no mask.
 """
 
 from __future__ import annotations
@@ -20,6 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+MASK_LOGIT = -1e9
+"""The logit of an illegal action (a masked entry): ``exp(MASK_LOGIT - max)`` is exactly 0 in
+float32 for any logits a network gives, and no Gumbel noise (at most ~17) lifts it over a legal
+logit. It is finite, so ``0 * log p`` is 0 and gradients stay finite, and it lies above
+:data:`PAD_LOGIT`, so a row with no legal value (a finished state's) is uniform over the
+component's own values, never over its padding."""
 
 
 class Categorical(NamedTuple):
@@ -41,6 +55,11 @@ class Categorical(NamedTuple):
 
     def mode(self) -> jax.Array:
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
+
+    def masked(self, mask: jax.Array) -> Categorical:
+        """Only the actions where ``mask`` (bool, the logits' shape) is True: the others'
+        logits become :data:`MASK_LOGIT`."""
+        return Categorical(jnp.where(mask, self.logits, MASK_LOGIT))
 
 
 class DiagGaussian(NamedTuple):
@@ -66,6 +85,10 @@ class DiagGaussian(NamedTuple):
     def mode(self) -> jax.Array:
         return self.mean
 
+    def masked(self, mask: jax.Array) -> DiagGaussian:
+        raise ValueError("action masks need a Discrete, MultiDiscrete or MultiBinary action "
+                         "space, not a Box (a diagonal Gaussian)")
+
 
 PAD_LOGIT = float(np.finfo(np.float32).min)
 """The logit of a padding entry of :class:`MultiCategorical` (the most negative float32):
@@ -83,7 +106,7 @@ class MultiCategorical(NamedTuple):
     ``logits`` is ``(..., K, N)`` with ``K = len(nvec)`` components and ``N = max(nvec)``:
     row ``k`` holds component ``k``'s ``nvec[k]`` logits, then :data:`PAD_LOGIT` (probability
     0) up to ``N`` (:meth:`from_flat` builds it from the actor's ``sum(nvec)`` outputs). A
-    boolean ``(K, N)`` mask per component can later be applied to these rows. Actions are
+    boolean ``(K, N)`` mask restricts each component (:meth:`masked`). Actions are
     int32 ``(..., K)``; ``sample`` draws every component from one key (``jax.random.categorical``
     over the last axis: independent Gumbel noise per entry), ``mode`` is the per-component
     argmax."""
@@ -118,6 +141,13 @@ class MultiCategorical(NamedTuple):
     def mode(self) -> jax.Array:
         return self._components().mode()
 
+    def masked(self, mask: jax.Array) -> MultiCategorical:
+        """Only the values where ``mask`` (bool ``(..., K, N)``, a row per component) is True:
+        the others' logits become :data:`MASK_LOGIT`; padding stays :data:`PAD_LOGIT`
+        whatever the mask says there."""
+        return MultiCategorical(jnp.where(mask, self.logits,
+                                          jnp.minimum(self.logits, MASK_LOGIT)))
+
 
 class Bernoulli(NamedTuple):
     """Independent bits, one per component of a ``MultiBinary(n)`` action, ``p_i =
@@ -149,6 +179,21 @@ class Bernoulli(NamedTuple):
     def mode(self) -> jax.Array:
         return (self.logits > 0).astype(jnp.int32)
 
+    def masked(self, mask: jax.Array) -> Bernoulli:
+        """Only the values where ``mask`` (bool ``(..., n, 2)``: ``mask[i, v]``, bit ``i`` may
+        be ``v``) is True: a bit with one legal value gets the logit ``-MASK_LOGIT`` (only 1)
+        or ``MASK_LOGIT`` (only 0), so it takes that value with probability 1 and adds 0 to
+        the entropy; a bit with both (or, undefined, neither) keeps its logit."""
+        zero, one = mask[..., 0], mask[..., 1]
+        return Bernoulli(jnp.where(one & ~zero, -MASK_LOGIT,
+                                   jnp.where(zero & ~one, MASK_LOGIT, self.logits)))
+
 
 Distribution = Categorical | DiagGaussian | MultiCategorical | Bernoulli
 """The action distributions of the actor-critics."""
+
+
+def masked(dist, mask):
+    """``dist`` restricted to the legal actions of ``mask`` (``dist.masked(mask)``), or
+    ``dist`` itself when ``mask`` is None (an environment without masks)."""
+    return dist if mask is None else dist.masked(mask)

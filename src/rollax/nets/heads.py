@@ -38,6 +38,7 @@ from rollax.nets.distributions import (
     DiagGaussian,
     Distribution,
     MultiCategorical,
+    masked,
 )
 from rollax.nets.initializers import orthogonal_many
 
@@ -181,7 +182,9 @@ class ActorCriticParams(NamedTuple):
 class FeedForwardHeads(ActorCriticHead):
     """The policy methods (:class:`rollax.policies.Policy`) and ``value`` of a feed-forward
     actor-critic, from ``forward(layers, observation)``: the output of the actor's or the
-    critic's layers (by default :meth:`ActorCriticHead.dense` on the observation)."""
+    critic's layers (by default :meth:`ActorCriticHead.dense` on the observation). The policy
+    methods take the state's action mask (``None``: every action legal) and act, score and
+    pick the mode among the legal actions only."""
 
     def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
         return self.dense(layers, observation)
@@ -192,13 +195,13 @@ class FeedForwardHeads(ActorCriticHead):
     def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
         return self.forward(params.critic, observation)[0]
 
-    def sample(self, params, observation, key):
-        dist = self.distribution(params, observation)
+    def sample(self, params, observation, key, mask=None):
+        dist = masked(self.distribution(params, observation), mask)
         action = dist.sample(key)
         return action, dist.log_prob(action)
 
-    def log_prob(self, params, observation, action) -> jax.Array:
-        return self.distribution(params, observation).log_prob(action)
+    def log_prob(self, params, observation, action, mask=None) -> jax.Array:
+        return masked(self.distribution(params, observation), mask).log_prob(action)
 
-    def greedy(self, params, observation) -> jax.Array:
-        return self.distribution(params, observation).mode()
+    def greedy(self, params, observation, mask=None) -> jax.Array:
+        return masked(self.distribution(params, observation), mask).mode()

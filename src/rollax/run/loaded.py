@@ -52,7 +52,7 @@ class LoadedPolicy:
         return jax.tree_util.tree_map(lambda x: x[lane], self.params)
 
     def act(self, obs, key: jax.Array | None = None,
-            lane: int | jax.Array = 0) -> jax.Array:
+            lane: int | jax.Array = 0, mask=None) -> jax.Array:
         """The action for one observation of shape ``env.observation_space.shape`` (``S``), or
         the actions for a batch of shape ``(..., *S)`` (any leading axes; a numeric list or
         NumPy array is converted with ``jnp.asarray``): the policy's mode (``policy.greedy``)
@@ -60,7 +60,9 @@ class LoadedPolicy:
         observation of a batch with its own key of ``jax.random.split(key, n)`` (``n``
         observations, flattened in C order). Returns actions of shape ``(..., *A)``
         (``env.action_space.shape``). ``ValueError`` naming the expected shape for anything
-        else. Pure: works under ``jit``, and ``vmap`` over observations (and keys)."""
+        else. Pure: works under ``jit``, and ``vmap`` over observations (and keys). ``mask``:
+        the states' action masks for an environment with ``action_mask``, one per observation
+        (``(..., *mask shape)``), so the actions are legal ones."""
         if self.recurrent:
             raise ValueError("this run's policy is recurrent (it remembers earlier "
                              "observations): act with loaded.initial_carry() and "
@@ -68,17 +70,20 @@ class LoadedPolicy:
         obs, lead = self._observations(obs)
         params = self.lane_params(lane)
         if lead is None:  # one observation
-            return self._act(params, obs, key)
+            return self._act(params, obs, key, mask)
         flat = obs.reshape(-1, *self.env.observation_space.shape)
         keys = None if key is None else jax.random.split(key, flat.shape[0])
-        actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0))(
-            params, flat, keys)
+        masks = None if mask is None else jnp.reshape(
+            jnp.asarray(mask), (flat.shape[0], *jnp.shape(mask)[len(lead):]))
+        actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0, 0))(
+            params, flat, keys, masks)
         return actions.reshape(*lead, *actions.shape[1:])
 
-    def _act(self, params, obs: jax.Array, key: jax.Array | None) -> jax.Array:
+    def _act(self, params, obs: jax.Array, key: jax.Array | None, mask=None) -> jax.Array:
+        given = () if mask is None else (mask,)
         if key is None:
-            return self.policy.greedy(params, obs)
-        return self.policy.sample(params, obs, key)[0]
+            return self.policy.greedy(params, obs, *given)
+        return self.policy.sample(params, obs, key, *given)[0]
 
     def _observations(self, obs) -> tuple[jax.Array, tuple[int, ...] | None]:
         """``obs`` as an array and its leading (batch) axes, ``None`` for one observation;
