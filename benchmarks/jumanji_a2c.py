@@ -32,9 +32,8 @@ import numpy as np
 
 
 def _config(env: str, seed: int, steps: int, learner_steps: int | None, eval_episodes: int):
-    from hydra import compose, initialize_config_dir
-
     import jumanji.training
+    from hydra import compose, initialize_config_dir
 
     folder = Path(jumanji.training.__file__).parent / "configs"
     with initialize_config_dir(config_dir=str(folder), version_base=None):
