@@ -193,8 +193,8 @@ def default_steps(env: Any) -> tuple[int, bool]:
 
 SUPPORTED_SPACES = ("the supported spaces are rollax.Discrete, rollax.Box, rollax.MultiDiscrete "
                     "and rollax.MultiBinary, and for observations rollax.Dict and rollax.Tuple "
-                    "of them (one array per action; a plain dict or tuple of spaces is wrapped "
-                    "in rollax.Dict or rollax.Tuple)")
+                    "of them (an action is one array; wrap a plain dict or tuple of spaces in "
+                    "rollax.Dict or rollax.Tuple)")
 """What a refused space or observation is told."""
 
 
