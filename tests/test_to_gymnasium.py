@@ -608,6 +608,6 @@ def test_dict_and_tuple_observations_export_and_pass_gymnasiums_checker(layout):
     obs, _ = envs.reset(seed=0)
     assert envs.observation_space.contains(obs)
     for _ in range(rollax_env.horizon):
-        obs, _, terminated, truncated, info = envs.step(envs.action_space.sample())
+        obs, _, _terminated, truncated, info = envs.step(envs.action_space.sample())
     assert envs.observation_space.contains(obs) and truncated.all()
     assert all(envs.single_observation_space.contains(o) for o in info["final_obs"])

@@ -176,7 +176,7 @@ def test_vector_statistics_are_unchanged():
     stats = obs_norm_init(3)
     batch = jnp.asarray(np.random.default_rng(1).normal(size=(4, 6, 3)), jnp.float32)
     stats = obs_norm_update(stats, batch)
-    count, mean, var = np_running([np.asarray(batch).reshape(-1, 3)])
+    _count, mean, var = np_running([np.asarray(batch).reshape(-1, 3)])
     np.testing.assert_allclose(stats.mean, mean, rtol=1e-5)
     np.testing.assert_allclose(stats.var, var, rtol=1e-4)
 
@@ -238,7 +238,7 @@ def test_check_env_cli_passes_the_lookout_task(capsys):
 
 
 def test_check_env_cli_names_the_broken_leaf(capsys):
-    code, out, err = run(capsys, "check-env", "custom_envs.lookout:bad_cue")
+    code, out, _err = run(capsys, "check-env", "custom_envs.lookout:bad_cue")
     assert code == 1
     assert "observation leaf ['cue'] outside its space" in out
 

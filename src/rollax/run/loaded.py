@@ -72,7 +72,8 @@ class LoadedPolicy:
         obs, lead = self._observations(obs)
         if lead is None:  # one observation
             return self._act(params, obs, key)
-        flat = obs.reshape(-1, *self.env.observation_space.shape)
+        space: Any = self.env.observation_space  # one array's space here
+        flat = obs.reshape(-1, *space.shape)
         keys = None if key is None else jax.random.split(key, flat.shape[0])
         actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0))(
             params, flat, keys)
@@ -118,7 +119,8 @@ class LoadedPolicy:
     def _observations(self, obs) -> tuple[jax.Array, tuple[int, ...] | None]:
         """``obs`` as an array and its leading (batch) axes, ``None`` for one observation;
         ``ValueError`` unless it is numeric and ends with the observation shape."""
-        shape = tuple(self.env.observation_space.shape)
+        space: Any = self.env.observation_space  # one array's space (not a Dict / Tuple)
+        shape = tuple(space.shape)
         expected = (f"expected an observation of shape {shape} or a batch "
                     f"({', '.join(['...', *map(str, shape)])})")
         try:
