@@ -82,7 +82,7 @@ def test_image_leaf_goes_through_the_cnn_torso():
     encoder = ObservationEncoder.for_space(make().observation_space, conv=True)
     assert encoder.num_features == 2 + 16 * 3 * 3 + 2 and encoder.num_torso_layers == 1
     cnn = CNNActorCritic(image_shape=(5, 5, 1), num_actions=2)
-    layers = cnn.init(jax.random.key(3)).actor
+    layers = jax.jit(cnn.init)(jax.random.key(3)).actor
     obs = observation(cell=(0, 4), reading=(0.3, 0.1), cue=0)
     code = encoder.encode(layers[:1], obs)
     np.testing.assert_array_equal(code[:2], [1.0, 0.0])
@@ -121,15 +121,15 @@ def test_network_choice_per_leaf_and_the_cnn_refusal():
 def test_every_network_reads_a_dict_observation(network):
     env = make()
     net = actor_critic(env, network, (8, 8), "tanh", 0.0, 8)
-    params = net.init(jax.random.key(0))
+    params = jax.jit(net.init)(jax.random.key(0))
     obs = observation()
     batch = jax.tree.map(lambda x: jnp.stack([x, x]), obs)
     if network in ("gru", "lstm"):
         carry = net.initial_carry(params)
-        _, action, log_prob = net.sample(params, carry, obs, jax.random.key(1))
+        _, action, log_prob = jax.jit(net.sample)(params, carry, obs, jax.random.key(1))
     else:
-        action, log_prob = net.sample(params, obs, jax.random.key(1))
-        values = jax.vmap(net.value, (None, 0))(params, batch)
+        action, log_prob = jax.jit(net.sample)(params, obs, jax.random.key(1))
+        values = jax.jit(jax.vmap(net.value, (None, 0)))(params, batch)
         assert values.shape == (2,) and float(values[0]) == float(values[1])
     assert action.shape == () and np.isfinite(float(log_prob))
 
@@ -183,6 +183,7 @@ def test_vector_statistics_are_unchanged():
 
 # --- the checker ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factory", [make, tuple_obs])
 def test_check_env_passes_dict_and_tuple_observations(factory):
     env = factory()
@@ -194,6 +195,7 @@ def test_check_env_passes_dict_and_tuple_observations(factory):
     assert report.ok, str(report)
 
 
+@pytest.mark.slow
 def test_check_recurrent_passes_on_dict_observations():
     """The recurrent collectors and replay carry pytree observations through (the checker's
     counting probe ignores what it reads)."""
@@ -202,10 +204,10 @@ def test_check_recurrent_passes_on_dict_observations():
 
 
 def test_check_env_names_the_leaf_outside_its_space():
-    report = rollax.check_env(bad_cue(), batch_size=4)
+    report = rollax.check_env(bad_cue(), batch_size=2, autoreset_fn=None)
     failed = [r.name for r in report.failures]
     assert failed == ["observation_in_space"], str(report)
-    assert report["observation_in_space"].message.startswith(
+    assert report["observation_in_space"].message == (
         "observation leaf ['cue'] outside its space: step 1, env 0, observation 2, space "
         "'Discrete(2)'")
 
@@ -221,7 +223,7 @@ def test_check_env_names_a_leaf_of_the_wrong_shape_and_a_missing_leaf():
             obs = super().observation(state)
             return {"grid": obs["grid"], "cue": obs["cue"]}
 
-    report = rollax.check_env(Short(), batch_size=2)
+    report = rollax.check_env(Short(), batch_size=1, num_steps=1, autoreset_fn=None)
     assert report["reset_output"].message == ("start observation leaf ['reading'] does not "
                                               "match its space: observation 'float32[1]', "
                                               "space 'float32[2]'")
@@ -231,12 +233,14 @@ def test_check_env_names_a_leaf_of_the_wrong_shape_and_a_missing_leaf():
         check_before_run(Missing(), "missing")
 
 
+@pytest.mark.slow
 def test_check_env_cli_passes_the_lookout_task(capsys):
     code, out, err = run(capsys, "check-env", "custom_envs.lookout:make", "--json")
     assert code == 0, err
     assert json.loads(out)["ok"] is True
 
 
+@pytest.mark.slow
 def test_check_env_cli_names_the_broken_leaf(capsys):
     code, out, _err = run(capsys, "check-env", "custom_envs.lookout:bad_cue")
     assert code == 1
