@@ -579,3 +579,35 @@ def test_dict_info_to_list_on_the_same_step_vector_env():
         info, infos = raw.step(action)[4], wrapped.step(action)[4]
     assert [sorted(i) for i in infos] == [["final_info", "final_obs"]] * 3
     assert [i["final_obs"] for i in infos] == list(info["final_obs"])
+
+
+@pytest.mark.parametrize("layout", ["make", "tuple_obs"])
+def test_dict_and_tuple_observations_export_and_pass_gymnasiums_checker(layout):
+    """A Dict / Tuple observation becomes gymnasium.spaces.Dict / Tuple of NumPy leaves
+    (tests/custom_envs/lookout.py): Gymnasium's check_env passes without a warning, and the
+    vector environment's observations and final observations lie in its spaces."""
+    from custom_envs import lookout
+
+    rollax_env = getattr(lookout, layout)()
+    env = rollax.to_gymnasium(rollax_env)
+    assert _warnings_of(lambda e: check_env(e, skip_render_check=True), env) == set()
+    space = env.observation_space
+    if layout == "make":
+        assert isinstance(space, gym.spaces.Dict) and list(space.spaces) == ["cue", "grid",
+                                                                             "reading"]
+        assert space["cue"] == gym.spaces.Discrete(2)
+        assert space["grid"].shape == (5, 5, 1) and space["grid"].dtype == np.float32
+    else:
+        assert isinstance(space, gym.spaces.Tuple) and isinstance(space[1], gym.spaces.Tuple)
+    obs, _ = env.reset(seed=3)
+    assert space.contains(obs)
+    state = rollax_env.reset(jax.random.key(0))  # the same layout as rollax's own observation
+    assert jax.tree.structure(jax.tree.map(np.asarray, rollax_env.observation(state))) == \
+        jax.tree.structure(obs)
+    envs = rollax.to_gymnasium(rollax_env, num_envs=3)
+    obs, _ = envs.reset(seed=0)
+    assert envs.observation_space.contains(obs)
+    for _ in range(rollax_env.horizon):
+        obs, _, _terminated, truncated, info = envs.step(envs.action_space.sample())
+    assert envs.observation_space.contains(obs) and truncated.all()
+    assert all(envs.single_observation_space.contains(o) for o in info["final_obs"])

@@ -22,9 +22,12 @@ def _first_index(bad: jax.Array):
     return jnp.argmax(bad.reshape(-1))
 
 
-def check_observations(observation: jax.Array, update) -> None:
-    """Every observation of a ``(T, B, ...)`` batch is finite."""
-    obs = observation.reshape(observation.shape[:2] + (-1,)).astype(jnp.float32)
+def check_observations(observation, update) -> None:
+    """Every observation of a ``(T, B, ...)`` batch is finite (every leaf of a pytree
+    observation, side by side)."""
+    leaves = jax.tree.leaves(observation)
+    lead = leaves[0].shape[:2]
+    obs = jnp.concatenate([x.reshape(lead + (-1,)).astype(jnp.float32) for x in leaves], -1)
     bad = ~jnp.all(jnp.isfinite(obs), axis=-1)  # (T, B)
     i = _first_index(bad)
     t, b = i // bad.shape[1], i % bad.shape[1]

@@ -48,11 +48,13 @@ from gymnasium.vector.utils import batch_space
 from rollax.collect import autoreset, per_env, reset_batch
 from rollax.envs.base import (
     Box,
+    Dict,
     Discrete,
     Environment,
     MultiBinary,
     MultiDiscrete,
     Space,
+    Tuple,
     step_with_key,
 )
 from rollax.envs.masks import action_mask
@@ -67,13 +69,14 @@ need partial resets, ``reset(options={"reset_mask": ...})``, which rollax does n
 # Spaces, actions, seeds
 
 
-def gym_space(space: Space) -> gym.spaces.Space:
+def gym_space(space: Any) -> gym.spaces.Space:
     """The Gymnasium space of a rollax one: ``Discrete(n)`` becomes ``gymnasium.spaces.Discrete(n)``
     of dtype int64 (Gymnasium's own, and the type its checker expects of observations; rollax's
     int32 values fit), ``Box(low, high, shape)`` a ``gymnasium.spaces.Box`` of the same shape,
     dtype (float32) and elementwise bounds, ``MultiDiscrete(nvec)`` a
-    ``gymnasium.spaces.MultiDiscrete(nvec)`` (int64) and ``MultiBinary(n)`` a
-    ``gymnasium.spaces.MultiBinary(n)`` (int8, Gymnasium's)."""
+    ``gymnasium.spaces.MultiDiscrete(nvec)`` (int64), ``MultiBinary(n)`` a
+    ``gymnasium.spaces.MultiBinary(n)`` (int8, Gymnasium's), a ``Dict`` / ``Tuple``
+    (observations) a ``gymnasium.spaces.Dict`` / ``Tuple`` of the converted leaves."""
     if isinstance(space, Discrete):
         if tuple(space.shape) != ():
             raise ValueError(f"only scalar Discrete spaces convert to Gymnasium, got {space}")
@@ -88,8 +91,12 @@ def gym_space(space: Space) -> gym.spaces.Space:
         return gym.spaces.MultiBinary(int(space.n))
     if isinstance(space, MultiDiscrete):
         return gym.spaces.MultiDiscrete(np.asarray(space.nvec, np.int64), dtype=np.int64)
+    if isinstance(space, Dict):
+        return gym.spaces.Dict({k: gym_space(s) for k, s in space.spaces.items()})
+    if isinstance(space, Tuple):
+        return gym.spaces.Tuple(tuple(gym_space(s) for s in space.spaces))
     raise ValueError(f"cannot convert space {space!r} to Gymnasium: rollax Discrete, Box, "
-                     f"MultiDiscrete or MultiBinary only")
+                     f"MultiDiscrete, MultiBinary, Dict or Tuple only")
 
 
 def gym_mask(space: Space, mask: Any) -> Any:
@@ -188,11 +195,26 @@ def render_nothing() -> None:
                     "returns None")
 
 
-def host_observation(space: gym.spaces.Space, obs: np.ndarray):
+def host_observation(space: gym.spaces.Space, obs: Any):
     """One environment's observation as Gymnasium's checker expects it: ``np.int64`` for a
-    ``Discrete`` space, a fresh writeable array of the space's dtype for a ``Box``."""
+    ``Discrete`` space, a fresh writeable array of the space's dtype for a ``Box``, a ``dict`` or
+    ``tuple`` of those for a ``Dict`` or ``Tuple``."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: host_observation(s, obs[k]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(host_observation(s, x) for s, x in zip(space.spaces, obs))
     if isinstance(space, gym.spaces.Discrete):
         return np.int64(obs)
+    return np.array(obs, dtype=space.dtype)
+
+
+def host_batch(space: gym.spaces.Space, obs: Any):
+    """A batch of observations ``(N, ...)`` of one environment's ``space`` as fresh arrays of its
+    dtype (leaf by leaf, in a ``dict`` or ``tuple``, for a ``Dict`` or ``Tuple``)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: host_batch(s, obs[k]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(host_batch(s, x) for s, x in zip(space.spaces, obs))
     return np.array(obs, dtype=space.dtype)
 
 
@@ -362,7 +384,7 @@ class GymnasiumVectorEnv(VectorEnv):
                                                          self._key)
         self._restart = np.zeros(self.num_envs, bool)
         info = mask_info(self.rollax_env.action_space, jax.device_get(mask), self.num_envs)
-        return np.array(obs, dtype=self.single_observation_space.dtype), info
+        return host_batch(self.single_observation_space, obs), info
 
     def step(self, actions):
         if self._states is None:
@@ -378,10 +400,11 @@ class GymnasiumVectorEnv(VectorEnv):
         if done.any():
             final = np.full(self.num_envs, None, dtype=object)
             for b in np.flatnonzero(done):
-                final[b] = host_observation(self.single_observation_space, final_obs[b])
+                final[b] = host_observation(self.single_observation_space,
+                                            jax.tree.map(lambda x, b=b: x[b], final_obs))
             info |= {"final_obs": final, "_final_obs": done.copy(), "final_info": {},
                      "_final_info": done.copy()}
-        return (np.array(obs, dtype=self.single_observation_space.dtype),
+        return (host_batch(self.single_observation_space, obs),
                 np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), info)
 
     def _step_next(self, actions: np.ndarray):
@@ -389,7 +412,7 @@ class GymnasiumVectorEnv(VectorEnv):
                                                        actions, self._restart)
         obs, reward, terminated, truncated, mask = jax.device_get(out)
         self._restart = np.asarray(terminated | truncated)
-        return (np.array(obs, dtype=self.single_observation_space.dtype),
+        return (host_batch(self.single_observation_space, obs),
                 np.asarray(reward, np.float64), np.array(terminated), np.array(truncated),
                 mask_info(self.rollax_env.action_space, mask, self.num_envs))
 

@@ -15,7 +15,7 @@ Tabular policies start from ``init() -> params`` (zero logits); networks from ``
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -117,37 +117,93 @@ def default_policy(env):
 
 
 class ObsNormState(NamedTuple):
-    """Running mean and variance of observations (merged batch by batch)."""
+    """Running mean and variance of observations (merged batch by batch). For an observation of
+    several leaves (a ``Dict`` or ``Tuple`` space) ``mean`` and ``var`` are observation-shaped
+    pytrees holding an array for each normalised leaf and None for the others (images,
+    discrete and integer leaves); ``count`` is shared."""
 
     count: jax.Array
-    mean: jax.Array
-    var: jax.Array
+    mean: Any
+    var: Any
 
 
-def obs_norm_init(observation_size: int) -> ObsNormState:
-    return ObsNormState(jnp.float32(1e-4), jnp.zeros(observation_size, jnp.float32),
-                        jnp.ones(observation_size, jnp.float32))
+def _is_vector(stats: Any) -> bool:
+    """Statistics of one observation vector (not a pytree of leaves)."""
+    return hasattr(stats, "shape")
 
 
-def obs_norm_update(state: ObsNormState, batch: jax.Array) -> ObsNormState:
-    """Merge a batch ``(..., observation_size)`` into the running statistics (Chan et al.)."""
-    batch = batch.reshape(-1, state.mean.shape[0])
-    n = jnp.float32(batch.shape[0])
-    mean, var = jnp.mean(batch, axis=0), jnp.var(batch, axis=0)
+def obs_norm_init(observation: int | Any) -> ObsNormState:
+    """Fresh statistics: for ``observation_size`` (an int) of one vector, or for an
+    observation-shaped template (``rollax.nets.encoders.ObservationEncoder.stats_template``:
+    an array per normalised leaf, None elsewhere): mean 0, variance 1, count 1e-4."""
+    if isinstance(observation, int):
+        return ObsNormState(jnp.float32(1e-4), jnp.zeros(observation, jnp.float32),
+                            jnp.ones(observation, jnp.float32))
+    return ObsNormState(jnp.float32(1e-4), jax.tree.map(jnp.zeros_like, observation),
+                        jax.tree.map(jnp.ones_like, observation))
+
+
+def _merge(count, mean, var, batch, n, total):
+    batch_mean, batch_var = jnp.mean(batch, axis=0), jnp.var(batch, axis=0)
+    delta = batch_mean - mean
+    new_mean = mean + delta * n / total
+    m2 = var * count + batch_var * n + delta**2 * count * n / total
+    return new_mean, m2 / total
+
+
+def obs_norm_update(state: ObsNormState, batch: Any) -> ObsNormState:
+    """Merge a batch ``(..., observation_size)`` into the running statistics (Chan et al.); for
+    statistics of several leaves, each normalised leaf's batch ``(..., *leaf_shape)``."""
+    if _is_vector(state.mean):
+        batch = batch.reshape(-1, state.mean.shape[0])
+        n = jnp.float32(batch.shape[0])
+        mean, var = jnp.mean(batch, axis=0), jnp.var(batch, axis=0)
+        total = state.count + n
+        delta = mean - state.mean
+        new_mean = state.mean + delta * n / total
+        m2 = state.var * state.count + var * n + delta**2 * state.count * n / total
+        return ObsNormState(total, new_mean, m2 / total)
+    leaves = [(m, v, b) for m, v, b in zip(_flat(state.mean, batch), _flat(state.var, batch),
+                                           jax.tree.leaves(batch)) if m is not None]
+    if not leaves:
+        return state
+    rows = [b.reshape((-1, *m.shape)).astype(jnp.float32) for m, _, b in leaves]
+    n = jnp.float32(rows[0].shape[0])
     total = state.count + n
-    delta = mean - state.mean
-    new_mean = state.mean + delta * n / total
-    m2 = state.var * state.count + var * n + delta**2 * state.count * n / total
-    return ObsNormState(total, new_mean, m2 / total)
+    merged = iter([_merge(state.count, m, v, r, n, total)
+                   for (m, v, _), r in zip(leaves, rows)])
+    new = [next(merged) if m is not None else (None, None)
+           for m in _flat(state.mean, batch)]
+    treedef = jax.tree.structure(batch)
+    return ObsNormState(total, treedef.unflatten([m for m, _ in new]),
+                        treedef.unflatten([v for _, v in new]))
 
 
-def obs_normalize(state: ObsNormState, observation: jax.Array, clip: float = 10.0) -> jax.Array:
+def _flat(stats: Any, observation: Any) -> list:
+    """``stats`` (observation-shaped, None for a leaf without statistics) as a list lined up
+    with ``jax.tree.leaves(observation)``."""
+    return jax.tree.structure(observation).flatten_up_to(stats)
+
+
+def _z(x: jax.Array, mean: jax.Array, var: jax.Array, clip: float) -> jax.Array:
+    mean = jnp.broadcast_to(mean, x.shape)
+    scale = jnp.broadcast_to(jnp.sqrt(var + 1e-8), x.shape)
+    return jnp.clip((x - mean) / scale, -clip, clip)
+
+
+def obs_normalize(state: ObsNormState, observation: Any, clip: float = 10.0) -> Any:
     """``clip((o - mean) / sqrt(var + 1e-8), -clip, clip)``; ``observation`` may carry leading
-    batch axes ``(..., observation_size)``."""
-    mean = jnp.broadcast_to(state.mean, observation.shape)
-    scale = jnp.broadcast_to(jnp.sqrt(state.var + 1e-8), observation.shape)
-    z = (observation - mean) / scale
-    return jnp.clip(z, -clip, clip)
+    batch axes ``(..., observation_size)``. Statistics of several leaves normalise the leaves
+    that have statistics and leave the others as they are."""
+    if _is_vector(state.mean):
+        mean = jnp.broadcast_to(state.mean, observation.shape)
+        scale = jnp.broadcast_to(jnp.sqrt(state.var + 1e-8), observation.shape)
+        z = (observation - mean) / scale
+        return jnp.clip(z, -clip, clip)
+    out = [x if m is None else _z(x, m, v, clip)
+           for x, m, v in zip(jax.tree.leaves(observation), _flat(state.mean, observation),
+                              _flat(state.var, observation))]
+    return jax.tree.structure(observation).unflatten(out)
 
 
 @dataclasses.dataclass(frozen=True)

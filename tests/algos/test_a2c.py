@@ -136,7 +136,7 @@ BAD = [
     (dict(total_steps=10), "total_steps must be at least num_envs \\* num_steps = 40"),
     (dict(hidden=()), "hidden must be positive layer sizes"),
     (dict(network="transformer"), "network must be one of auto, mlp, cnn, gru, lstm"),
-    (dict(env="corridor"), "has no vector \\(Box\\) observations: A2C needs one"),
+    (dict(env="corridor", network="cnn"), "network cnn needs an image observation leaf"),
 ]
 
 

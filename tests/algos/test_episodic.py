@@ -220,7 +220,8 @@ def test_grpo_first_gradient_is_the_group_relative_score_sum(parts, batch):
     (reinforce.ReinforceConfig(baseline="loo"), "group_size must be at least 2 for baseline loo"),
     (reinforce.ReinforceConfig(batch_size=10, group_size=4), "group_size must divide batch_size"),
     (reinforce.ReinforceConfig(gamma=0.0), r"gamma must be a number in \(0, 1\]"),
-    (reinforce.ReinforceConfig(env="corridor"), "finite task"),
+    (reinforce.ReinforceConfig(env="corridor", network="cnn"),
+     "network cnn needs an image observation leaf"),
     (reinforce.ReinforceConfig(network="cnn"), "network cnn needs image observations"),
     (grpo.GRPOConfig(group_size=1, batch_size=4), "group_size must be at least 2"),
     (grpo.GRPOConfig(normalization="token"),  # pyright: ignore[reportArgumentType]

@@ -164,7 +164,7 @@ BAD = [
     (dict(hidden=()), "hidden must be positive layer sizes"),
     (dict(activation="gelu"), "activation must be one of tanh, relu"),
     (dict(env="CartPole-v2"), "unknown environment 'CartPole-v2'; did you mean CartPole-v1"),
-    (dict(env="corridor"), "has no vector \\(Box\\) observations"),
+    (dict(env="corridor", network="cnn"), "network cnn needs an image observation leaf"),
 ]
 
 

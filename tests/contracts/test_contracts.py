@@ -814,11 +814,13 @@ def test_dict_observations_are_refused_or_reported():
     with pytest.raises(ValueError, match=r"^environment 'DictSpacePointMass\(horizon=4\)': its "
                                          r"observation_space is a dict; the supported spaces "
                                          r"are rollax.Discrete, rollax.Box, "
-                                         r"rollax.MultiDiscrete and rollax.MultiBinary"):
+                                         r"rollax.MultiDiscrete and rollax.MultiBinary, and for "
+                                         r"observations rollax.Dict and rollax.Tuple of them"):
         check_env(DictSpacePointMass(horizon=4), batch_size=2)
     report = check_env(DictObservationPointMass(horizon=4), batch_size=2)
-    assert report["runs"].failed and "observation(state) returns a dict, not one array" in \
-        report["runs"].message
+    assert report["runs"].failed and report["runs"].message.endswith(
+        "observation(state) returns a dict, not one array; an observation of several arrays "
+        "needs a rollax.Dict or rollax.Tuple observation_space")
     assert report["reset_output"].message == ("start observation does not match "
                                               "observation_space: observation 'dict', space "
                                               "'float32[2]'")

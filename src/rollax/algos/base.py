@@ -27,8 +27,9 @@ from typing import Any, NamedTuple
 
 import jax
 
-from rollax.envs.base import Box, Environment
+from rollax.envs.base import Environment
 from rollax.evaluation import evaluate_policy
+from rollax.nets.encoders import encodable_problem
 from rollax.policies import Policy
 
 TRACED = "traced"
@@ -233,16 +234,22 @@ class AlgorithmSpec:
 
 # --- the neural algorithms ----------------------------------------------------------------------
 
+def encodable(env: Environment) -> bool:
+    """Whether the actor-critics of :mod:`rollax.nets` read ``env``'s observations: a ``Box``
+    (a vector, an image), a ``Discrete`` (one-hot), or a ``Dict`` / ``Tuple`` of those
+    (:mod:`rollax.nets.encoders`)."""
+    return encodable_problem(env.observation_space) is None
+
+
 def accepts_vectors(env: Environment) -> bool:
-    """Whether the neural algorithms train ``env``: the actor-critics of :mod:`rollax.nets`
-    read vector (rank-1 Box) observations, and a finite task trains with the tabular trainer
-    instead."""
-    space = env.observation_space
-    return (isinstance(space, Box) and len(space.shape) == 1
-            and not hasattr(env, "to_mdp"))
+    """Whether the neural algorithms train ``env`` by default: the networks read its
+    observations (:func:`encodable`) and it is not a finite task, which trains with the tabular
+    trainer (a neural method still trains one when built for it directly)."""
+    return encodable(env) and not hasattr(env, "to_mdp")
 
 
-NEURAL = Task("neural", "vector (Box) observations", accepts_vectors)
+NEURAL = Task("neural", "observations of Box, Discrete, or a Dict / Tuple of them",
+              accepts_vectors)
 """What the neural algorithms train (:func:`accepts_vectors`)."""
 
 

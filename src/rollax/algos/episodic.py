@@ -35,8 +35,8 @@ from rollax.algos.base import (
     NEURAL,
     AlgorithmSpec,
     Report,
-    accepts_vectors,
     budget,
+    encodable,
     env_batch,
     neural_algorithm,
     traced,
@@ -125,9 +125,9 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
     if env is None:
         env = make(config.env, **({} if config.horizon is None else {"horizon": config.horizon}))
-    if not accepts_vectors(env):
-        raise ValueError(f"env {config.env!r} has no vector (Box) observations or is a finite "
-                         f"task (finite tasks train with the tabular trainer)")
+    if not encodable(env):
+        raise ValueError(f"env {config.env!r} has no observations the networks read (Box, "
+                         f"Discrete, or a Dict / Tuple of them)")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
     return env

@@ -29,11 +29,11 @@ import jax.numpy as jnp
 import optax
 
 from rollax import guards
-from rollax.algos.base import Algorithm, neural_algorithm
+from rollax.algos.base import Algorithm, encodable, neural_algorithm
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
-from rollax.envs.base import Box, Environment
+from rollax.envs.base import Environment
 from rollax.envs.registry import make
-from rollax.nets.build import Network
+from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.distributions import masked
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
@@ -77,14 +77,14 @@ def check_sizes(total_steps: int, num_envs: int, num_steps: int) -> None:
 def environment(name: str, horizon: int | None, env: Environment | None,
                 algorithm: str) -> Environment:
     """The environment ``name`` (``env`` when given: the one already built from ``name`` and
-    ``horizon``), refused unless its observations are vectors (``algorithm`` names who needs
-    them in the message)."""
+    ``horizon``), refused unless the networks read its observations
+    (:func:`rollax.algos.base.encodable`; ``algorithm`` names who needs them in the
+    message)."""
     if env is None:
         env = make(name, **({} if horizon is None else {"horizon": horizon}))
-    space = env.observation_space
-    if not isinstance(space, Box) or len(space.shape) != 1:
-        raise ValueError(f"env {name!r} has no vector (Box) observations: {algorithm} needs one "
-                         f"(finite tasks train with the tabular trainer, rollax.algos.tabular)")
+    if not encodable(env):
+        raise ValueError(f"env {name!r} has no observations the networks read (Box, Discrete, "
+                         f"or a Dict / Tuple of them): {algorithm} needs them")
     return env
 
 
@@ -232,7 +232,7 @@ class RolloutParts:
         B = self.num_envs
         return ActorCriticState(
             params=params, opt_state=optimiser.init(params),
-            obs_stats=obs_norm_init(self.net.observation_size),
+            obs_stats=obs_norm_init(observation_stats_template(self.net)),
             env_state=reset_batch(self.env, env_key, B),
             episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
             key=key, update=jnp.zeros((), jnp.int32),
@@ -309,7 +309,8 @@ def critic_values(net: Network, params, obs: jax.Array) -> jax.Array:
     CRITIC_CHUNK // B)`` steps at a time (``lax.map``; all ``B`` environments in every call, so
     a split of the environments over devices stays): the CNN's patches of 8,192 observations at
     once would not stay in the CPU's caches (benchmarks/NOTES.md)."""
-    steps = max(1, min(len(obs), CRITIC_CHUNK // obs.shape[1]))
+    T, B = jax.tree.leaves(obs)[0].shape[:2]
+    steps = max(1, min(T, CRITIC_CHUNK // B))
     return jax.lax.map(lambda row: jax.vmap(net.value, (None, 0))(params, row), obs,
                        batch_size=steps)
 

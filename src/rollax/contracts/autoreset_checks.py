@@ -16,8 +16,8 @@ import numpy as np
 from rollax.contracts.report import Finding
 from rollax.contracts.trees import (
     any_last,
-    cell_mismatch,
     cell_mismatch_close,
+    cell_values,
     first_cell,
     host,
     is_key,
@@ -91,15 +91,16 @@ class FirstOf:
 class Rows(NamedTuple):
     """An auto-reset trajectory (host arrays, ``(T, B, ...)``) next to its absorbing re-step."""
 
-    observation: np.ndarray
-    next_observation: np.ndarray
+    observation: Any
+    next_observation: Any
+    """``(T, B, ...)`` arrays, or pytrees of them (a ``Dict`` / ``Tuple`` observation)."""
     before: Any
     """Inner state each row started from."""
     after: Any
     """Inner state each row's step produced (before any reset)."""
     ending: np.ndarray
     """``terminated | truncated``."""
-    expected_observation: np.ndarray
+    expected_observation: Any
     expected_state: Any
     expected_done: np.ndarray
     step_done: np.ndarray
@@ -136,7 +137,8 @@ def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, star
     restepped = run(restep_keys, np.arange(B, dtype=np.int32), True,
                     (like(template, before.inner), np.asarray(traj.action)))
     ending = np.asarray(traj.terminated, bool) | np.asarray(traj.truncated, bool)
-    return Rows(obs, next_obs, before.inner, after.inner, ending, restepped.observation[1:],
+    return Rows(obs, next_obs, before.inner, after.inner, ending,
+                jax.tree.map(lambda x: x[1:], restepped.observation),
                 jax.tree.map(lambda x: x[1:], host(restepped.states)),
                 any_last(scalar_cells(restepped.done[1:], 2)),
                 any_last(scalar_cells(restepped.step_done, 2)))
@@ -146,10 +148,15 @@ def next_observation_findings(rows: Rows) -> list[Finding]:
     """``next_observation`` is the observation of the stepped state (up to rounding): the true
     final observation at an episode end, the carried one inside an episode."""
     next_obs, expected = rows.next_observation, rows.expected_observation
-    mismatch = cell_mismatch_close(next_obs, expected, 2)
-    if mismatch is None:
+    pairs = list(zip(jax.tree.leaves(next_obs), jax.tree.leaves(expected)))
+    masks = [cell_mismatch_close(x, y, 2) for x, y in pairs]
+    if (jax.tree.structure(next_obs) != jax.tree.structure(expected)
+            or any(m is None for m in masks)):
+        shapes = ", ".join(f"{np.asarray(x).dtype}{list(np.shape(x))}"
+                           for x in jax.tree.leaves(next_obs))
         return [Finding(None, None, "next_observation has the wrong shape or dtype",
-                        {"next_observation": f"{next_obs.dtype}{list(next_obs.shape)}"})]
+                        {"next_observation": shapes})]
+    mismatch = np.logical_or.reduce([np.asarray(m) for m in masks])
     findings = []
     for mask, what in ((rows.ending, "final observation lost at an episode end"),
                        (~rows.ending, ("next_observation is not the observation of the "
@@ -157,8 +164,8 @@ def next_observation_findings(rows: Rows) -> list[Finding]:
         cell = first_cell(mismatch & mask)
         if cell is not None:
             findings.append(Finding(*cell, what, {
-                "next_observation": next_obs[cell],
-                "observation of the stepped state": expected[cell]}))
+                **cell_values("next_observation", next_obs, cell),
+                **cell_values("observation of the stepped state", expected, cell)}))
     return findings
 
 
@@ -186,12 +193,15 @@ def carry_findings(rows: Rows) -> list[Finding]:
     findings = []
     inside = ~rows.ending[:-1]
     next_obs, obs = rows.next_observation, rows.observation
-    cell = first_cell(cell_mismatch(next_obs[:-1], obs[1:], 2) & inside)
+    cell = first_cell(trees_mismatch(jax.tree.map(lambda x: np.asarray(x)[:-1], next_obs),
+                                     jax.tree.map(lambda x: np.asarray(x)[1:], obs),
+                                     inside.shape) & inside)
     if cell is not None:
         t, b = cell
         findings.append(Finding(t, b, "next_observation[t] != observation[t + 1] inside an "
-                                "episode", {"next_observation": next_obs[t, b],
-                                            "observation[t + 1]": obs[t + 1, b]}, 3))
+                                "episode", {**cell_values("next_observation", next_obs, (t, b)),
+                                            **cell_values("observation[t + 1]", obs,
+                                                          (t + 1, b))}, 3))
     carried = trees_mismatch(jax.tree.map(lambda x: np.asarray(x)[:-1], rows.after),
                              jax.tree.map(lambda x: np.asarray(x)[1:], rows.before),
                              inside.shape)

@@ -300,17 +300,28 @@ def matches_reference(run: CollectorRun) -> CheckResult:
         return outcome(SKIPPED, f"rollax.collect failed: {error}")
     findings = []
     for index, name in enumerate(FIELDS):
-        value, expected = run.field(name), np.asarray(getattr(reference[1], name))
-        d = cell_mismatch(value, expected, 2, ULPS)
-        if d is None:
-            findings.append(Finding(None, None, f"{name} has another shape or dtype than "
+        run.field("reward")  # NotRun before collector_shapes passed
+        assert run.fields is not None
+        got, want = run.fields[name], getattr(reference[1], name)
+        if jax.tree.structure(got) != jax.tree.structure(want):
+            findings.append(Finding(None, None, f"{name} has another structure than "
                                     f"rollax.collect's", {}))
             continue
-        cell = first_cell(d)
-        if cell is not None:
-            findings.append(Finding(*cell, f"{name} differs from rollax.collect",
-                                    {"collector": value[cell], "rollax.collect": expected[cell],
-                                     **distance(value[cell], expected[cell])}, index))
+        for (path, value), expected in zip(jax.tree_util.tree_flatten_with_path(got)[0],
+                                           jax.tree.leaves(want)):
+            value, expected = np.asarray(value), np.asarray(expected)
+            label = name + jax.tree_util.keystr(path)  # a leaf of a pytree observation
+            d = cell_mismatch(value, expected, 2, ULPS)
+            if d is None:
+                findings.append(Finding(None, None, f"{label} has another shape or dtype than "
+                                        f"rollax.collect's", {}))
+                continue
+            cell = first_cell(d)
+            if cell is not None:
+                findings.append(Finding(*cell, f"{label} differs from rollax.collect",
+                                        {"collector": value[cell],
+                                         "rollax.collect": expected[cell],
+                                         **distance(value[cell], expected[cell])}, index))
     mask, expected_mask = getattr(run.out[1], "action_mask", None), reference[1].action_mask
     if mask is not None and expected_mask is not None:
         d = cell_mismatch(np.asarray(mask), np.asarray(expected_mask), 2)

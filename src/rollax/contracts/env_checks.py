@@ -13,7 +13,14 @@ from rollax.contracts.autoreset_checks import final_observation_findings, record
 from rollax.contracts.collector_checks import collector_results
 from rollax.contracts.env_run import EnvRun, state_step
 from rollax.contracts.key_checks import draws_from_key, key_used_once
-from rollax.contracts.probe import RandomPolicy, default_steps, describe, unsupported_space
+from rollax.contracts.probe import (
+    RandomPolicy,
+    default_steps,
+    describe,
+    leaf_paths,
+    unsupported_observation,
+    unsupported_space,
+)
 from rollax.contracts.registry import ENV_REGISTRY, env_check
 from rollax.contracts.report import (
     FAILED,
@@ -37,6 +44,14 @@ from rollax.contracts.trees import (
     scalar_cells,
     tree_difference,
 )
+from rollax.envs.base import (
+    Discrete,
+    MultiBinary,
+    MultiDiscrete,
+    is_structured,
+    space_leaves,
+    space_tree,
+)
 from rollax.envs.masks import has_action_mask, has_legal, is_legal, mask_problem, mask_shape
 from rollax.validate import check_count, counted
 
@@ -57,23 +72,57 @@ def _is(x: Any, shape: tuple[int, ...], dtype: Any) -> bool:
 
 @env_check("runs", "reset, step, observation and done trace, compile and run under `jit` and "
            "`vmap`; the environment is hashable (`jit` takes it as a static argument) and "
-           "its observation one array.", gate=True)
+           "its observation one array (the leaves of its `Dict` / `Tuple` space).", gate=True)
 def runs(run: EnvRun) -> CheckResult:
     """Trace and run the environment; every later check needs it."""
     return attempt(run.start, "reset, step, observation, done under jit+vmap")
 
 
+def _spec(space: Any) -> str:
+    """``float32[4]``: the dtype and shape a space's arrays have."""
+    return f"{np.dtype(space.dtype)}{list(space.shape)}"
+
+
+def _space_text(space: Any) -> str:
+    """``Discrete(2)``, ``Box(float32[2], -1.0..1.0)``: a leaf space in a finding."""
+    if isinstance(space, Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, MultiBinary):
+        return f"MultiBinary({space.n})"
+    if isinstance(space, MultiDiscrete):
+        return f"MultiDiscrete({list(space.nvec)})"
+    low, high = np.min(np.asarray(space.low)), np.max(np.asarray(space.high))
+    return f"{type(space).__name__}({_spec(space)}, {low}..{high})"
+
+
+def observation_finding(observation: Any, space: Any, what: str,
+                        priority: int = 0) -> Finding | None:
+    """``what`` (an observation's abstract value) against ``space``: one array of its shape and
+    dtype, or for a ``Dict`` / ``Tuple`` the same leaves, each of its leaf space's shape and
+    dtype (the finding names the first leaf that is not)."""
+    if not is_structured(space):
+        if _is(observation, tuple(space.shape), space.dtype):
+            return None
+        return Finding(None, None, f"{what} does not match observation_space",
+                       {"observation": _type(observation), "space": _spec(space)}, priority)
+    if unsupported_observation(observation, space, "") is not None:
+        return Finding(None, None, f"{what} does not have observation_space's leaves",
+                       {"observation": leaf_paths(observation),
+                        "space": leaf_paths(space_tree(space, lambda s: 0))}, priority)
+    for (path, leaf), x in zip(space_leaves(space), jax.tree.leaves(observation)):
+        if not _is(x, tuple(leaf.shape), leaf.dtype):
+            return Finding(None, None, f"{what} leaf {path} does not match its space",
+                           {"observation": _type(x), "space": _spec(leaf)}, priority)
+    return None
+
+
 @env_check("reset_output", "the start state's observation has the observation space's shape "
-           "and dtype; `done` is a bool scalar.", gated=False)
+           "and dtype (each leaf its leaf space's, for a `Dict` or `Tuple` space); `done` is "
+           "a bool scalar.", gated=False)
 def reset_output(run: EnvRun) -> CheckResult:
     """Shapes and dtypes of a reset (abstract evaluation)."""
     shapes, space = run.require_shapes(), run.env.observation_space
-    want = (tuple(space.shape), np.dtype(space.dtype))
-    findings = []
-    if not _is(shapes.observation, *want):
-        findings.append(Finding(None, None, "start observation does not match observation_space",
-                                {"observation": _type(shapes.observation),
-                                 "space": f"{want[1]}{list(want[0])}"}))
+    findings = [observation_finding(shapes.observation, space, "start observation")]
     if not _is(shapes.done, (), np.bool_):
         findings.append(Finding(None, None, "done(state) is not a bool scalar",
                                 {"done": _type(shapes.done)}, 1))
@@ -114,11 +163,8 @@ def step_output(run: EnvRun) -> CheckResult:
             findings.append(Finding(None, None, f"{name} must be a scalar", {name: _type(flag)},
                                     1))
     findings.append(_state_type_finding(shapes.state, shapes.next_state))
-    if not _is(shapes.next_observation, tuple(space.shape), space.dtype):
-        findings.append(Finding(None, None, "observation after a step does not match "
-                                "observation_space",
-                                {"observation": _type(shapes.next_observation),
-                                 "space": f"{np.dtype(space.dtype)}{list(space.shape)}"}, 3))
+    findings.append(observation_finding(shapes.next_observation, space,
+                                        "observation after a step", 3))
     return judge(findings, "float32 reward, bool events, stable state types")
 
 
@@ -157,16 +203,25 @@ env_check("draws_from_key", "when `reset`, or the `step` of a stochastic environ
 
 
 @env_check("observation_in_space", "every visited state's observation (start states "
-           "included) is in `observation_space`.")
+           "included) is in `observation_space` (each leaf in its space, named when not).")
 def observation_in_space(run: EnvRun) -> CheckResult:
-    """``observation_space.contains`` on every observation of the trace."""
+    """``observation_space.contains`` on every observation of the trace (of each leaf's space
+    on each leaf, for a ``Dict`` or ``Tuple``: the finding names the leaf)."""
     trace = run.require_trace()
-    cell = first_cell(~np.asarray(trace.in_space, bool))
+    outside = ~np.asarray(trace.in_space, bool)  # (T + 1, B), or (T + 1, B, leaves)
+    cell = first_cell(outside if outside.ndim == 2 else outside.any(axis=-1))
     findings = []
-    if cell is not None:
+    if cell is not None and outside.ndim == 2:
         i, b = cell
         findings.append(Finding(state_step(i), b, "observation outside observation_space",
                                 {"observation": np.asarray(trace.observation)[i, b]}))
+    elif cell is not None:
+        i, b = cell
+        k = int(np.argmax(outside[i, b]))
+        path, space = space_leaves(run.env.observation_space)[k]
+        value = np.asarray(jax.tree.leaves(trace.observation)[k])[i, b]
+        findings.append(Finding(state_step(i), b, f"observation leaf {path} outside its space",
+                                {"observation": value, "space": _space_text(space)}))
     return judge(findings, f"{counted((run.num_steps + 1) * run.batch_size, 'observation')} in "
                            f"the space")
 
@@ -224,13 +279,16 @@ def actions_legal(run: EnvRun) -> CheckResult:
 def finite_values(run: EnvRun) -> CheckResult:
     """Floating observations and rewards are finite."""
     trace, reward = run.require_trace(), run.flags.reward
-    obs = np.asarray(trace.observation)
     findings = []
-    if np.issubdtype(obs.dtype, np.inexact):
+    for path, obs in jax.tree_util.tree_flatten_with_path(trace.observation)[0]:
+        obs = np.asarray(obs)
+        if not np.issubdtype(obs.dtype, np.inexact):
+            continue
         cell = first_cell(~np.isfinite(scalar_cells(obs, 2)).all(axis=-1))
         if cell is not None:
-            findings.append(Finding(state_step(cell[0]), cell[1], "non-finite observation",
-                                    {"observation": obs[cell]}))
+            leaf = f" (leaf {jax.tree_util.keystr(path)})" if path else ""
+            findings.append(Finding(state_step(cell[0]), cell[1],
+                                    f"non-finite observation{leaf}", {"observation": obs[cell]}))
     if np.issubdtype(reward.dtype, np.inexact):
         cell = first_cell(~np.isfinite(reward).all(axis=-1))
         if cell is not None:
@@ -457,7 +515,8 @@ def check_env(env: Any, *, batch_size: int = 16, num_steps: int | None = None, s
     1024: a continuing task's long horizon is checked on its first 1024 steps) with uniformly
     random actions (:class:`RandomPolicy`), keys derived from ``jax.random.key(seed)`` as
     :func:`rollax.collect` derives them. Works for deterministic and stochastic environments,
-    ``Discrete`` and ``Box`` spaces (another space, e.g. a dict, is a ``ValueError``). Nothing
+    ``Discrete``, ``Box``, ``MultiDiscrete`` and ``MultiBinary`` spaces, and observations of a
+    ``Dict`` or ``Tuple`` of them (another space, e.g. a plain dict, is a ``ValueError``). Nothing
     is raised for a broken environment: the report says which checks failed (``ENV_CHECKS``,
     described in the package docstring) and where.
 

@@ -94,7 +94,8 @@ class EnvRun(Setup):
                                       jax.random.key(self.seed))
         name = describe(self.env)
         problem = (unhashable(self.env, name)
-                   or unsupported_observation(self.shapes.observation, name))
+                   or unsupported_observation(self.shapes.observation,
+                                               self.env.observation_space, name))
         if problem is not None:
             raise TypeError(problem)
         self._compiled = cached(make_tracer, self.env, self.policy, self.params)

@@ -1,6 +1,7 @@
 """The checks a command runs on an environment before it writes anything: that the environment
 is hashable and declares spaces rollax supports, then one reset and one step traced abstractly
-(``jax.eval_shape``: nothing is compiled or run), the observation one array, and held against
+(``jax.eval_shape``: nothing is compiled or run), the observation laid out as its space
+(one array, or the leaves of a ``Dict`` / ``Tuple``), and held against
 the declared spaces by the ``reset_output`` and ``step_output`` checks of ``check_env``. A
 failure is one line (``ValueError``) naming the environment.
 """
@@ -39,18 +40,21 @@ def trace_once(env: Any, name: str) -> Shapes:
 def check_usable(env: Any, name: str) -> None:
     """``ValueError`` in one line unless ``env`` is hashable (``jit`` takes it as a static
     argument) and its ``observation_space`` and ``action_space`` are spaces rollax supports
-    (``Discrete`` or ``Box``; not a dict or a tuple)."""
+    (``Discrete``, ``Box``, ``MultiDiscrete``, ``MultiBinary``; for observations a ``Dict`` or
+    ``Tuple`` of them)."""
     problem = unhashable(env, name) or unsupported_space(env, name)
     if problem is not None:
         raise ValueError(problem)
 
 
 def trace_checked(env: Any, name: str) -> Shapes:
-    """:func:`check_usable`, then :func:`trace_once`, then the observation must be one array
+    """:func:`check_usable`, then :func:`trace_once`, then the observation must have the
+    layout of its space: one array, or the dicts and tuples of a ``Dict`` / ``Tuple``
     (``ValueError`` in one line otherwise). What ``rollax check-env`` runs before its checks."""
     check_usable(env, name)
     shapes = trace_once(env, name)
-    problem = unsupported_observation(shapes.observation, name)
+    problem = unsupported_observation(shapes.observation, env.observation_space,
+                                      name)
     if problem is not None:
         raise ValueError(problem)
     return shapes
@@ -59,18 +63,18 @@ def trace_checked(env: Any, name: str) -> Shapes:
 def check_before_run(env: Any, name: str) -> None:
     """``ValueError`` in one line naming ``name`` unless ``env`` is usable
     (:func:`check_usable`) and one reset and one step of ``env`` trace and pass
-    ``reset_output`` and ``step_output`` (observation one array of the shape and dtype of
-    ``observation_space``, a float32 scalar reward, bool scalar ``terminated`` /
-    ``truncated``, a state of stable types, an ``action_mask`` (if any) laid out for the action
-    space: :func:`rollax.envs.masks.mask_problem`); a failing trace or check points to ``rollax
-    check-env``."""
+    ``reset_output`` and ``step_output`` (observation of the shape and dtype of
+    ``observation_space``, leaf by leaf for a ``Dict`` / ``Tuple``, a float32 scalar reward,
+    bool scalar ``terminated`` / ``truncated``, a state of stable types, an ``action_mask`` (if
+    any) laid out for the action space: :func:`rollax.envs.masks.mask_problem`); a failing
+    trace or check points to ``rollax check-env``."""
     check_usable(env, name)  # check-env refuses these too: no pointer to it
     hint = f"; `rollax check-env {name}` runs every check"
     try:
         shapes = trace_once(env, name)
     except ValueError as err:
         raise ValueError(f"{err}{hint}") from None
-    problem = (unsupported_observation(shapes.observation, name)
+    problem = (unsupported_observation(shapes.observation, env.observation_space, name)
                or mask_problem(env, shapes.action_mask, name))
     if problem is not None:
         raise ValueError(problem)

@@ -1,7 +1,7 @@
 """How the checker drives an environment: uniformly random actions (:class:`RandomPolicy`),
 the fixed probe actions tried on every state, the default number of steps, and what it cannot
 drive (an unhashable environment, a space that is not a ``Discrete``, ``Box``,
-``MultiDiscrete`` or ``MultiBinary``)."""
+``MultiDiscrete`` or ``MultiBinary``, or for observations a ``Dict`` or ``Tuple`` of them)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, MultiBinary, MultiDiscrete
+from rollax.envs.base import (
+    Box,
+    Discrete,
+    MultiBinary,
+    MultiDiscrete,
+    is_structured,
+    space_leaves,
+    space_tree,
+)
 from rollax.envs.masks import action_mask, mask_problem
 from rollax.nets.distributions import MASK_LOGIT
 
@@ -223,8 +231,9 @@ def default_steps(env: Any) -> tuple[int, bool]:
 
 
 SUPPORTED_SPACES = ("the supported spaces are rollax.Discrete, rollax.Box, rollax.MultiDiscrete "
-                    "and rollax.MultiBinary (one array per observation and per action; dict and "
-                    "tuple spaces are not supported yet)")
+                    "and rollax.MultiBinary, and for observations rollax.Dict and rollax.Tuple "
+                    "of them (an action is one array; wrap a plain dict or tuple of spaces in "
+                    "rollax.Dict or rollax.Tuple)")
 """What a refused space or observation is told."""
 
 
@@ -246,12 +255,20 @@ def unhashable(env: Any, name: str) -> str | None:
     return None
 
 
-def _space_kind(space: Any) -> str | None:
+def _space_kind(space: Any, observation: bool = False) -> str | None:
     """What ``space`` is when rollax cannot drive it (``"a dict"``), None for a ``Discrete``,
     ``Box``, ``MultiDiscrete`` or ``MultiBinary`` (or a space with the attributes of the first
     two: ``n``, or ``low`` and ``high``, with a tuple ``shape``, a ``dtype`` and
-    ``contains``)."""
+    ``contains``), and with ``observation`` for a ``Dict`` or ``Tuple`` of those."""
     if isinstance(space, (Discrete, Box, MultiDiscrete, MultiBinary)):
+        return None
+    if is_structured(space):
+        if not observation:
+            return f"a rollax.{type(space).__name__} (an action is one array)"
+        for path, leaf in space_leaves(space):
+            kind = _space_kind(leaf)
+            if kind is not None:
+                return f"a rollax.{type(space).__name__} whose leaf {path} is {kind}"
         return None
     if isinstance(space, Mapping):
         return "a dict"
@@ -264,23 +281,38 @@ def _space_kind(space: Any) -> str | None:
 
 def unsupported_space(env: Any, name: str) -> str | None:
     """The one-line reason why rollax cannot drive ``env``'s ``observation_space`` or
-    ``action_space`` (a dict, a tuple, ...), or None."""
+    ``action_space`` (a plain dict, a ``Dict`` action, ...), or None."""
     for which in ("observation_space", "action_space"):
-        kind = _space_kind(getattr(env, which))
+        kind = _space_kind(getattr(env, which), which == "observation_space")
         if kind is not None:
             return f"environment {name!r}: its {which} is {kind}; {SUPPORTED_SPACES}"
     return None
 
 
-def unsupported_observation(observation: Any, name: str) -> str | None:
-    """The one-line reason why an observation (its abstract value) is not one array (a dict of
-    arrays, a tuple, ...), or None."""
+def leaf_paths(tree: Any) -> str:
+    """The paths of a pytree's leaves, ``['cue'], ['grid']`` (``jax.tree_util.keystr``)."""
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    return ", ".join(paths) or "none"
+
+
+def unsupported_observation(observation: Any, space: Any, name: str) -> str | None:
+    """The one-line reason why an observation (its abstract value) does not have the layout of
+    ``space`` (one array for a space of one array, the same dict keys and tuple lengths for a
+    ``Dict`` or ``Tuple``), or None."""
+    if is_structured(space):
+        want = space_tree(space, lambda s: 0)
+        if jax.tree.structure(observation) == jax.tree.structure(want):
+            return None
+        return (f"environment {name!r}: observation(state) returns the leaves "
+                f"{leaf_paths(observation)}, but its observation_space has "
+                f"{leaf_paths(want)}")
     leaves = jax.tree.leaves(observation)
     if len(leaves) == 1 and leaves[0] is observation:
         return None
     kind = "a dict" if isinstance(observation, Mapping) else f"a {type(observation).__name__}"
     return (f"environment {name!r}: observation(state) returns {kind}, not one array; "
-            f"{SUPPORTED_SPACES}")
+            f"an observation of several arrays needs a rollax.Dict or rollax.Tuple "
+            f"observation_space")
 
 
 def describe(env: Any) -> str:

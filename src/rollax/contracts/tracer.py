@@ -17,7 +17,7 @@ from rollax.collect import collection_keys
 from rollax.contracts.probe import probe_actions, sample_action, usable_mask
 from rollax.contracts.report import Finding
 from rollax.contracts.trees import first_mismatch, is_key, mismatch_values, same_bits
-from rollax.envs.base import step_with_key
+from rollax.envs.base import is_structured, space_leaves, space_tree, step_with_key
 
 
 class Trace(NamedTuple):
@@ -28,7 +28,8 @@ class Trace(NamedTuple):
     observation: Any
     """``(T + 1, B, ...)``: observation of each state."""
     in_space: Any
-    """``(T + 1, B)``: ``observation_space.contains`` of each observation."""
+    """``(T + 1, B)``: ``observation_space.contains`` of each observation; ``(T + 1, B, L)`` for
+    a ``Dict`` / ``Tuple`` space of ``L`` leaves, each leaf's space on that leaf."""
     done: Any
     """``(T + 1, B, ...)``: ``env.done`` of each state."""
     action_mask: Any
@@ -104,8 +105,15 @@ def _step_with_probes(env: Any, probes: np.ndarray) -> tuple[Callable, Callable]
 
     def view(state: Any) -> tuple[Any, jax.Array, jax.Array, Any]:
         observation = env.observation(state)
+        mask = usable_mask(env, state)
+        if is_structured(obs_space):  # one flag per leaf: the check names the leaf
+            leaves = jax.tree.structure(space_tree(obs_space, lambda s: 0)).flatten_up_to(
+                observation)
+            inside = jnp.stack([jnp.asarray(s.contains(x), bool)
+                                for (_, s), x in zip(space_leaves(obs_space), leaves)])
+            return observation, inside, env.done(state), mask
         return (observation, jnp.asarray(obs_space.contains(observation), bool), env.done(state),
-                usable_mask(env, state))
+                mask)
 
     def one(state: Any, action: jax.Array, transition_key: jax.Array | None) -> tuple:
         actions = jnp.concatenate([jnp.asarray(action)[None],

@@ -211,3 +211,10 @@ def distance(x: Any, y: Any) -> dict:
             or not (np.isfinite(x).all() and np.isfinite(y).all())):
         return {}
     return {"ulps apart": int(ulps_apart(x, y).max())}
+
+
+def cell_values(name: str, tree: Any, cell: tuple[int, ...]) -> dict:
+    """A finding's values of one cell of ``tree``: ``{name: x[cell]}`` for one array, one entry
+    ``name + path`` per leaf for a pytree (``next_observation['grid']``)."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {name + jax.tree_util.keystr(path): np.asarray(x)[cell] for path, x in leaves}

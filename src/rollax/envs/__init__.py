@@ -1,7 +1,7 @@
 """Functional environments: the interface, the corridor, finite MDPs and the registry."""
 
 from rollax.envs.acrobot import Acrobot, AcrobotState
-from rollax.envs.base import Box, Discrete, Environment, MultiBinary, MultiDiscrete
+from rollax.envs.base import Box, Dict, Discrete, Environment, MultiBinary, MultiDiscrete, Tuple
 from rollax.envs.cartpole import CartPole, CartPoleState
 from rollax.envs.corridor import Corridor, CorridorState
 from rollax.envs.mountain_car import MountainCar, MountainCarState
@@ -18,6 +18,7 @@ __all__ = [
     "CartPoleState",
     "Corridor",
     "CorridorState",
+    "Dict",
     "Discrete",
     "Environment",
     "FiniteMDPState",
@@ -28,6 +29,7 @@ __all__ = [
     "Pendulum",
     "PendulumState",
     "TabularEnv",
+    "Tuple",
     "make",
     "mdp_from_gymnasium",
     "register",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import jax
@@ -123,8 +124,98 @@ class MultiBinary:
         return jnp.all((x == 0) | (x == 1))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dict:
+    """Named spaces: an observation is a ``dict`` with exactly these keys, each value in its
+    space (which may itself be a :class:`Dict` or :class:`Tuple`). ``spaces`` is a mapping
+    ``name -> space`` (or a sequence of ``(name, space)`` pairs), stored sorted by name: the
+    order in which ``jax.tree.leaves`` lists a dict's values, so :func:`space_leaves` and the
+    leaves of an observation line up. Observations only (actions are one array)."""
+
+    spaces: Any
+
+    def __post_init__(self) -> None:
+        items = dict(self.spaces.items() if isinstance(self.spaces, Mapping) else self.spaces)
+        if not items or not all(isinstance(k, str) for k in items):
+            raise ValueError(f"Dict needs a non-empty mapping of names (str) to spaces, got "
+                             f"{self.spaces!r}")
+        object.__setattr__(self, "spaces", {k: items[k] for k in sorted(items)})
+
+    def __getitem__(self, name: str) -> Any:
+        return self.spaces[name]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dict) and self.spaces == other.spaces
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.spaces.items()))
+
+    def contains(self, x) -> jax.Array:
+        if not isinstance(x, Mapping) or set(x) != set(self.spaces):
+            return jnp.bool_(False)
+        return jnp.all(jnp.stack([jnp.asarray(s.contains(x[k]), bool)
+                                  for k, s in self.spaces.items()]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuple:
+    """Spaces in order: an observation is a ``tuple`` of ``len(spaces)`` values, each in its
+    space (nestable). Observations only (actions are one array)."""
+
+    spaces: tuple
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spaces", tuple(self.spaces))
+        if not self.spaces:
+            raise ValueError("Tuple needs at least one space")
+
+    def __getitem__(self, index: int) -> Any:
+        return self.spaces[index]
+
+    def __len__(self) -> int:
+        return len(self.spaces)
+
+    def contains(self, x) -> jax.Array:
+        if not isinstance(x, (tuple, list)) or len(x) != len(self.spaces):
+            return jnp.bool_(False)
+        return jnp.all(jnp.stack([jnp.asarray(s.contains(v), bool)
+                                  for s, v in zip(self.spaces, x)]))
+
+
 Space = Discrete | Box | MultiDiscrete | MultiBinary
-"""The spaces rollax drives (one array per observation or action)."""
+"""The spaces of one array (every action space; an observation's leaves)."""
+
+ObservationSpace = Space | Dict | Tuple
+"""An observation's space: one array's, or a :class:`Dict` / :class:`Tuple` of them, nested."""
+
+
+def is_structured(space: Any) -> bool:
+    """Whether ``space`` is a :class:`Dict` or :class:`Tuple` (an observation of several
+    arrays)."""
+    return isinstance(space, (Dict, Tuple))
+
+
+def space_leaves(space: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(path, leaf space)`` of every array of an observation of ``space``, in the order of
+    ``jax.tree.leaves(observation)``; the path as ``jax.tree_util.keystr`` writes it
+    (``['image']``, ``[0]``, ``['pos'][1]``; ``""`` for a space of one array)."""
+    if isinstance(space, Dict):
+        return [leaf for k, s in space.spaces.items()
+                for leaf in space_leaves(s, f"{prefix}[{k!r}]")]
+    if isinstance(space, Tuple):
+        return [leaf for i, s in enumerate(space.spaces)
+                for leaf in space_leaves(s, f"{prefix}[{i}]")]
+    return [(prefix, space)]
+
+
+def space_tree(space: Any, leaf: Callable[[Any], Any]) -> Any:
+    """An observation-shaped pytree: ``leaf(s)`` for each leaf space ``s`` of ``space``, inside
+    the dicts and tuples of its :class:`Dict` and :class:`Tuple` nodes."""
+    if isinstance(space, Dict):
+        return {k: space_tree(s, leaf) for k, s in space.spaces.items()}
+    if isinstance(space, Tuple):
+        return tuple(space_tree(s, leaf) for s in space.spaces)
+    return leaf(space)
 
 
 class Environment(abc.ABC):
@@ -192,8 +283,9 @@ class Environment(abc.ABC):
         return next_state, reward, terminated, truncated
 
     @abc.abstractmethod
-    def observation(self, state: State) -> jax.Array:
-        """The observation a policy sees in ``state``."""
+    def observation(self, state: State) -> Any:
+        """The observation a policy sees in ``state``: one array, or a pytree (dicts and
+        tuples) of arrays under a :class:`Dict` / :class:`Tuple` ``observation_space``."""
 
     def done(self, state: State) -> jax.Array:
         """Whether the episode ended before ``state`` (terminated or truncated)."""
@@ -201,7 +293,7 @@ class Environment(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def observation_space(self) -> Discrete | Box: ...
+    def observation_space(self) -> ObservationSpace: ...
 
     @property
     @abc.abstractmethod

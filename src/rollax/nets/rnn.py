@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -89,9 +89,15 @@ class RecurrentActorCritic(RecurrentHeads, ActorCriticHead):
     """``MultiDiscrete`` actions: the number of choices of each component."""
     action_bits: int | None = None
     """``MultiBinary`` actions: the number of bits."""
+    encoder: Any = None
+    """An observation of several leaves (or a discrete one): the
+    :class:`rollax.nets.encoders.ObservationEncoder` (without torsos) whose code of
+    ``observation_size`` floats the embedding reads; None: the observation is that vector."""
 
     def __post_init__(self):
         super().__post_init__()
+        if self.encoder is not None and self.encoder.num_torso_layers:
+            raise ValueError("a recurrent network's encoder has no convolutional torso")
         if self.cell not in ("gru", "lstm"):
             raise ValueError(f"cell must be one of gru, lstm, got {self.cell!r}")
 
@@ -114,6 +120,8 @@ class RecurrentActorCritic(RecurrentHeads, ActorCriticHead):
         return zeros if self.cell == "gru" else (zeros, zeros)
 
     def step(self, params: RecurrentParams, carry, observation):
+        if self.encoder is not None:
+            observation = self.encoder.encode((), observation)
         x = ACTIVATIONS[self.activation](params.embed(observation))
         carry = params.cell(x, carry)
         features = carry if self.cell == "gru" else carry[0]

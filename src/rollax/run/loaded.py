@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Environment
+from rollax.envs.base import Environment, is_structured, space_leaves, space_tree
 from rollax.recurrent import is_recurrent
 from rollax.run.training import load_latest
 
@@ -53,7 +53,8 @@ class LoadedPolicy:
 
     def act(self, obs, key: jax.Array | None = None,
             lane: int | jax.Array = 0, mask=None) -> jax.Array:
-        """The action for one observation of shape ``env.observation_space.shape`` (``S``), or
+        """The action for one observation of shape ``env.observation_space.shape`` (``S``; for a
+        ``Dict`` / ``Tuple`` space, its dicts and tuples of leaves, each leaf of its shape), or
         the actions for a batch of shape ``(..., *S)`` (any leading axes; a numeric list or
         NumPy array is converted with ``jnp.asarray``): the policy's mode (``policy.greedy``)
         without a ``key``, a sample (``policy.sample(params, obs, key)[0]``) with one, each
@@ -67,14 +68,51 @@ class LoadedPolicy:
             raise ValueError("this run's policy is recurrent (it remembers earlier "
                              "observations): act with loaded.initial_carry() and "
                              "loaded.step(carry, obs)")
-        obs, lead = self._observations(obs)
         params = self.lane_params(lane)
+        if is_structured(self.env.observation_space):
+            return self._act_tree(params, obs, key, mask)
+        obs, lead = self._observations(obs)
         if lead is None:  # one observation
             return self._act(params, obs, key, mask)
-        flat = obs.reshape(-1, *self.env.observation_space.shape)
+        space: Any = self.env.observation_space  # one array's space here
+        flat = obs.reshape(-1, *space.shape)
         keys = None if key is None else jax.random.split(key, flat.shape[0])
         masks = None if mask is None else jnp.reshape(
             jnp.asarray(mask), (flat.shape[0], *jnp.shape(mask)[len(lead):]))
+        actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0, 0))(
+            params, flat, keys, masks)
+        return actions.reshape(*lead, *actions.shape[1:])
+
+    def _act_tree(self, params, obs, key: jax.Array | None, mask=None) -> jax.Array:
+        """:meth:`act` for a ``Dict`` / ``Tuple`` observation: ``obs`` has the space's dicts
+        and tuples, each leaf of its leaf space's shape ``S`` or a batch ``(..., *S)`` with the
+        same leading axes on every leaf."""
+        space = self.env.observation_space
+        treedef = jax.tree.structure(space_tree(space, lambda s: 0))
+        if jax.tree.structure(obs) != treedef:
+            raise ValueError(f"expected an observation with the leaves "
+                             f"{', '.join(p for p, _ in space_leaves(space))}; got "
+                             f"{type(obs).__name__} {obs!r:.60}")
+        leaves = [jnp.asarray(x) for x in treedef.flatten_up_to(obs)]
+        leads = set()
+        for (path, leaf), x in zip(space_leaves(space), leaves):
+            cut = x.ndim - len(leaf.shape)
+            if cut < 0 or x.shape[cut:] != tuple(leaf.shape):
+                raise ValueError(f"expected observation leaf {path} of shape "
+                                 f"{tuple(leaf.shape)} or a batch of them; got {x.shape}")
+            leads.add(x.shape[:cut])
+        if len(leads) != 1:
+            raise ValueError(f"the observation's leaves have different batch axes: "
+                             f"{sorted(leads)}")
+        lead = leads.pop()
+        if not lead:
+            return self._act(params, treedef.unflatten(leaves), key, mask)
+        flat = treedef.unflatten([x.reshape(-1, *leaf.shape)
+                                  for (_, leaf), x in zip(space_leaves(space), leaves)])
+        n = leaves[0].reshape(-1, *space_leaves(space)[0][1].shape).shape[0]
+        keys = None if key is None else jax.random.split(key, n)
+        masks = None if mask is None else jnp.reshape(
+            jnp.asarray(mask), (n, *jnp.shape(mask)[len(lead):]))
         actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0, 0))(
             params, flat, keys, masks)
         return actions.reshape(*lead, *actions.shape[1:])
@@ -88,7 +126,8 @@ class LoadedPolicy:
     def _observations(self, obs) -> tuple[jax.Array, tuple[int, ...] | None]:
         """``obs`` as an array and its leading (batch) axes, ``None`` for one observation;
         ``ValueError`` unless it is numeric and ends with the observation shape."""
-        shape = tuple(self.env.observation_space.shape)
+        space: Any = self.env.observation_space  # one array's space (not a Dict / Tuple)
+        shape = tuple(space.shape)
         expected = (f"expected an observation of shape {shape} or a batch "
                     f"({', '.join(['...', *map(str, shape)])})")
         try:
