@@ -10,8 +10,10 @@ the step budget (rounded up to whole epochs; ``--learner-steps`` sets the learne
 epoch, default Jumanji's), everything else as Jumanji ships it. The training loop is
 ``jumanji/training/train.py``'s: ``agent.run_epoch`` scanned over an epoch under ``pmap``;
 evaluation is Jumanji's greedy evaluator after the last epoch (``--eval-episodes`` episodes).
-Each seed writes one JSON row: environment steps, greedy mean return (and its standard error),
-the wall time of training (first epoch, which compiles, and the rest) and the versions.
+Each seed appends one JSON row to ``--out`` (a seed already there is skipped, so an interrupted
+measurement continues where it stopped): environment steps, the greedy mean return over the
+evaluation episodes (Jumanji's evaluator reports the mean only), the wall time of training
+(first epoch, which compiles, and the rest) and the versions.
 Requirements: ``benchmarks/requirements-jumanji.txt`` (Jumanji's training extras: hydra-core,
 dm-haiku, distrax, rlax, tensorboardX, neptune, tqdm).
 """
@@ -106,8 +108,17 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=None, help="JSON lines, appended")
     args = parser.parse_args()
+    done = set()
+    if args.out is not None and args.out.exists():  # resumable: finished seeds are kept
+        for line in args.out.read_text().splitlines():
+            row = json.loads(line)
+            done.add((row["config"], row["seed"], row["budget"]))
     for seed in args.seeds:
-        row = run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes)
+        if (args.env, seed, args.steps) in done:
+            print(f"{args.env} seed {seed}: already in {args.out}", flush=True)
+            continue
+        row = {"config": args.env, "budget": args.steps,
+               **run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes)}
         line = json.dumps(row)
         print(line, flush=True)
         if args.out is not None:
