@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 
 import rollax
+from custom_envs import combo, masked_guess
 from rollax.algos import ppo, rollout
 from rollax.collect import AutoResetTrajectory, collect_autoreset_recurrent, reset_batch
 from rollax.contracts import RECURRENT_CHECKS, CountingPolicy, check_recurrent
-from rollax.nets import RecurrentActorCritic
+from rollax.envs.base import step_with_key
+from rollax.envs.masks import has_action_mask, is_legal
+from rollax.nets import RecurrentActorCritic, actor_critic
 from rollax.recurrent import (
     episode_starts,
     initial_carries,
@@ -153,19 +156,32 @@ def test_absorbing_collector_freezes_the_memory():
 # --- the recurrent contract checks, and the bugs they must catch ----------------------------
 
 
+def masks_of(env, state):
+    """The batch's action masks, or None for an environment without masks."""
+    return jax.vmap(env.action_mask)(state) if has_action_mask(env) else None
+
+
+def given(mask) -> tuple:
+    """The policy's extra argument: the mask, when there is one."""
+    return () if mask is None else (mask,)
+
+
 def loop_collector(bug: str | None = None):
-    """An independent auto-reset collector written as a Python loop, with a planted bug:
-    ``"carried"`` never resets the memory, ``"late"`` resets it one step after the restart."""
+    """An independent auto-reset collector written as a Python loop (sampling under the action
+    masks and storing them, for an environment with masks), with a planted bug: ``"carried"``
+    never resets the memory, ``"late"`` resets it one step after the restart."""
 
     def collect_fn(env, policy, params, state, carry, key, num_steps):
         batch = carry.shape[0]
         initial, pending, rows = policy.initial_carry(params), jnp.zeros(batch, bool), []
-        sample = jax.vmap(policy.sample, (None, 0, 0, 0))
+        step = jax.vmap(lambda s, a, k: step_with_key(env, s, a, k))
         for step_key in jax.random.split(key, num_steps):
-            action_key, reset_key = jax.random.split(step_key)
-            obs = jax.vmap(env.observation)(state)
-            new, action, log_prob = sample(params, carry, obs, jax.random.split(action_key, batch))
-            state, reward, term, trunc = jax.vmap(env.step)(state, action)
+            action_key, reset_key, env_key = jax.random.split(step_key, 3)
+            obs, mask = jax.vmap(env.observation)(state), masks_of(env, state)
+            new, action, log_prob = jax.vmap(policy.sample, (None, 0, 0, 0) + (0,) * len(
+                given(mask)))(params, carry, obs, jax.random.split(action_key, batch),
+                              *given(mask))
+            state, reward, term, trunc = step(state, action, jax.random.split(env_key, batch))
             done = term | trunc
             final = jax.vmap(env.observation)(state)
             fresh = jax.vmap(env.reset)(jax.random.split(reset_key, batch))
@@ -174,7 +190,7 @@ def loop_collector(bug: str | None = None):
                      "late": reset_where(pending, initial, new)}[bug]
             pending = done
             rows.append(AutoResetTrajectory(obs, action, reward, jnp.ones(batch, bool), term,
-                                            trunc, log_prob, None, final))
+                                            trunc, log_prob, mask, final))
         return state, carry, jax.tree.map(lambda *x: jnp.stack(x), *rows)
 
     return collect_fn
@@ -182,7 +198,7 @@ def loop_collector(bug: str | None = None):
 
 def replay_without_resets(policy, params, carry, traj):
     return unroll(policy, params, carry, traj.observation, jnp.zeros_like(traj.terminated),
-                  traj.action).log_prob
+                  traj.action, traj.action_mask).log_prob
 
 
 def replay_from_zeros(policy, params, carry, traj):
@@ -193,12 +209,17 @@ def moving_absorbing(env, policy, params, key, batch_size, num_steps):
     """An absorbing collector whose memory keeps moving on padding cells."""
     state = jax.vmap(env.reset)(jax.random.split(key, batch_size))
     carry, rows = initial_carries(policy, params, batch_size), []
+    step = jax.vmap(lambda s, a, k: step_with_key(env, s, a, k))
     for step_key in jax.random.split(jax.random.fold_in(key, 1), num_steps):
+        action_key, env_key = jax.random.split(step_key)
         obs, active = jax.vmap(env.observation)(state), ~jax.vmap(env.done)(state)
-        carry, action, log_prob = jax.vmap(policy.sample, (None, 0, 0, 0))(
-            params, carry, obs, jax.random.split(step_key, batch_size))
-        state, reward, term, trunc = jax.vmap(env.step)(state, action)
-        rows.append(rollax.Trajectory(obs, action, reward, active, term, trunc, log_prob))
+        mask = masks_of(env, state)
+        carry, action, log_prob = jax.vmap(policy.sample, (None, 0, 0, 0) + (0,) * len(
+            given(mask)))(params, carry, obs, jax.random.split(action_key, batch_size),
+                          *given(mask))
+        state, reward, term, trunc = step(state, action, jax.random.split(env_key, batch_size))
+        rows.append(rollax.Trajectory(obs, action, reward, active, term, trunc, log_prob,
+                                      mask))
     return state, jax.tree.map(lambda *x: jnp.stack(x), *rows)
 
 
@@ -247,8 +268,90 @@ def test_planted_late_reset_names_the_first_cell_of_the_new_episode():
     assert result.values["expected"] == 0 and result.values["observations remembered"] > 0
 
 
+# --- masked environments: tests/custom_envs/combo.py (Dict observation, MultiDiscrete action,
+# action mask) and tests/custom_envs/masked_guess.py ------------------------------------------
+
+
+def test_counting_policy_acts_under_the_mask():
+    """The probe on MultiDiscrete((2, 4)) at count c, with ``a[0]`` free and ``a[1]`` in
+    ``{2, 3}``: log p((1, 3)) = [s - log(1 + e^s)] + [3s - log(e^{2s} + e^{3s})], s = 0.01 c."""
+    policy = CountingPolicy.for_space(rollax.MultiDiscrete((2, 4)))
+    mask = jnp.array([[True, True, False, False], [False, False, True, True]])
+    for count in (0.0, 4.0, 9.0):
+        carry, action, log_prob = policy.sample(None, jnp.float32(count), None,
+                                                jax.random.key(int(count)), mask)
+        assert int(carry) == count + 1 and int(action[1]) in (2, 3)
+        s = 0.01 * (count + 1)
+        want = (s * action[0] - np.log(1 + np.exp(s))
+                + s * action[1] - np.log(np.exp(2 * s) + np.exp(3 * s)))
+        assert float(log_prob) == pytest.approx(float(want), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make_env", [combo.make, masked_guess.discrete, masked_guess.multi_binary],
+                         ids=["combo", "masked-discrete", "masked-multi-binary"])
+def test_masked_environments_pass_every_recurrent_check(make_env):
+    """The probe acts under the masks and its memory is read under the stored ones: rollax's
+    collectors and replay pass every check, none skipped (each task leaves some component two
+    legal values)."""
+    report = check_recurrent(make_env())
+    assert report.ok, report
+    assert all(r.status == "passed" for r in report), report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kwargs, check, message", [
+    (dict(collect_fn=loop_collector()), None, None),
+    (dict(collect_fn=loop_collector("carried")), "memory_reset_on_restart",
+     "memory carried across an auto-reset"),
+    (dict(collect_fn=loop_collector("late")), "memory_reset_on_restart",
+     "memory reset one step late"),
+    (dict(replay_fn=replay_without_resets), "replay_resets_at_starts",
+     "replay does not reset the memory where an episode restarted"),
+    (dict(replay_fn=replay_from_zeros), "replay_from_stored_carry",
+     "replay does not start from the stored carry"),
+    (dict(absorbing_fn=moving_absorbing), "memory_frozen_when_absorbed",
+     "memory moved after the episode ended"),
+], ids=["independent-loop", "carried-across-reset", "reset-one-step-late",
+        "replay-without-resets", "replay-from-zeros", "absorbing-not-frozen"])
+def test_planted_recurrent_bugs_are_caught_on_the_combo_task(kwargs, check, message):
+    report = check_recurrent(combo.make(), **kwargs)
+    if check is None:
+        assert report.ok, report
+        return
+    result = report[check]
+    assert result.failed and result.message.startswith(message), report
+    if "collect_fn" not in kwargs:
+        assert {r.name for r in report if r.failed} == {check}, report  # blames nothing else
+
+
+def test_a_gru_on_the_combo_task_collects_legal_actions_and_replays_them_under_the_masks():
+    """A GRU actor-critic reading the Dict observation through its encoder: the auto-reset
+    collector stores the masks and samples legal actions only; the replay from the stored
+    carry gives the stored log-probabilities back under the stored masks (and other ones
+    without them: the masks matter)."""
+    env = combo.make()
+    net = actor_critic(env, "gru", (16,), "tanh", 0.0, 8)
+    params = net.init(jax.random.key(0))
+    state = reset_batch(env, jax.random.key(1), 6)
+    carry0 = initial_carries(net, params, 6)
+    state, carry1, traj0 = collect_autoreset_recurrent(env, net, params, state, carry0,
+                                                       jax.random.key(2), 7)
+    _, _, traj1 = collect_autoreset_recurrent(env, net, params, state, carry1,
+                                              jax.random.key(3), 7)
+    for carry, traj in ((carry0, traj0), (carry1, traj1)):
+        assert traj.action_mask.shape == (7, 6, 2, 4)
+        assert bool(is_legal(env.action_space, traj.action_mask, traj.action).all())
+        replayed = replay_log_prob(net, params, carry, traj)
+        np.testing.assert_allclose(np.asarray(replayed), np.asarray(traj.log_prob), rtol=0,
+                                   atol=1e-5)
+        unmasked = replay_log_prob(net, params, carry, traj._replace(action_mask=None))
+        assert np.abs(np.asarray(unmasked) - np.asarray(traj.log_prob)).min() > 0.1
+
+
 def test_check_recurrent_refuses_continuous_actions():
-    with pytest.raises(ValueError, match="Discrete action space"):
+    with pytest.raises(ValueError, match=r"^check_recurrent needs a Discrete, MultiDiscrete or "
+                                         r"MultiBinary action space, got "):
         check_recurrent(rollax.make("Pendulum-v1"))
 
 

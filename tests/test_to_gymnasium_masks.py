@@ -95,3 +95,36 @@ def test_unmasked_environments_keep_an_empty_info():
     env = rollax.to_gymnasium("CartPole-v1")
     assert env.reset(seed=0)[1] == {}
     assert env.step(0)[4] == {}
+
+
+def test_the_combo_task_exports_passes_check_env_and_puts_its_mask_in_info():
+    """tests/custom_envs/combo.py (a Dict observation of an image, a vector and a discrete leaf,
+    a MultiDiscrete((2, 4)) action, a mask): Gymnasium's check_env passes without a warning, and
+    every info holds the mask of the returned state, which the observation's cue settles
+    (``a[0]`` free, ``a[1]`` in ``{2 cue, 2 cue + 1}``); legal actions never pay the illegal
+    bonus."""
+    from custom_envs import combo
+
+    env = rollax.to_gymnasium(combo.make(), seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env, skip_render_check=True)
+    assert env.action_space == gym.spaces.MultiDiscrete([2, 4])
+    assert isinstance(env.observation_space, gym.spaces.Dict)
+    assert list(env.observation_space.spaces) == ["cue", "grid", "reading"]
+    obs, info = env.reset(seed=1)
+    env.action_space.seed(0)
+    cues = set()
+    for _ in range(3 * combo.make().horizon):  # through the ends of episodes
+        assert env.observation_space.contains(obs)
+        first, second = info["action_mask"]
+        assert first.dtype == second.dtype == np.int8
+        np.testing.assert_array_equal(first, [1, 1])
+        np.testing.assert_array_equal(second, np.arange(4) // 2 == obs["cue"])
+        cues.add(int(obs["cue"]))
+        obs, reward, terminated, truncated, info = env.step(
+            env.action_space.sample(mask=info["action_mask"]))
+        assert 0 <= reward <= 2 and not terminated
+        if truncated:
+            obs, info = env.reset()
+    assert cues == {0, 1}

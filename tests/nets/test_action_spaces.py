@@ -301,12 +301,13 @@ def test_collected_out_of_range_component_fails_checked_mode():
         "update 1, step 0, env 0: [0 4]")
 
 
-def test_check_recurrent_refuses_multi_binary():
-    env = multi_binary()
-    with pytest.raises(ValueError, match=r"^check_recurrent needs a Discrete action space, got "
-                                         r"MultiBinary\(n=3"):
-        rollax.check_recurrent(env)
-    # to_gymnasium converts both (tests/test_to_gymnasium_masks.py)
+@pytest.mark.slow
+@pytest.mark.parametrize("make_env", [multi_discrete, multi_binary], ids=["multi_discrete",
+                                                                          "multi_binary"])
+def test_check_recurrent_takes_multi_actions(make_env):
+    """The recurrent probe has one counting categorical per component."""
+    report = rollax.check_recurrent(make_env())
+    assert report.ok and all(r.status == "passed" for r in report), report
 
 
 @pytest.mark.slow

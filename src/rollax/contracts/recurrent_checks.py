@@ -7,6 +7,11 @@ so each cell's stored log-probability says with how much memory the policy acted
 count follows from the trajectory alone: 1 on the first observation of an episode, one more on
 each later one, the absorbing collector's padding reading with the memory frozen at the episode's
 end.
+
+For an environment with action masks (:mod:`rollax.envs.masks`) the probe acts under each
+state's mask, as every policy does, and its log-probabilities are read under the mask stored in
+the trajectory; a cell whose every component has one legal value shows no count (its
+log-probability is 0 whatever the memory) and is not judged.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from rollax.contracts.report import (
     outcome,
 )
 from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
-from rollax.nets.distributions import Categorical
+from rollax.nets.distributions import MASK_LOGIT, PAD_LOGIT, Categorical, MultiCategorical
 from rollax.recurrent import RecurrentHeads, initial_carries, replay_log_prob
 from rollax.validate import check_count
 
@@ -45,11 +50,26 @@ ROLLOUTS = 3
 
 @dataclasses.dataclass(frozen=True)
 class CountingPolicy(RecurrentHeads):
-    """A recurrent probe for ``Discrete(n)`` actions: its carry counts the observations read in
-    the episode (0 at the start), and it acts from a categorical distribution with logits
-    ``SLOPE * count * (0, 1, ..., n - 1)``, so a log-probability tells the count it acted with."""
+    """A recurrent probe: its carry counts the observations read in the episode (0 at the
+    start), and it acts from logits ``SLOPE * count * (0, 1, ..., n - 1)``, so a log-probability
+    tells the count it acted with: a categorical over ``Discrete(n)`` actions, or, given
+    ``nvec`` (``MultiDiscrete(nvec)``, or ``MultiBinary(k)`` as ``(2,) * k``), one such
+    categorical per component over its ``nvec[i]`` values (``n`` is then ``max(nvec)``)."""
 
     n: int
+    nvec: tuple[int, ...] | None = None
+
+    @classmethod
+    def for_space(cls, space: Any) -> CountingPolicy:
+        """The probe for an action space: ``Discrete`` (or any space with ``n``),
+        ``MultiDiscrete`` or ``MultiBinary``; anything else is a ``ValueError``."""
+        if isinstance(space, (MultiDiscrete, MultiBinary)):
+            nvec = tuple(int(v) for v in space.nvec)
+            return cls(max(nvec), nvec)
+        if isinstance(space, Discrete) or hasattr(space, "n"):
+            return cls(int(space.n))
+        raise ValueError(f"check_recurrent needs a Discrete, MultiDiscrete or MultiBinary "
+                         f"action space, got {space!r}")
 
     def initial_carry(self, params) -> jax.Array:
         return jnp.float32(0.0)
@@ -58,23 +78,47 @@ class CountingPolicy(RecurrentHeads):
         return carry + 1.0, carry + 1.0
 
     def distribution(self, params, features):
-        return Categorical(SLOPE * features * jnp.arange(self.n, dtype=jnp.float32))
+        logits = SLOPE * features * jnp.arange(self.n, dtype=jnp.float32)
+        if self.nvec is None:
+            return Categorical(logits)
+        valid = np.arange(self.n)[None, :] < np.asarray(self.nvec)[:, None]
+        return MultiCategorical(jnp.where(valid, logits, PAD_LOGIT))
 
 
-def log_probs(n: int, counts: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    """The probe's log-probabilities of ``actions`` at memory ``counts`` (float64)."""
-    logits = SLOPE * counts[..., None].astype(np.float64) * np.arange(n)
+def log_probs(policy: CountingPolicy, counts: np.ndarray, actions: np.ndarray,
+              masks: np.ndarray | None = None) -> np.ndarray:
+    """The probe's log-probabilities of ``actions`` at memory ``counts`` (float64), under the
+    action ``masks`` when given (an illegal value's logit is ``MASK_LOGIT``, as
+    ``dist.masked`` sets it)."""
+    nvec = (policy.n,) if policy.nvec is None else policy.nvec
+    if policy.nvec is None:  # one component
+        actions = actions[..., None]
+        masks = None if masks is None else masks[..., None, :]
+    logits = SLOPE * counts[..., None, None].astype(np.float64) * np.arange(policy.n)
+    logits = np.broadcast_to(logits, actions.shape + (policy.n,))
+    if masks is not None:
+        logits = np.where(masks, logits, MASK_LOGIT)
+    valid = np.arange(policy.n)[None, :] < np.asarray(nvec)[:, None]
+    logits = np.where(valid, logits, -np.inf)
     top = logits.max(axis=-1, keepdims=True)
     norm = top[..., 0] + np.log(np.exp(logits - top).sum(axis=-1))
-    return np.take_along_axis(logits, actions[..., None].astype(np.int64), -1)[..., 0] - norm
+    picked = np.take_along_axis(logits, actions[..., None].astype(np.int64), -1)[..., 0]
+    return (picked - norm).sum(axis=-1)
 
 
-def counts_read(n: int, stored: np.ndarray, actions: np.ndarray, most: int) -> np.ndarray:
-    """The count whose log-probability is nearest each stored one (0 .. ``most``)."""
-    candidates = np.arange(most + 1)
-    table = log_probs(n, np.broadcast_to(candidates, actions.shape + candidates.shape),
-                      np.broadcast_to(actions[..., None], actions.shape + candidates.shape))
-    return np.abs(table - stored[..., None]).argmin(axis=-1)
+UNREAD = -1
+"""The count :func:`counts_read` gives a cell whose log-probability shows none."""
+
+
+def counts_read(policy: CountingPolicy, stored: np.ndarray, actions: np.ndarray, most: int,
+                masks: np.ndarray | None = None) -> np.ndarray:
+    """The count whose log-probability is nearest each stored one (0 .. ``most``), or
+    :data:`UNREAD` where every count gives the same (one legal value per component)."""
+    table = np.stack([log_probs(policy, np.full(stored.shape, count), actions, masks)
+                      for count in range(most + 1)], axis=-1)
+    read = np.abs(table - stored[..., None]).argmin(axis=-1)
+    flat = np.ptp(table, axis=-1) < 1e-9
+    return np.where(flat, UNREAD, read)
 
 
 def expected_counts(done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,13 +171,18 @@ class RecurrentRun(Setup):
         ``(ROLLOUTS * T, B)``."""
         done = self.stream("terminated") | self.stream("truncated")
         expected, after = expected_counts(done)
-        seen = counts_read(self.policy.n, self.stream("log_prob"), self.stream("action"),
-                           int(expected.max()) + self.num_steps + 1)
+        masks = None if self.trajs[0].action_mask is None else self.stream("action_mask")
+        seen = counts_read(self.policy, self.stream("log_prob"), self.stream("action"),
+                           int(expected.max()) + self.num_steps + 1, masks)
         return expected, seen, after
 
     def where(self, cell: int) -> tuple[int, int]:
         """``(rollout, step in it)`` of a cell of the stream."""
         return divmod(cell, self.num_steps)
+
+
+NO_COUNT = ("no cell shows the memory (the masks leave one legal value per component "
+            "everywhere)")
 
 
 def _first(mask: np.ndarray) -> tuple[int, int] | None:
@@ -155,7 +204,9 @@ def recurrent_runs(run: RecurrentRun) -> CheckResult:
 def memory_reset_on_restart(run: RecurrentRun) -> CheckResult:
     """Every cell's count is the number of observations of its episode so far."""
     expected, seen, _ = run.counts()
-    cell = _first(seen != expected)
+    if (seen == UNREAD).all():
+        return outcome(SKIPPED, NO_COUNT)
+    cell = _first((seen != expected) & (seen != UNREAD))
     if cell is None:
         return judge([], "memory fresh at every restart")
     t, b = cell
@@ -199,9 +250,12 @@ def memory_frozen_when_absorbed(run: RecurrentRun) -> CheckResult:
     active = np.asarray(traj.active)
     length = active.sum(axis=0)
     expected = np.minimum(np.arange(steps)[:, None], length[None]) + 1
-    seen = counts_read(run.policy.n, np.asarray(traj.log_prob), np.asarray(traj.action),
-                       2 * steps + 1)
-    cell = _first(seen != expected)
+    masks = None if traj.action_mask is None else np.asarray(traj.action_mask)
+    seen = counts_read(run.policy, np.asarray(traj.log_prob), np.asarray(traj.action),
+                       2 * steps + 1, masks)
+    if (seen == UNREAD).all():
+        return outcome(SKIPPED, NO_COUNT)
+    cell = _first((seen != expected) & (seen != UNREAD))
     if cell is None:
         return judge([], "memory frozen after each episode's end")
     t, b = cell
@@ -274,8 +328,9 @@ def check_recurrent(env: Any, collect_fn: Callable = collect_autoreset_recurrent
     ``replay_fn(policy, params, carry, trajectory) -> log_prob (T, B)`` that of
     :func:`rollax.recurrent.replay_log_prob`, ``absorbing_fn`` that of :func:`rollax.collect`
     (``None`` skips its check). They are driven with :class:`CountingPolicy` (``env`` needs a
-    ``Discrete`` action space) for ``ROLLOUTS`` auto-reset rollouts of ``num_steps`` steps in a
-    row (default ``env.horizon // 2 + 1``: every environment restarts at least once).
+    ``Discrete``, ``MultiDiscrete`` or ``MultiBinary`` action space; with ``action_mask`` the
+    probe acts under each state's mask) for ``ROLLOUTS`` auto-reset rollouts of ``num_steps``
+    steps in a row (default ``env.horizon // 2 + 1``: every environment restarts at least once).
 
     Example::
 
@@ -283,16 +338,11 @@ def check_recurrent(env: Any, collect_fn: Callable = collect_autoreset_recurrent
         report.raise_if_failed()
     """
     check_count("batch_size", batch_size)
-    space = env.action_space
-    if isinstance(space, (MultiDiscrete, MultiBinary)) or (
-            not isinstance(space, Discrete) and not hasattr(space, "n")):
-        raise ValueError(f"check_recurrent needs a Discrete action space, got "
-                         f"{env.action_space!r}")
+    policy = CountingPolicy.for_space(env.action_space)
     if num_steps is None:
         horizon = getattr(env, "horizon", None)
         num_steps = horizon // 2 + 1 if isinstance(horizon, int) and horizon > 0 else 64
     check_count("num_steps", num_steps)
-    policy = CountingPolicy(int(env.action_space.n))
     run = RecurrentRun(env, policy, None, int(batch_size), int(num_steps), seed,
                        collect_fn=collect_fn, replay_fn=replay_fn, absorbing_fn=absorbing_fn)
     name = getattr(collect_fn, "__qualname__", None) or repr(collect_fn)
