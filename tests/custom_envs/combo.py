@@ -33,7 +33,7 @@ Factories: :func:`make` (the task); planted bugs for ``rollax check-env``: :func
 :func:`no_legal` (on the third step of every episode no value of ``a[1]`` is legal:
 ``legal_action_exists``). The third planted bug, an illegal action sampled, is a policy that
 ignores the mask; the environment cannot make one, so the tests plant it in the checker's own
-policy (tests/contracts/test_combo.py). :func:`unmasked` is the task without ``action_mask``
+policy (tests/contracts/test_combo_checks.py). :func:`unmasked` is the task without ``action_mask``
 (every value legal, illegal ones still paying ``TRAP``), for trainers that take no mask.
 """
 
