@@ -113,7 +113,7 @@ SUPPORTED: dict[str, Support] = {
     "MMST-v0": Support("sized_time_limit", "factored"),
     "RobotWarehouse-v0": Support("time_limit", "factored"),
     "MultiCVRP-v0": Support(
-        lambda env: 2 * env.observation_spec.action_mask.shape[1] - 1, "factored"),
+        lambda env: 2 * (env.observation_spec.action_mask.shape[1] - 1), "factored"),
 }
 """The ids the adapter accepts: single-agent environments, and multi-agent ones whose agents
 share one scalar reward (their joint action a ``MultiDiscrete``, one component per agent)."""
