@@ -149,8 +149,9 @@ def _lockstep(case: Case):
             out = dict(ours_obs=ours.obs, theirs_obs=step.observation, ours_reward=reward,
                        theirs_reward=step.reward, terminated=terminated, truncated=truncated,
                        last=step.last(), twin_last=twin_step.last(), elapsed=ours.elapsed,
-                       step_count=getattr(theirs, "step_count", t + 1) - start, vector=env.observation(ours), mask=mask,
-                       legal=legal, raw_legal=raw_legal, any_raw=any_raw)
+                       step_count=getattr(theirs, "step_count", t + 1) - start,
+                       vector=env.observation(ours), mask=mask, legal=legal,
+                       raw_legal=raw_legal, any_raw=any_raw)
             return (ours, theirs), out
 
         _, out = jax.lax.scan(body, (ours, theirs),
