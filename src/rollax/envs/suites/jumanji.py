@@ -1,8 +1,21 @@
 """Jumanji environments behind rollax's functional interface: ``make("jumanji:<id>")``.
 
-``JumanjiEnv`` wraps one single-agent Jumanji environment with one discrete action as a rollax
-:class:`~rollax.envs.base.Environment`. Jumanji is imported lazily, only when such an
-environment is built; install it with ``pip install rollax[jumanji]``.
+``JumanjiEnv`` wraps one Jumanji environment as a rollax :class:`~rollax.envs.base.Environment`:
+every single-agent one, and the multi-agent ones whose agents share one scalar reward (Cleaner,
+MMST, RobotWarehouse, MultiCVRP), as one joint action. Those with a reward per agent
+(Connector, LevelBasedForaging, SearchAndRescue, which also acts continuously) are refused,
+naming why. Jumanji is imported lazily, only when such an environment is built; install it
+with ``pip install rollax[jumanji]``.
+
+Actions (:class:`Support`, per id): a ``DiscreteArray`` is ``Discrete``. A multi-component
+action whose ``action_mask`` is **joint** (Minesweeper ``(row, col)``, Sudoku ``(row, col,
+digit)``, Tetris ``(rotation, column)``, BinPack ``(ems, item)``, FlatPack ``(block, rotation,
+row, col)``) is one ``Discrete`` over the joint space, numbered in C order, with the joint mask
+flattened: exact, where rollax's factorised ``MultiDiscrete`` masks could not be (FlatPack's 8100
+actions included: a factorised mask would let a policy waste its fixed 25 steps on illegal
+placements). A multi-component action whose mask is **per component** (JobShop's machines, the
+agents of the multi-agent ones; Jumanji resolves clashes between components itself) or that
+has no mask (RubiksCube's ``(face, depth, direction)``) is a ``MultiDiscrete``.
 
 What Jumanji does (read in jumanji 1.1.2's sources):
 
@@ -21,6 +34,20 @@ What Jumanji does (read in jumanji 1.1.2's sources):
   ``GraphColoring`` have no limit either: each valid step fills one slot, so they end within
   ``num_cities``, ``2 * num_nodes``, ``num_items`` and ``num_nodes`` steps (an invalid action
   ends them at once).
+- The others: ``RubiksCube`` (``time_limit`` 200; 20 for the partly scrambled id), ``Tetris``
+  (400; also ends on an invalid placement or a full grid), ``Cleaner`` (``num_rows * num_cols``
+  = 100; also ends on any agent's invalid move) and ``RobotWarehouse`` (500; also on a
+  collision) have a limit like Snake's. ``MMST``'s ``time_limit`` (70) also sizes arrays of its
+  state (``connected_nodes`` is ``(num_agents, time_limit)``). Without a limit: ``Minesweeper``
+  reveals one cell per valid step and ends on a mine, an invalid action or a solved board
+  (within ``num_rows * num_cols - num_mines`` = 90 steps); ``Sudoku`` fills one cell per valid
+  step (81); ``BinPack`` places one item per valid step (20); ``FlatPack`` ends after exactly
+  ``num_blocks`` (25) steps, an illegal placement being a no-op; ``JobShop`` ends on an invalid
+  action, all machines idle or the schedule finished, each live step one time unit with some
+  machine working (so at most the total operation time, bounded by ``num_jobs * max_num_ops *
+  max_op_duration`` = 960); ``MultiCVRP`` ends itself once its ``step_count`` (1 after
+  ``reset``) passes ``2 * num_customers``, i.e. within 40 steps, with the penalty of its
+  reward (a task end, not a time limit).
 
 So a Jumanji ``LAST`` alone cannot tell a terminal state from the time limit (both discount 0).
 The adapter separates them with the step counter, without guessing: it builds the inner
@@ -29,9 +56,11 @@ task's own end and becomes ``terminated``; the limit moves to rollax's ``horizon
 ``elapsed``, which equals Jumanji's ``step_count``), whose default is the environment's own
 ``time_limit`` (or the ``time_limit=`` option), so ``truncated`` fires on exactly the step where
 Jumanji's limit would. A task that ends on that very step is ``terminated`` (rollax's rule),
-which a split on ``LAST & step_count >= time_limit`` would get wrong. Environments without a
-limit get the natural bound above as horizon (never reached by a terminating episode) and
-``Game2048`` a horizon of :data:`GAME2048_HORIZON` (its episodes are otherwise unbounded).
+which a split on ``LAST & step_count >= time_limit`` would get wrong. MMST's inner environment
+is built with ``time_limit = horizon + 1`` instead (never reached either; its arrays stay small).
+Environments without a limit get the natural bound above as horizon (never reached by a
+terminating episode) and ``Game2048`` a horizon of :data:`GAME2048_HORIZON` (its episodes are
+otherwise unbounded).
 """
 
 from __future__ import annotations
@@ -202,9 +231,11 @@ class JumanjiEnv(SuiteEnvironment):
       ``board`` (4, 4) (tile exponents, 0 = empty) then ``action_mask`` (4,), 20 floats.
       ``state.obs`` keeps the raw observation. Bounds are Jumanji's specs (bounded arrays and
       discrete values; unbounded ones are infinite).
-    - ``action_mask(state)``: the legal actions in ``state`` (bool ``(n,)``, Jumanji's
-      ``action_mask`` field; all true where Jumanji has none). rollax's policies do not read it;
-      an illegal action does what Jumanji does (Snake: terminated; Game2048: no-op).
+    - Actions: ``Discrete`` or ``MultiDiscrete`` (module docstring); :meth:`jumanji_action`
+      converts one to Jumanji's. ``action_mask(state)``: the legal actions in ``state`` in
+      rollax's layout, from Jumanji's ``action_mask`` field (all legal where Jumanji has none);
+      rollax's policies sample under it. An illegal action does what Jumanji does (Snake:
+      terminated; Game2048: no-op).
     - Equality and hash depend only on ``(name, horizon, env_kwargs)`` (hashable constructor
       options, e.g. ``num_rows`` for Snake); a ``time_limit=`` option sets the horizon instead.
     """
