@@ -50,7 +50,8 @@ def count() -> dict[str, dict[str, str] | None]:
             try:
                 rollax.make(f"{prefix}:{env_id}")
                 rows[env_id] = "ok"
-            except (ValueError, TypeError, NotImplementedError) as error:
+            except (ValueError, TypeError, NotImplementedError, OSError) as error:
+                # OSError: a suite that downloads data when built (gymnax's MNIST) offline
                 rows[env_id] = str(error).splitlines()[0] if str(error) else type(error).__name__
         found[prefix] = rows
     return found

@@ -438,8 +438,9 @@ def _param(entry):
 
 @pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
 def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
-    if "gymnax:" in entry["input"] and importlib.util.find_spec("gymnax") is None:
-        pytest.skip("gymnax is not installed (pip install rollax[gymnax])")
+    for suite in ("gymnax", "jumanji", "pgx"):
+        if f"{suite}:" in entry["input"] and importlib.util.find_spec(suite) is None:
+            pytest.skip(f"{suite} is not installed (pip install rollax[{suite}])")
     prepared = (request.getfixturevalue("tabular_run")
                 if needs_prepared_run(entry["setup"]) else None)
     build_setup(entry["setup"], tmp_path, prepared)

@@ -17,7 +17,7 @@ import pytest
 
 import rollax
 import rollax.cli
-from rollax.envs.suites.pgx import PgxEnv
+from rollax.envs.suites.pgx import SINGLE_PLAYER, PgxEnv
 
 
 def test_missing_pgx_names_the_extra(monkeypatch):
@@ -156,8 +156,15 @@ def test_spaces_mask_and_options():
 
 def test_refuses_multi_player_and_bad_options():
     for game in ("go_9x9", "chess", "tic_tac_toe"):
-        with pytest.raises(ValueError, match="single-agent games only"):
+        with pytest.raises(ValueError, match=rf"^pgx:{game} is a 2-player game: rollax trains "
+                                             r"one agent .*\(no opponents, no self-play\)"):
             rollax.make(f"pgx:{game}")
+    refused = [n for n in pgx.available_envs() if n not in SINGLE_PLAYER]
+    assert len(refused) == 14
+    for game in refused:  # every multi-player game, one line each
+        with pytest.raises(ValueError, match=r"-player game: rollax trains one agent") as info:
+            rollax.make(f"pgx:{game}")
+        assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="did you mean pgx:minatar-breakout"):
         rollax.make("pgx:minatar-breakou")
     with pytest.raises(ValueError, match="does not accept"):
@@ -172,6 +179,51 @@ def test_refuses_multi_player_and_bad_options():
 def test_check_env_ok():
     report = rollax.check_env(rollax.make("pgx:minatar-breakout"))
     assert report.ok, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SINGLE_PLAYER)
+def test_check_env_every_single_player_game(name, capsys):
+    """``rollax check-env pgx:<id>`` (the CLI, default settings), which checks the mask's shape,
+    a legal action in every live state and legal sampled actions: 10-45 s each on 2 cores."""
+    code = rollax.cli.main(["check-env", f"pgx:{name}"])
+    assert code == 0, capsys.readouterr().out
+
+
+def test_2048_mask_is_pgx_legal_action_mask():
+    """Along random legal play, ``action_mask`` is Pgx's ``legal_action_mask`` (2048 has
+    illegal moves: some state forbids one) and a MinAtar mask is all true."""
+    env, ref = rollax.make("pgx:2048"), pgx.make("2048")
+
+    @jax.jit
+    def run(key):
+        def body(carry, key):
+            ours, theirs = carry
+            action_key, step_key = jax.random.split(key)
+            mask = env.action_mask(ours)
+            logits = jnp.where(theirs.legal_action_mask, 0.0, -jnp.inf)
+            action = jax.random.categorical(action_key, logits).astype(jnp.int32)
+            ours, *_ = env.step(ours, action, step_key)
+            theirs = ref.step(theirs, action, step_key)
+            return (ours, theirs), (mask, carry[1].legal_action_mask, carry[1].terminated)
+
+        start = (env.reset(key), ref.init(key))
+        return jax.lax.scan(body, start, jax.random.split(key, 200))[1]
+
+    masks, legal, terminated = jax.device_get(run(jax.random.key(4)))
+    live = np.cumsum(terminated) == 0
+    np.testing.assert_array_equal(masks[live], legal[live])
+    assert masks.dtype == np.bool_ and (~masks[live]).any()
+    breakout = rollax.make("pgx:minatar-breakout")
+    assert breakout.action_mask(breakout.reset(jax.random.key(0))).all()
+
+
+@pytest.mark.slow
+def test_cli_train_2048_masked(tmp_path):
+    code = rollax.cli.main(["train", "--env", "pgx:2048", "--algo", "ppo", "--horizon", "200",
+                            "--total-steps", "1024", "--num-envs", "8", "--num-steps", "64",
+                            "--out", str(tmp_path / "run")])
+    assert code == 0
 
 
 def test_cli_train_runs(tmp_path):

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, Environment
+from rollax.envs.base import Box, Discrete, Environment, MultiDiscrete
 
 Options = tuple[tuple[str, Any], ...]
 """A suite's options as the adapter keeps them: sorted ``(name, value)`` pairs."""
@@ -40,7 +40,7 @@ class Spaces(NamedTuple):
 
     observation: Discrete | Box
     """What ``observation(state)`` returns (a flattened ``Box``, or ``Discrete``)."""
-    action: Discrete | Box
+    action: Discrete | MultiDiscrete | Box
     """The actions ``step`` takes."""
     raw_shape: tuple[int, ...] | None
     """The suite's own observation shape, before rollax flattens it; ``None`` where the suite's
@@ -60,7 +60,7 @@ class SuiteEnvironment(Environment):
         return self.spaces.observation
 
     @property
-    def action_space(self) -> Discrete | Box:
+    def action_space(self) -> Discrete | MultiDiscrete | Box:
         return self.spaces.action
 
     @property

@@ -1,8 +1,21 @@
 """Jumanji environments behind rollax's functional interface: ``make("jumanji:<id>")``.
 
-``JumanjiEnv`` wraps one single-agent Jumanji environment with one discrete action as a rollax
-:class:`~rollax.envs.base.Environment`. Jumanji is imported lazily, only when such an
-environment is built; install it with ``pip install rollax[jumanji]``.
+``JumanjiEnv`` wraps one Jumanji environment as a rollax :class:`~rollax.envs.base.Environment`:
+every single-agent one, and the multi-agent ones whose agents share one scalar reward (Cleaner,
+MMST, RobotWarehouse, MultiCVRP), as one joint action. Those with a reward per agent
+(Connector, LevelBasedForaging, SearchAndRescue, which also acts continuously) are refused,
+naming why. Jumanji is imported lazily, only when such an environment is built; install it
+with ``pip install rollax[jumanji]``.
+
+Actions (:class:`Support`, per id): a ``DiscreteArray`` is ``Discrete``. A multi-component
+action whose ``action_mask`` is **joint** (Minesweeper ``(row, col)``, Sudoku ``(row, col,
+digit)``, Tetris ``(rotation, column)``, BinPack ``(ems, item)``, FlatPack ``(block, rotation,
+row, col)``) is one ``Discrete`` over the joint space, numbered in C order, with the joint mask
+flattened: exact, where rollax's factorised ``MultiDiscrete`` masks could not be (FlatPack's 8100
+actions included: a factorised mask would let a policy waste its fixed 25 steps on illegal
+placements). A multi-component action whose mask is **per component** (JobShop's machines, the
+agents of the multi-agent ones; Jumanji resolves clashes between components itself) or that
+has no mask (RubiksCube's ``(face, depth, direction)``) is a ``MultiDiscrete``.
 
 What Jumanji does (read in jumanji 1.1.2's sources):
 
@@ -21,6 +34,20 @@ What Jumanji does (read in jumanji 1.1.2's sources):
   ``GraphColoring`` have no limit either: each valid step fills one slot, so they end within
   ``num_cities``, ``2 * num_nodes``, ``num_items`` and ``num_nodes`` steps (an invalid action
   ends them at once).
+- The others: ``RubiksCube`` (``time_limit`` 200; 20 for the partly scrambled id), ``Tetris``
+  (400; also ends on an invalid placement or a full grid), ``Cleaner`` (``num_rows * num_cols``
+  = 100; also ends on any agent's invalid move) and ``RobotWarehouse`` (500; also on a
+  collision) have a limit like Snake's. ``MMST``'s ``time_limit`` (70) also sizes arrays of its
+  state (``connected_nodes`` is ``(num_agents, time_limit)``). Without a limit: ``Minesweeper``
+  reveals one cell per valid step and ends on a mine, an invalid action or a solved board
+  (within ``num_rows * num_cols - num_mines`` = 90 steps); ``Sudoku`` fills one cell per valid
+  step (81); ``BinPack`` places one item per valid step (20); ``FlatPack`` ends after exactly
+  ``num_blocks`` (25) steps, an illegal placement being a no-op; ``JobShop`` ends on an invalid
+  action, all machines idle or the schedule finished, each live step one time unit with some
+  machine working (so at most the total operation time, bounded by ``num_jobs * max_num_ops *
+  max_op_duration`` = 960); ``MultiCVRP`` ends itself once its ``step_count`` (1 after
+  ``reset``) passes ``2 * num_customers``, i.e. within 40 steps, with the penalty of its
+  reward (a task end, not a time limit).
 
 So a Jumanji ``LAST`` alone cannot tell a terminal state from the time limit (both discount 0).
 The adapter separates them with the step counter, without guessing: it builds the inner
@@ -29,9 +56,11 @@ task's own end and becomes ``terminated``; the limit moves to rollax's ``horizon
 ``elapsed``, which equals Jumanji's ``step_count``), whose default is the environment's own
 ``time_limit`` (or the ``time_limit=`` option), so ``truncated`` fires on exactly the step where
 Jumanji's limit would. A task that ends on that very step is ``terminated`` (rollax's rule),
-which a split on ``LAST & step_count >= time_limit`` would get wrong. Environments without a
-limit get the natural bound above as horizon (never reached by a terminating episode) and
-``Game2048`` a horizon of :data:`GAME2048_HORIZON` (its episodes are otherwise unbounded).
+which a split on ``LAST & step_count >= time_limit`` would get wrong. MMST's inner environment
+is built with ``time_limit = horizon + 1`` instead (never reached either; its arrays stay small).
+Environments without a limit get the natural bound above as horizon (never reached by a
+terminating episode) and ``Game2048`` a horizon of :data:`GAME2048_HORIZON` (its episodes are
+otherwise unbounded).
 """
 
 from __future__ import annotations
@@ -43,13 +72,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Box, Discrete, start_counters
+from rollax.envs.base import Box, Discrete, MultiDiscrete, start_counters
 from rollax.envs.suites.base import (
     Options,
     Spaces,
     SuiteEnvironment,
     hashable_options,
     import_suite,
+    package_version,
     raw_key,
     rejected_options,
     unknown_id,
@@ -65,21 +95,61 @@ HIDDEN_FIELDS = ("step_count",)
 """Observation fields left out of the policy's vector (the step counter: time is rollax's
 horizon; raw counts up to thousands would also swamp the other features)."""
 
-# id -> how the default horizon is found: an attribute of the Jumanji environment holding the
-# time limit ("time_limit"), a natural bound (attribute, factor), or a fixed number.
-SUPPORTED: dict[str, Any] = {
-    "Snake-v1": "time_limit",
-    "Maze-v0": "time_limit",
-    "PacMan-v1": "time_limit",
-    "SlidingTilePuzzle-v0": "time_limit",
-    "Sokoban-v0": "time_limit",
-    "Game2048-v1": GAME2048_HORIZON,
-    "TSP-v1": ("num_cities", 1),
-    "CVRP-v1": ("num_nodes", 2),
-    "Knapsack-v1": ("num_items", 1),
-    "GraphColoring-v1": ("num_nodes", 1),
+
+class Support(NamedTuple):
+    """How the adapter takes one Jumanji id."""
+
+    horizon: Any
+    """How the default horizon is found: ``"time_limit"`` (the environment's own limit, and the
+    inner environment is built with :data:`UNLIMITED`), ``"sized_time_limit"`` (the same, but
+    the limit sizes arrays of the state, so the inner environment is built with ``horizon + 1``,
+    never reached either), a fixed number, or a function of the built environment (a natural
+    bound on the episode length)."""
+    action: str = "native"
+    """How Jumanji's action becomes rollax's (module docstring): ``"native"`` (one
+    ``DiscreteArray``: ``Discrete``), ``"joint"`` (a multi-discrete action with a joint mask:
+    one ``Discrete`` over the joint space, the mask flattened) or ``"factored"``
+    (``MultiDiscrete``, one component per Jumanji component, the mask per component)."""
+
+
+def _board_cells(env) -> int:
+    return int(np.prod(env.observation_spec.board.shape))
+
+
+# id -> Support; bounds documented in the module docstring.
+SUPPORTED: dict[str, Support] = {
+    "Snake-v1": Support("time_limit"),
+    "Maze-v0": Support("time_limit"),
+    "PacMan-v1": Support("time_limit"),
+    "SlidingTilePuzzle-v0": Support("time_limit"),
+    "Sokoban-v0": Support("time_limit"),
+    "Game2048-v1": Support(GAME2048_HORIZON),
+    "TSP-v1": Support(lambda env: env.num_cities),
+    "CVRP-v1": Support(lambda env: 2 * env.num_nodes),
+    "Knapsack-v1": Support(lambda env: env.num_items),
+    "GraphColoring-v1": Support(lambda env: env.num_nodes),
+    "RubiksCube-v0": Support("time_limit", "factored"),
+    "RubiksCube-partly-scrambled-v0": Support("time_limit", "factored"),
+    "Minesweeper-v0": Support(lambda env: env.num_rows * env.num_cols - env.num_mines, "joint"),
+    "Sudoku-v0": Support(_board_cells, "joint"),
+    "Sudoku-very-easy-v0": Support(_board_cells, "joint"),
+    "Tetris-v0": Support("time_limit", "joint"),
+    "BinPack-v2": Support(lambda env: env.observation_spec.items_mask.shape[0], "joint"),
+    "FlatPack-v0": Support(lambda env: env.num_blocks, "joint"),
+    "JobShop-v0": Support(
+        lambda env: env.num_jobs * env.max_num_ops * env.max_op_duration, "factored"),
+    "Cleaner-v0": Support("time_limit", "factored"),
+    "MMST-v0": Support("sized_time_limit", "factored"),
+    "RobotWarehouse-v0": Support("time_limit", "factored"),
+    "MultiCVRP-v0": Support(
+        lambda env: 2 * (env.observation_spec.action_mask.shape[1] - 1), "factored"),
 }
-"""The ids the adapter accepts: single-agent, one discrete action, scalar reward."""
+"""The ids the adapter accepts: single-agent environments, and multi-agent ones whose agents
+share one scalar reward (their joint action a ``MultiDiscrete``, one component per agent)."""
+NVEC_FROM_MASK = ("MultiCVRP-v0",)
+"""Ids whose action spec is an integer ``BoundedArray`` with a maximum one past the last valid
+value (MultiCVRP: ``num_customers + 1``, an index out of its node arrays): the values per
+component are the mask's width, ``num_customers + 1`` (the depot and the customers)."""
 LOW_FIXES = {("TSP-v1", "position"): -1.0}
 """Lower bounds below Jumanji's spec: TSP's ``position`` is -1 before the first city, outside
 its ``DiscreteArray(num_cities)`` spec."""
@@ -117,13 +187,29 @@ def _check_name(jumanji, name) -> None:
     if isinstance(name, str) and name in SUPPORTED and name in registered:
         return
     if isinstance(name, str) and name in registered:
-        supported = ", ".join(JUMANJI_PREFIX + i for i in SUPPORTED)
-        raise ValueError(
-            f"{JUMANJI_PREFIX}{name} is not supported: the adapter takes single-agent Jumanji "
-            f"environments with one discrete action and a scalar reward (multi-agent, "
-            f"multi-discrete and continuous actions are not); supported: {supported}"
-        )
+        raise ValueError(f"{JUMANJI_PREFIX}{name} is not supported: {_refusal(jumanji, name)}")
     raise unknown_id("jumanji", name, list(SUPPORTED), listed="supported ids")
+
+
+def _refusal(jumanji, name: str) -> str:
+    """Why the registered id ``name`` is refused, read from its specs (one clause)."""
+    try:
+        env = jumanji.make(name)
+    except Exception as error:  # any failure is the reason
+        return f"jumanji could not build it ({error})"
+    reasons = []
+    reward_shape = tuple(env.reward_spec.shape)
+    if reward_shape != ():
+        reasons.append(f"each of its {int(np.prod(reward_shape))} agents gets its own reward "
+                       f"(reward shape {reward_shape}); rollax trains one policy on one scalar "
+                       f"reward")
+    if np.issubdtype(np.dtype(env.action_spec.dtype), np.floating):
+        reasons.append(f"its action is continuous ({type(env.action_spec).__name__} of "
+                       f"{np.dtype(env.action_spec.dtype)}, shape {tuple(env.action_spec.shape)})")
+    if not reasons:
+        reasons.append(f"the adapter knows the ids of jumanji 1.1.2, not this one (jumanji "
+                       f"{package_version('jumanji')})")
+    return "; ".join(reasons)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,9 +231,11 @@ class JumanjiEnv(SuiteEnvironment):
       ``board`` (4, 4) (tile exponents, 0 = empty) then ``action_mask`` (4,), 20 floats.
       ``state.obs`` keeps the raw observation. Bounds are Jumanji's specs (bounded arrays and
       discrete values; unbounded ones are infinite).
-    - ``action_mask(state)``: the legal actions in ``state`` (bool ``(n,)``, Jumanji's
-      ``action_mask`` field; all true where Jumanji has none). rollax's policies do not read it;
-      an illegal action does what Jumanji does (Snake: terminated; Game2048: no-op).
+    - Actions: ``Discrete`` or ``MultiDiscrete`` (module docstring); :meth:`jumanji_action`
+      converts one to Jumanji's. ``action_mask(state)``: the legal actions in ``state`` in
+      rollax's layout, from Jumanji's ``action_mask`` field (all legal where Jumanji has none);
+      rollax's policies sample under it. An illegal action does what Jumanji does (Snake:
+      terminated; Game2048: no-op).
     - Equality and hash depend only on ``(name, horizon, env_kwargs)`` (hashable constructor
       options, e.g. ``num_rows`` for Snake); a ``time_limit=`` option sets the horizon instead.
     """
@@ -173,19 +261,21 @@ class JumanjiEnv(SuiteEnvironment):
         jumanji = _import_jumanji()
         _check_name(jumanji, self.name)
         kwargs = dict(hashable_options("jumanji", self.env_kwargs))
-        rule = SUPPORTED[self.name]
+        support = SUPPORTED[self.name]
         limit = kwargs.pop("time_limit", None)
-        if limit is not None and rule != "time_limit":
+        limited = support.horizon in ("time_limit", "sized_time_limit")
+        if limit is not None and not limited:
             raise ValueError(f"{JUMANJI_PREFIX}{self.name} has no time_limit option")
         if limit is not None and self.horizon is not None and int(limit) != self.horizon:
             raise ValueError(f"time_limit={limit} and horizon={self.horizon} disagree: the "
                              f"time limit is rollax's horizon; give one of them")
-        inner = _build(jumanji, self.name, kwargs, rule == "time_limit")
         horizon = self.horizon if self.horizon is not None else limit
         if horizon is None:
-            horizon = _default_horizon(jumanji, self.name, kwargs, rule)
+            horizon = _default_horizon(jumanji, self.name, kwargs, support.horizon)
         check_horizon(horizon)
-        _check_actions(inner, self.name)
+        inner_limit = {"time_limit": UNLIMITED,
+                       "sized_time_limit": int(horizon) + 1}.get(support.horizon)
+        inner = _build(jumanji, self.name, kwargs, inner_limit)
         spaces, fields = _convert_spaces(inner, self.name)
         self._fill(env_kwargs=tuple(sorted(kwargs.items())), horizon=int(horizon),
                    jumanji_env=inner, spaces=spaces, observation_fields=fields)
@@ -198,10 +288,23 @@ class JumanjiEnv(SuiteEnvironment):
         return JumanjiState(inner, timestep.observation, *start_counters())
 
     def transition(self, state: JumanjiState, action: jax.Array, key: jax.Array | None):
-        inner, timestep = self.jumanji_env.step(state.inner, action)
+        inner, timestep = self.jumanji_env.step(state.inner, self.jumanji_action(action))
         reward = jnp.reshape(jnp.asarray(timestep.reward, jnp.float32), ())
         terminated = jnp.reshape(timestep.last(), ())
         return state._replace(inner=inner, obs=timestep.observation), reward, terminated
+
+    def jumanji_action(self, action: jax.Array) -> jax.Array:
+        """rollax's ``action`` as Jumanji's: unchanged for a ``DiscreteArray``; a joint
+        ``Discrete`` index as the components it numbers in C order (``jnp.unravel_index`` over
+        Jumanji's ``num_values``); a ``MultiDiscrete`` vector cast to Jumanji's dtype."""
+        spec = self.jumanji_env.action_spec
+        layout = SUPPORTED[self.name].action
+        if layout == "joint":
+            parts = jnp.unravel_index(action, tuple(int(n) for n in np.asarray(spec.num_values)))
+            return jnp.stack(parts).astype(spec.dtype)
+        if layout == "factored":
+            return jnp.asarray(action).astype(spec.dtype)
+        return action
 
     def observation(self, state: JumanjiState) -> jax.Array:
         parts = [jnp.reshape(_get(state.obs, path), (-1,)).astype(jnp.float32)
@@ -209,16 +312,30 @@ class JumanjiEnv(SuiteEnvironment):
         return jnp.concatenate(parts)
 
     def action_mask(self, state: JumanjiState) -> jax.Array:
-        """bool ``(n,)``: which actions are legal in ``state`` (Jumanji's ``action_mask``
-        observation field, all true for an environment without one); works under ``vmap``."""
+        """bool, in rollax's layout (:mod:`rollax.envs.masks`): which actions are legal in
+        ``state``, from Jumanji's ``action_mask`` observation field (all legal where Jumanji has
+        none): ``(n,)`` for a ``Discrete`` action (a joint mask flattened in C order),
+        ``(K, max(nvec))`` for a ``MultiDiscrete`` one (Jumanji's per-component mask). Where
+        Jumanji's mask leaves a live state (or one component) no legal action, every action
+        (value) is allowed: Jumanji treats them all as illegal alike. Works under ``vmap``."""
+        space = self.action_space
         mask = getattr(state.obs, "action_mask", None)
+        if isinstance(space, MultiDiscrete):
+            valid = jnp.asarray(np.arange(max(space.nvec))[None, :]
+                                < np.asarray(space.nvec)[:, None])
+            if mask is None:
+                return valid
+            mask = jnp.asarray(mask, bool) & valid
+            return jnp.where(jnp.any(mask, axis=-1, keepdims=True), mask, valid)
+        n = space.n  # type: ignore[union-attr]
         if mask is None:
-            return jnp.ones((self.action_space.n,), bool)  # type: ignore[union-attr]
-        return jnp.asarray(mask, bool)
+            return jnp.ones((n,), bool)
+        mask = jnp.reshape(jnp.asarray(mask, bool), (n,))
+        return jnp.where(jnp.any(mask), mask, True)
 
 
-def _build(jumanji, name: str, kwargs: dict, limited: bool):
-    options = dict(kwargs, time_limit=UNLIMITED) if limited else kwargs
+def _build(jumanji, name: str, kwargs: dict, time_limit: int | None):
+    options = dict(kwargs, time_limit=time_limit) if time_limit is not None else kwargs
     try:
         return jumanji.make(name, **options)
     except TypeError as error:
@@ -228,21 +345,37 @@ def _build(jumanji, name: str, kwargs: dict, limited: bool):
 
 
 def _default_horizon(jumanji, name: str, kwargs: dict, rule) -> int:
-    if rule == "time_limit":  # the limit the environment has with these options
-        return int(_build(jumanji, name, kwargs, limited=False).time_limit)
-    if isinstance(rule, tuple):
-        attribute, factor = rule
-        return int(getattr(_build(jumanji, name, kwargs, limited=False), attribute)) * factor
-    return int(rule)
+    if isinstance(rule, int):
+        return rule
+    env = _build(jumanji, name, kwargs, None)  # as Jumanji builds it with these options
+    if rule in ("time_limit", "sized_time_limit"):
+        return int(env.time_limit)
+    return int(rule(env))
 
 
-def _check_actions(env, name: str) -> None:
+def _action_space(env, name: str) -> Discrete | MultiDiscrete:
+    """rollax's action space for the Jumanji environment ``env`` (the id's layout)."""
     specs = import_suite("jumanji.specs", "jumanji")
 
     spec = env.action_spec
-    if not isinstance(spec, specs.DiscreteArray) or isinstance(spec, specs.MultiDiscreteArray):
+    layout = SUPPORTED[name].action
+    if layout == "native":
+        if not isinstance(spec, specs.DiscreteArray) or isinstance(spec,
+                                                                   specs.MultiDiscreteArray):
+            raise ValueError(f"{JUMANJI_PREFIX}{name} has a {type(spec).__name__} action; the "
+                             f"adapter expected one DiscreteArray")
+        return Discrete(int(spec.num_values))
+    if isinstance(spec, specs.MultiDiscreteArray):
+        nvec = tuple(int(n) for n in np.asarray(spec.num_values).reshape(-1))
+    elif name in NVEC_FROM_MASK:
+        width = int(env.observation_spec.action_mask.shape[-1])
+        nvec = (width,) * int(np.prod(spec.shape))
+    else:
         raise ValueError(f"{JUMANJI_PREFIX}{name} has a {type(spec).__name__} action; the "
-                         f"adapter supports one DiscreteArray")
+                         f"adapter expected a MultiDiscreteArray")
+    if layout == "joint":
+        return Discrete(int(np.prod(nvec)))
+    return MultiDiscrete(nvec)
 
 
 def _get(obs, path: str):
@@ -268,7 +401,9 @@ def _fields(spec, value, prefix: str = ""):
     """``(path, leaf spec, shape)`` of every shown observation field, in field order."""
     specs = import_suite("jumanji.specs", "jumanji")
 
-    for field in value._fields:
+    names = (value._fields if hasattr(value, "_fields")  # a NamedTuple, or a dataclass (BinPack)
+             else tuple(f.name for f in dataclasses.fields(value)))
+    for field in names:
         if field in HIDDEN_FIELDS:
             continue
         path, sub, leaf = prefix + field, spec[field], getattr(value, field)
@@ -289,7 +424,7 @@ def _convert_spaces(env, name: str) -> tuple[Spaces, tuple[tuple[str, tuple[int,
     low = np.concatenate([b[0] for b in bounds])
     high = np.concatenate([b[1] for b in bounds])
     observation = Box(low, high, (int(low.size),))
-    action = Discrete(int(env.action_spec.num_values))
+    action = _action_space(env, name)
     return (Spaces(observation, action, None),
             tuple((path, shape) for path, _, shape in fields))
 

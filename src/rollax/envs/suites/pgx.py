@@ -184,8 +184,9 @@ def _build(pgx, name, env_kwargs: dict):
     env = pgx.make(name)
     if env.num_players != 1:
         raise ValueError(
-            f"pgx:{name} is a {env.num_players}-player game; rollax's pgx adapter supports "
-            f"single-agent games only (num_players == 1): {', '.join(SINGLE_PLAYER)}"
+            f"pgx:{name} is a {env.num_players}-player game: rollax trains one agent against "
+            f"an environment (no opponents, no self-play), so the pgx adapter takes the "
+            f"single-player games only: {', '.join(SINGLE_PLAYER)}"
         )
     if env_kwargs:
         try:
