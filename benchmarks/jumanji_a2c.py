@@ -24,6 +24,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import platform
 import time
 from pathlib import Path
@@ -51,7 +52,56 @@ def _config(env: str, seed: int, steps: int, learner_steps: int | None, eval_epi
     return cfg, per_epoch
 
 
-def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episodes: int) -> dict:
+def mlp_agent(cfg, environment, hidden=(64, 64)):
+    """Jumanji's A2C agent with Jumanji's optimiser and loss settings for ``cfg`` but, instead of
+    the environment's own network, the network rollax builds for it by default: every
+    observation field but ``step_count`` flattened and concatenated (as rollax's adapter does),
+    one tanh MLP (``hidden``) per head, the policy's logits masked with ``action_mask``. Only for
+    environments whose policy is one categorical over the joint action (Minesweeper)."""
+    import haiku as hk
+    import optax
+    from jumanji.training.agents.a2c import A2CAgent
+    from jumanji.training.networks.actor_critic import ActorCriticNetworks, FeedForwardNetwork
+    from jumanji.training.networks.parametric_distribution import (
+        FactorisedActionSpaceParametricDistribution,
+    )
+
+    num_values = np.asarray(environment.unwrapped.action_spec.num_values)
+
+    def flat(observation):
+        fields = [getattr(observation, name) for name in observation._fields
+                  if name != "step_count"]
+        batch = fields[0].shape[0]
+        return jnp.concatenate([jnp.reshape(f, (batch, -1)).astype(jnp.float32)
+                                for f in fields], axis=-1)
+
+    def network(critic: bool) -> FeedForwardNetwork:
+        def forward(observation):
+            out = hk.nets.MLP((*hidden, 1 if critic else int(np.prod(num_values))),
+                              activation=jnp.tanh)(flat(observation))
+            if critic:
+                return jnp.squeeze(out, -1)
+            mask = jnp.reshape(observation.action_mask, out.shape)
+            return jnp.where(mask, out, jnp.finfo(jnp.float32).min)
+
+        init, apply = hk.without_apply_rng(hk.transform(forward))
+        return FeedForwardNetwork(init=init, apply=apply)
+
+    networks = ActorCriticNetworks(
+        policy_network=network(False), value_network=network(True),
+        parametric_action_distribution=FactorisedActionSpaceParametricDistribution(num_values))
+    a2c = cfg.env.a2c
+    return A2CAgent(env=environment, n_steps=cfg.env.training.n_steps,
+                    total_batch_size=cfg.env.training.total_batch_size,
+                    actor_critic_networks=networks, optimizer=optax.adam(a2c.learning_rate),
+                    normalize_advantage=a2c.normalize_advantage,
+                    discount_factor=a2c.discount_factor,
+                    bootstrapping_factor=a2c.bootstrapping_factor,
+                    l_pg=a2c.l_pg, l_td=a2c.l_td, l_en=a2c.l_en)
+
+
+def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episodes: int,
+        network: str = "jumanji") -> dict:
     from jumanji.training.setup_train import (
         setup_agent,
         setup_env,
@@ -62,7 +112,7 @@ def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episode
     cfg, per_epoch = _config(env, seed, steps, learner_steps, eval_episodes)
     key, init_key = jax.random.split(jax.random.PRNGKey(cfg.seed))
     environment = setup_env(cfg)
-    agent = setup_agent(cfg, environment)
+    agent = setup_agent(cfg, environment) if network == "jumanji" else mlp_agent(cfg, environment)
     _, greedy_eval = setup_evaluators(cfg, agent)
     state = setup_training_state(environment, agent, init_key)
 
@@ -83,7 +133,8 @@ def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episode
     greedy = greedy_eval.run_evaluation(state.params_state, eval_key)
     greedy = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in greedy.items()}
     return {
-        "peer": "jumanji.training a2c", "env": cfg.env.registered_version, "seed": seed,
+        "peer": "jumanji.training a2c", "network": network,
+        "env": cfg.env.registered_version, "seed": seed,
         "env_steps": cfg.env.training.num_epochs * per_epoch,
         "epochs": cfg.env.training.num_epochs, "steps_per_epoch": per_epoch,
         "greedy_episode_return": greedy.get("episode_return"),
@@ -93,7 +144,8 @@ def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episode
         "versions": {"jax": jax.__version__, "python": platform.python_version(),
                      "jumanji": __import__("jumanji").__version__},
         "machine": f"{platform.processor() or platform.machine()}, {jax.device_count()} "
-                   f"{jax.devices()[0].platform} device(s)",
+                   f"{jax.devices()[0].platform} device(s), {len(os.sched_getaffinity(0))} "
+                   "core(s) allowed",
     }
 
 
@@ -107,18 +159,22 @@ def main() -> None:
                         help="learner steps per epoch (default: Jumanji's config)")
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=None, help="JSON lines, appended")
+    parser.add_argument("--network", choices=("jumanji", "mlp"), default="jumanji",
+                        help="the environment's network from Jumanji's config (default), or "
+                        "the flat MLP rollax builds by default (mlp_agent)")
     args = parser.parse_args()
     done = set()
     if args.out is not None and args.out.exists():  # resumable: finished seeds are kept
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
-            done.add((row["config"], row["seed"], row["budget"]))
+            done.add((row["config"], row["seed"], row["budget"], row.get("network", "jumanji")))
     for seed in args.seeds:
-        if (args.env, seed, args.steps) in done:
+        if (args.env, seed, args.steps, args.network) in done:
             print(f"{args.env} seed {seed}: already in {args.out}", flush=True)
             continue
         row = {"config": args.env, "budget": args.steps,
-               **run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes)}
+               **run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes,
+                      args.network)}
         line = json.dumps(row)
         print(line, flush=True)
         if args.out is not None:

@@ -51,3 +51,13 @@ def train_json(capsys, *argv) -> dict:
     code, out, err = run(capsys, "train", "--json", *argv)
     assert code == 0, err
     return json.loads(out)
+
+
+TINY_FLAGS = {
+    "ppo": ["--total-steps", "128", "--num-envs", "4", "--num-steps", "8", "--epochs", "1",
+            "--minibatches", "2"],
+    "a2c": ["--total-steps", "64", "--num-envs", "4", "--num-steps", "8"],
+    "reinforce": ["--updates", "2", "--batch-size", "4", "--group-size", "2"],
+    "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
+"""The smallest ``rollax train`` run of each neural algorithm (flags after ``--algo``): two
+updates or fewer, for tests that check a run goes through, not what it learns."""

@@ -35,7 +35,12 @@ SCRIPT = textwrap.dedent(r'''
     jax.config.update("jax_numpy_rank_promotion", "raise")
     from rollax.algos import ppo, tabular
     from rollax.cli import main
+    from rollax.run import compile_cache
     from rollax.run.experiment import Runner, make_lanes
+
+    # the test session's cache (ROLLAX_COMPILE_CACHE): the command-line runs below build the
+    # same programs as the experiments, and all_reduce_shapes compiles a chunk again
+    compile_cache.from_environment()
 
     out = Path(sys.argv[1])
     report = {"device_count": jax.device_count(), "seconds": {}}
@@ -62,13 +67,18 @@ SCRIPT = textwrap.dedent(r'''
             line.split(" all-reduce(")[0] for line in text.splitlines()
             if " all-reduce(" in line))))
 
-    def experiment(name, algo, seeds, n):
+    def experiment(name, algo, seeds, n, chunks=1):
         lanes = make_lanes(0, seeds, {})
         result = {}
         for devices in (None, 8):
             start = time.perf_counter()
             runner = Runner(algo, lanes, n, devices=devices)
-            state, metrics = runner.run_chunk(runner.initial_state(), n)
+            state = runner.initial_state()
+            rows = []
+            for _ in range(chunks):
+                state, chunk_metrics = runner.run_chunk(state, n)
+                rows.append(chunk_metrics)
+            metrics = type(rows[0])(*(np.concatenate(column, axis=1) for column in zip(*rows)))
             key = "one" if devices is None else "eight"
             result[key] = {"params": host(runner.final_params(state)),
                            "metrics": {k: np.asarray(v).tolist()
@@ -85,8 +95,9 @@ SCRIPT = textwrap.dedent(r'''
             clock(f"{name} devices={devices}", start)
         report[name] = result
 
+    # the programs of cli_one and cli_eight below (chunks of 2 updates)
     experiment("tabular", tabular.make_algorithm(tabular.TabularConfig(updates=6, batch_size=64)),
-               seeds=2, n=6)
+               seeds=2, n=2, chunks=3)
     experiment("ppo", ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=2048, num_envs=8,
                                                     num_steps=16)), seeds=2, n=16)
 

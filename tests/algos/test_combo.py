@@ -1,6 +1,11 @@
 """Every neural algorithm on tests/custom_envs/combo.py from the command line: a Dict observation
 (image, vector, discrete leaf), a MultiDiscrete action and an action mask at once; and PPO
-learning it past what any policy blind to a leaf can score, never taking an illegal action."""
+learning it past what any policy blind to a leaf can score, never taking an illegal action.
+
+The one run of each algorithm on the structured spaces: the tiny runs on a dict observation
+alone (tests/nets/test_encoders.py), a masked or an unmasked MultiDiscrete action alone
+(tests/algos/test_masked_training.py, tests/nets/test_action_spaces.py) take the same code
+paths and are not repeated there."""
 
 import jax
 import numpy as np
@@ -8,14 +13,11 @@ import pytest
 
 import rollax
 from custom_envs.combo import make
-from helpers import train_json
+from helpers import TINY_FLAGS, train_json
 from rollax.envs.masks import is_legal
 
-TINY = {"ppo": ["--total-steps", "128", "--num-envs", "4", "--num-steps", "8", "--epochs", "1",
-                "--minibatches", "2"],
-        "a2c": ["--total-steps", "64", "--num-envs", "4", "--num-steps", "8"],
-        "reinforce": ["--updates", "2", "--batch-size", "4", "--group-size", "2"],
-        "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
+TINY = {**TINY_FLAGS, "ppo": [*TINY_FLAGS["ppo"], "--normalize-observations"]}
+"""PPO also normalises observations (the statistics of the vector leaf only)."""
 
 
 def states_and_masks(n: int, seed: int = 0):
@@ -29,7 +31,8 @@ def states_and_masks(n: int, seed: int = 0):
 def test_every_neural_algorithm_trains_the_combo_task(algo, capsys, tmp_path):
     """A tiny run in checked mode (it stops on an illegal action); the greedy evaluation acts
     among the legal actions, so at most 2 a step, 8 an episode (an illegal ``a[1]`` would pay
-    3); the saved policy takes the dict observations and masks, greedy and sampled."""
+    3); the saved policy takes the dict observations and masks, one or a batch, greedy and
+    sampled."""
     summary = train_json(capsys, "--env", "custom_envs.combo:make", "--algo", algo,
                          *TINY[algo], "--hidden", "8", "--eval-episodes", "8", "--checked",
                          "--out", tmp_path / "run")
@@ -41,6 +44,8 @@ def test_every_neural_algorithm_trains_the_combo_task(algo, capsys, tmp_path):
         actions = loaded.act(obs, key, mask=masks)
         assert actions.shape == (16, 2)
         assert bool(is_legal(env.action_space, masks, actions).all())
+    one = loaded.act(jax.tree.map(lambda x: x[3], obs), mask=masks[3])
+    assert one.shape == (2,) and bool(is_legal(env.action_space, masks[3], one))
 
 
 @pytest.mark.slow

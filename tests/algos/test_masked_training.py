@@ -131,30 +131,6 @@ def test_greedy_evaluation_picks_the_best_legal_action():
 
 # --- the command line ----------------------------------------------------------------------------
 
-TINY = {"ppo": ["--total-steps", "128", "--num-envs", "4", "--num-steps", "8", "--epochs", "1",
-                "--minibatches", "2"],
-        "a2c": ["--total-steps", "64", "--num-envs", "4", "--num-steps", "8"],
-        "reinforce": ["--updates", "2", "--batch-size", "4", "--group-size", "2"],
-        "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("algo", list(TINY))
-def test_every_neural_algorithm_trains_a_masked_task(algo, capsys, tmp_path):
-    summary = train_json(capsys, "--env", "custom_envs.masked_guess:multi_discrete", "--algo",
-                         algo, *TINY[algo], "--hidden", "8", "--eval-episodes", "8", "--checked",
-                         "--out", tmp_path / "run")
-    assert not summary["diverged"]
-    # greedy evaluation takes legal actions only: at most one point per component and step
-    assert 0 <= summary["eval_return_mean"] <= 2 * 4
-    loaded, task = rollax.load_run(tmp_path / "run"), multi_discrete()
-    states = jax.vmap(task.reset)(jax.random.split(jax.random.key(0), 16))
-    masks = jax.vmap(task.action_mask)(states)
-    for key in (None, jax.random.key(1)):
-        actions = loaded.act(jax.vmap(task.observation)(states), key, mask=masks)
-        assert bool(is_legal(task.action_space, masks, actions).all())
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("env, best", [("discrete", 4.0), ("multi_discrete", 8.0),
                                        ("multi_binary", 12.0)])

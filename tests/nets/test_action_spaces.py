@@ -15,7 +15,7 @@ from jax.experimental import checkify
 
 import rollax
 from custom_envs.guess import multi_binary, multi_discrete
-from helpers import run, train_json
+from helpers import TINY_FLAGS, run, train_json
 from rollax.contracts.probe import RandomPolicy, probe_actions
 from rollax.guards import check_actions, check_collected
 from rollax.nets import Bernoulli, MultiCategorical, actor_critic
@@ -331,30 +331,14 @@ def test_check_env_cli_passes_a_multi_discrete_task(capsys):
 
 # --- training ---------------------------------------------------------------------------------
 
-TINY = {"ppo": ["--total-steps", "256", "--num-envs", "4", "--num-steps", "8", "--epochs", "1",
-                "--minibatches", "2"],
-        "a2c": ["--total-steps", "128", "--num-envs", "4", "--num-steps", "8"],
-        "reinforce": ["--updates", "2", "--batch-size", "4", "--group-size", "2"],
-        "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("algo", list(TINY))
-def test_every_neural_algorithm_trains_a_multi_discrete_task(algo, capsys, tmp_path):
-    summary = train_json(capsys, "--env", "custom_envs.guess:multi_discrete", "--algo", algo,
-                         *TINY[algo], "--hidden", "8", "--eval-episodes", "4", "--checked",
-                         "--out", tmp_path / "run")
-    assert np.isfinite(summary["eval_return_mean"]) and not summary["diverged"]
-    loaded = rollax.load_run(tmp_path / "run")
-    action = loaded.act(jnp.zeros(7))
-    assert action.shape == (2,) and bool(rollax.MultiDiscrete((3, 4)).contains(action))
 
 
 @pytest.mark.slow
 def test_ppo_trains_a_recurrent_policy_on_multi_binary(capsys, tmp_path):
     summary = train_json(capsys, "--env", "custom_envs.guess:multi_binary", "--algo", "ppo",
-                         *TINY["ppo"], "--network", "gru", "--hidden", "8", "--memory-size", "8",
-                         "--eval-episodes", "4", "--checked", "--out", tmp_path / "run")
+                         *TINY_FLAGS["ppo"], "--network", "gru", "--hidden", "8",
+                         "--memory-size", "8", "--eval-episodes", "4", "--checked",
+                         "--out", tmp_path / "run")
     assert np.isfinite(summary["eval_return_mean"]) and not summary["diverged"]
 
 

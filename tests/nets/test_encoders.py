@@ -13,7 +13,7 @@ import pytest
 
 import rollax
 from custom_envs.lookout import bad_cue, make, tuple_obs
-from helpers import run, train_json
+from helpers import TINY_FLAGS, run, train_json
 from rollax.contracts.preflight import check_before_run
 from rollax.envs.base import space_leaves
 from rollax.exact import expected_return, optimal_return
@@ -249,32 +249,12 @@ def test_check_env_cli_names_the_broken_leaf(capsys):
 
 # --- training from the CLI --------------------------------------------------------------------
 
-TINY = {"ppo": ["--total-steps", "128", "--num-envs", "4", "--num-steps", "8", "--epochs", "1",
-                "--minibatches", "2", "--normalize-observations"],
-        "a2c": ["--total-steps", "64", "--num-envs", "4", "--num-steps", "8"],
-        "reinforce": ["--updates", "2", "--batch-size", "4", "--group-size", "2"],
-        "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("algo", list(TINY))
-def test_every_neural_algorithm_trains_the_dict_task(algo, capsys, tmp_path):
-    summary = train_json(capsys, "--env", "custom_envs.lookout:make", "--algo", algo,
-                         *TINY[algo], "--hidden", "8", "--eval-episodes", "4", "--checked",
-                         "--out", tmp_path / "run")
-    assert np.isfinite(summary["eval_return_mean"]) and not summary["diverged"]
-    loaded = rollax.load_run(tmp_path / "run")
-    action = loaded.act(observation())
-    assert action.shape == () and bool(rollax.Discrete(2).contains(action))
-    batch = jax.tree.map(lambda x: jnp.stack([x] * 3), observation())
-    assert loaded.act(batch).shape == (3,)
-
-
 @pytest.mark.slow
 def test_ppo_trains_a_gru_on_the_tuple_task(capsys, tmp_path):
     summary = train_json(capsys, "--env", "custom_envs.lookout:tuple_obs", "--algo", "ppo",
-                         *TINY["ppo"], "--network", "gru", "--hidden", "8", "--memory-size", "8",
-                         "--eval-episodes", "4", "--checked", "--out", tmp_path / "run")
+                         *TINY_FLAGS["ppo"], "--normalize-observations", "--network", "gru",
+                         "--hidden", "8", "--memory-size", "8", "--eval-episodes", "4",
+                         "--checked", "--out", tmp_path / "run")
     assert np.isfinite(summary["eval_return_mean"]) and not summary["diverged"]
 
 
