@@ -20,9 +20,7 @@ from rollax.algos import a2c, ppo
 from rollax.algos.rollout import RolloutParts
 from rollax.policies import ObsNormState
 from rollax.returns import reward_norm_init, reward_norm_update, running_returns
-from rollax.run.experiment import Runner
-from rollax.run.folder import RunFolder
-from rollax.run.training import read_run
+from rollax.run.training import load_latest
 
 GAMMA = 0.9
 
@@ -210,10 +208,8 @@ def test_a_normalised_ppo_run_resumes_bit_identical(capsys, tmp_path):
 
     # the checkpoint holds the statistics of every live step's running return (all 128 live
     # in an auto-reset rollout) and each environment's running return; acting needs neither
-    stored = read_run(RunFolder(whole))
-    assert stored.config.normalize_rewards is True
-    runner = Runner(stored.build(), stored.lanes(), 1)
-    _, state = RunFolder(whole).load_checkpoint(runner.initial_state(), stored.identity())
+    stored, _, _, update, state = load_latest(whole)
+    assert stored.config.normalize_rewards is True and update == 4
     assert float(state.reward_stats.count[0]) == pytest.approx(128 + 1e-4)
     assert 0 < float(state.reward_stats.var[0]) and state.discounted_return.shape == (1, 4)
     # CartPole pays 1 a step: an episode L steps old has R = 1 + g + ... + g^(L-1), across the
