@@ -271,3 +271,13 @@ def test_a_bad_reward_clip_is_one_line_and_writes_nothing(argv, message, capsys,
 def test_the_api_refuses_a_bad_reward_clip(module):
     with pytest.raises(ValueError, match=r"^reward_clip must be a number in \(0, inf\), got nan$"):
         module.make_algorithm(module.preset("CartPole-v1", reward_clip=float("nan")))
+
+
+@pytest.mark.parametrize("flag, meant", [("--norm-reward", "--normalize-rewards"),
+                                         ("--clip-reward", "--reward-clip")])
+def test_stable_baselines3s_names_point_to_the_settings(flag, meant, capsys, tmp_path,
+                                                        monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "train", "--env", "CartPole-v1", flag, "5")
+    assert (code, err) == (2, f"rollax train: error: unrecognized flag {flag}; did you mean "
+                              f"{meant}?\n")
