@@ -143,12 +143,24 @@ def obs_norm_init(observation: int | Any) -> ObsNormState:
                         jax.tree.map(jnp.ones_like, observation))
 
 
-def _merge(count, mean, var, batch, n, total):
-    batch_mean, batch_var = jnp.mean(batch, axis=0), jnp.var(batch, axis=0)
+def merge_moments(count, mean, var, batch_count, batch_mean, batch_var):
+    """Chan et al.'s parallel merge of running statistics ``(count, mean, var)`` with a batch's
+    ``(batch_count, batch_mean, batch_var)`` (population variances): the ``(count, mean,
+    var)`` of all the values together. The one merge of the observation statistics
+    (:func:`obs_norm_update`) and the reward statistics
+    (:func:`rollax.returns.reward_norm_update`); a batch of count 0 leaves the statistics
+    exactly as they were."""
+    total = count + batch_count
     delta = batch_mean - mean
-    new_mean = mean + delta * n / total
-    m2 = var * count + batch_var * n + delta**2 * count * n / total
-    return new_mean, m2 / total
+    new_mean = mean + delta * batch_count / total
+    m2 = var * count + batch_var * batch_count + delta**2 * count * batch_count / total
+    return total, new_mean, m2 / total
+
+
+def _merge(count, mean, var, batch, n):
+    _, new_mean, new_var = merge_moments(count, mean, var, n, jnp.mean(batch, axis=0),
+                                         jnp.var(batch, axis=0))
+    return new_mean, new_var
 
 
 def obs_norm_update(state: ObsNormState, batch: Any) -> ObsNormState:
@@ -157,12 +169,8 @@ def obs_norm_update(state: ObsNormState, batch: Any) -> ObsNormState:
     if _is_vector(state.mean):
         batch = batch.reshape(-1, state.mean.shape[0])
         n = jnp.float32(batch.shape[0])
-        mean, var = jnp.mean(batch, axis=0), jnp.var(batch, axis=0)
-        total = state.count + n
-        delta = mean - state.mean
-        new_mean = state.mean + delta * n / total
-        m2 = state.var * state.count + var * n + delta**2 * state.count * n / total
-        return ObsNormState(total, new_mean, m2 / total)
+        return ObsNormState(*merge_moments(state.count, state.mean, state.var, n,
+                                           jnp.mean(batch, axis=0), jnp.var(batch, axis=0)))
     leaves = [(m, v, b) for m, v, b in zip(_flat(state.mean, batch), _flat(state.var, batch),
                                            jax.tree.leaves(batch)) if m is not None]
     if not leaves:
@@ -170,7 +178,7 @@ def obs_norm_update(state: ObsNormState, batch: Any) -> ObsNormState:
     rows = [b.reshape((-1, *m.shape)).astype(jnp.float32) for m, _, b in leaves]
     n = jnp.float32(rows[0].shape[0])
     total = state.count + n
-    merged = iter([_merge(state.count, m, v, r, n, total)
+    merged = iter([_merge(state.count, m, v, r, n)
                    for (m, v, _), r in zip(leaves, rows)])
     new = [next(merged) if m is not None else (None, None)
            for m in _flat(state.mean, batch)]

@@ -1,9 +1,13 @@
-"""Returns over time-major ``(T, B)`` arrays."""
+"""Returns over time-major ``(T, B)`` arrays, and the reward normalisation of PPO and A2C
+(``normalize_rewards``: :func:`running_returns`, :func:`reward_norm_update`,
+:func:`reward_normalize`)."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from rollax.policies import ObsNormState, merge_moments
 
 
 def reward_to_go(rewards: jax.Array) -> jax.Array:
@@ -131,3 +135,66 @@ def group_standardize(x: jax.Array, group_size: int) -> jax.Array:
     advantage = x - group_mean(x, group_size)
     std = jnp.sqrt(group_mean(advantage ** 2, group_size))
     return advantage / (std + GROUP_STD_EPS)
+
+
+# --- reward normalisation -----------------------------------------------------------------------
+
+REWARD_EPS = 1e-8
+"""Added to the variance of the running return before its square root divides the rewards
+(:func:`reward_normalize`; Stable-Baselines3's ``VecNormalize`` epsilon)."""
+
+
+def reward_norm_init() -> ObsNormState:
+    """Fresh statistics of the running discounted return: count 1e-4, mean 0, variance 1
+    (scalars; the pseudo-count of :func:`rollax.policies.obs_norm_init`)."""
+    return ObsNormState(jnp.float32(1e-4), jnp.float32(0.0), jnp.float32(1.0))
+
+
+def running_returns(previous: jax.Array, rewards: jax.Array, active: jax.Array,
+                    terminated: jax.Array, truncated: jax.Array,
+                    gamma: float | jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Each environment's running discounted return through a time-major rollout::
+
+        R_t = gamma * R_{t-1} + r_t        (live cells, active_t)
+        R_t = R_{t-1}                      (dead cells: nothing enters)
+        R_{t-1} of the next cell = 0       after an episode ends at t (terminated or truncated)
+
+    ``previous (B,)``: each environment's running return before the rollout (0 after an
+    episode end); the others ``(T, B)``. Returns ``(R (T, B), carried (B,))``: ``R_t`` at
+    every cell (meaningful where ``active``) and the running return to carry into the next
+    rollout (0 for an environment whose episode ended at its last cell). Example: rewards
+    ``(1, 1, 1)`` with ``gamma`` 0.5, an episode ending at the second cell, from 0: ``R = (1,
+    1.5, 1)``, carried 1."""
+    _check_time_major(rewards=rewards, active=active, terminated=terminated,
+                      truncated=truncated)
+    done = terminated | truncated
+
+    def step(ret, x):
+        reward, live, ended = x
+        ret = jnp.where(live, gamma * ret + reward, ret)
+        return jnp.where(ended, jnp.zeros_like(ret), ret), ret
+
+    carried, returns = jax.lax.scan(step, previous, (rewards, active, done))
+    return returns, carried
+
+
+def reward_norm_update(stats: ObsNormState, returns: jax.Array,
+                       active: jax.Array) -> ObsNormState:
+    """``stats`` (scalar count, mean, variance) merged with the live values of ``returns``
+    (``returns[active]``; :func:`rollax.policies.merge_moments`, Chan et al.): the statistics of
+    every live running return seen so far, the pseudo-count of :func:`reward_norm_init`
+    included. A rollout without live cells leaves them as they were."""
+    live = active.astype(jnp.float32)
+    n = jnp.sum(live)
+    safe = jnp.maximum(n, 1.0)
+    mean = jnp.sum(jnp.where(active, returns, 0.0)) / safe
+    var = jnp.sum(jnp.where(active, (returns - mean) ** 2, 0.0)) / safe
+    return ObsNormState(*merge_moments(stats.count, stats.mean, stats.var, n, mean, var))
+
+
+def reward_normalize(stats: ObsNormState, rewards: jax.Array,
+                     clip: float | jax.Array) -> jax.Array:
+    """``clip(r / sqrt(var + 1e-8), -clip, clip)`` with the running return's variance: the
+    rewards scaled, not centred (as Stable-Baselines3's ``VecNormalize`` and Gymnasium's
+    ``NormalizeReward``); a reward of 0 (a dead cell's) stays 0."""
+    return jnp.clip(rewards / jnp.sqrt(stats.var + REWARD_EPS), -clip, clip)

@@ -87,19 +87,27 @@ def _metrics(folder: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]
 
 
+RESUMED = [pytest.param(s, {}, id=s.name) for s in NEURAL] + [
+    pytest.param(s, {"normalize_rewards": True}, id=f"{s.name}-normalize-rewards")
+    for s in NEURAL if "normalize_rewards" in s.fields]
+"""Every neural algorithm, and those with reward normalisation with it (its statistics and
+running returns are part of the state a resume goes on from)."""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
-def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, capsys, tmp_path):
+@pytest.mark.parametrize(("spec", "extra"), RESUMED)
+def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, extra, capsys, tmp_path):
     lanes = ["--seeds", "2", "--sweep", "lr=0.001,0.003", "--chunk-size", "1",
              "--checkpoint-every", "1"]
     whole = tmp_path / "whole"
-    summary = train_json(capsys, *_algo_argv(spec), *lanes, "--out", whole)
+    summary = train_json(capsys, *_algo_argv(spec, **extra), *lanes, "--out", whole)
     assert len(summary["lanes"]) == 4  # 2 seeds x 2 learning rates, one program
     finals = np.asarray(summary["final_episode_return"], float)
     assert finals.shape == (4,) and np.all(np.isfinite(finals))
 
     cut = tmp_path / "cut"
-    train_json(capsys, *_algo_argv(spec), *lanes, *_budget_argv(spec, 2), "--out", cut)
+    train_json(capsys, *_algo_argv(spec, **extra), *lanes, *_budget_argv(spec, 2), "--out",
+               cut)
     train_json(capsys, "--resume", cut, *_budget_argv(spec, 1))
     assert _metrics(cut) == _metrics(whole)
     last = sorted(p for p in _digests(whole) if p.startswith("update-") or "/" in p)[-1]

@@ -206,7 +206,8 @@ CARTPOLE = dict(
     total_steps=100_000, num_envs=8, num_steps=32, minibatches=1, epochs=20, lr=0.001,
     anneal_lr=True, gamma=0.98, gae_lambda=0.8, clip_eps=0.2, clip_value=False, ent_coef=0.0,
     vf_coef=1.0, max_grad_norm=0.5, normalize_advantages=True, normalize_observations=False,
-    reward_scale=1.0, network="mlp", hidden=(64, 64), activation="tanh", init_log_std=0.0)
+    reward_scale=1.0, normalize_rewards=False, network="mlp", hidden=(64, 64),
+    activation="tanh", init_log_std=0.0)
 """CartPole-v1's zoo entry by hand: minibatches = 8 x 32 / 256; lin_0.001 is 0.001 annealed
 to 0; SB3 clips no value (clip_range_vf None); vf_coef 2 x SB3's 0.5 (rollax's value loss is
 half the squared error SB3 weighs); SB3 defaults for the rest (max_grad_norm 0.5, advantages
@@ -227,8 +228,8 @@ def test_an_empty_entry_is_stable_baselines3s_defaults():
         num_envs=1, num_steps=2048, minibatches=32, epochs=10, lr=3e-4, anneal_lr=False,
         gamma=0.99, gae_lambda=0.95, clip_eps=0.2, clip_value=False, ent_coef=0.0,
         vf_coef=1.0, max_grad_norm=0.5, normalize_advantages=True,
-        normalize_observations=False, reward_scale=1.0, network="mlp", hidden=(64, 64),
-        activation="tanh", init_log_std=0.0)
+        normalize_observations=False, reward_scale=1.0, normalize_rewards=False,
+        network="mlp", hidden=(64, 64), activation="tanh", init_log_std=0.0)
     assert lacks == [JOINT_CLIPPING]
 
 
@@ -245,17 +246,19 @@ def test_normalize_and_policy_kwargs_by_hand():
         lr=2.0633e-05, anneal_lr=False, gamma=0.98, gae_lambda=0.92, clip_eps=0.1,
         clip_value=False, ent_coef=0.000401762, vf_coef=1.16192, max_grad_norm=0.8,
         normalize_advantages=True, normalize_observations=True, reward_scale=1.0,
-        network="mlp", hidden=(256, 256), activation="relu", init_log_std=-2.0)
-    assert lacks == [JOINT_CLIPPING,
-                     "normalize's reward normalisation (rollax normalises observations only)",
-                     "ortho_init=False (rollax's layers are always orthogonal)"]
+        normalize_rewards=True, network="mlp", hidden=(256, 256), activation="relu",
+        init_log_std=-2.0)
+    assert lacks == [JOINT_CLIPPING, "ortho_init=False (rollax's layers are always orthogonal)"]
 
 
 @pytest.mark.parametrize("entry, setting, lack", [
     ({"normalize": "{'norm_obs': True, 'norm_reward': False}"},
      ("normalize_observations", True), None),
     ({"normalize": {"norm_obs": False, "norm_reward": True}}, ("normalize_observations", False),
-     "normalize's reward normalisation (rollax normalises observations only)"),
+     None),
+    ({"normalize": {"norm_obs": False, "norm_reward": True}}, ("normalize_rewards", True), None),
+    ({"normalize": "{'norm_obs': True, 'norm_reward': False}"}, ("normalize_rewards", False),
+     None),
     ({"policy_kwargs": {"net_arch": [32, 16]}}, ("hidden", (32, 16)), None),
     ({"policy_kwargs": "dict(net_arch=[dict(pi=[8], vf=[8])])"}, ("hidden", (8,)), None),
     ({"policy_kwargs": "dict(net_arch=dict(pi=[64], vf=[128]))"}, ("activation", "tanh"),

@@ -6,6 +6,7 @@ the values and the advantages), one plain policy-gradient step on all of it::
 
     key, rollout_key = split(key)
     env_state, traj = collect_autoreset(env, policy, params, env_state, rollout_key, T)
+    r = r / std(running discounted return), clipped       # normalize_rewards only
     A, G = gae(r, V, V', terminated, truncated, gamma, lambda)   # lambda = 1: n-step returns
     loss = a2c_loss(log pi(a|s), A, V(s), G, entropy)             # all T * B cells at once
     params <- rmsprop(clip_per_network(grad))                     # one step per rollout
@@ -100,6 +101,13 @@ class A2CConfig:
     """Normalise advantages over each batch."""
     normalize_observations: bool = False
     """Normalise observations with running statistics (merged after each update)."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running standard deviation of each environment's discounted
+    return (not centred; statistics merged with each rollout before it is used), then clip to
+    +-reward_clip; reward_scale multiplies the result (Stable-Baselines3's VecNormalize
+    norm_reward)."""
+    reward_clip: float = 10.0
+    """Bound of the normalised rewards (normalize_rewards), positive."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the actor and of the critic."""
     activation: Literal["tanh", "relu"] = "tanh"
@@ -136,13 +144,14 @@ PRESETS: dict[str, dict] = {
 }
 """rl-baselines3-zoo's A2C settings (``ZOO``) as rollax has them: ``n_envs`` is ``num_envs``,
 ``n_timesteps`` ``total_steps``, ``normalize: true`` the observation normalisation. Zoo's
-``normalize`` also normalises rewards (VecNormalize), which rollax has not: ``reward_scale=0.1``
-stands in for it on Acrobot-v1 and Pendulum-v1 (Acrobot, 8 seeds: greedy -80 to -90 with it,
-one seed of 8 at -217 without). Pendulum-v1's gSDE (``use_sde``: state-dependent exploration)
-is not in rollax, so its ``log_std_init=-2`` (a gSDE scale) is not taken: a plain Gaussian
-from ``init_log_std`` 0, with a constant learning rate (zoo: ``lin_7e-4``), ends at a greedy
--155 to -400 in 1e6 steps (8 seeds) where -2 and the annealed rate stay near -1,100 (3 seeds);
-``ortho_init=False`` is not mapped either (rollax's networks are always orthogonal)."""
+``normalize`` also normalises rewards (VecNormalize): the presets, measured before rollax had
+``normalize_rewards``, keep ``reward_scale=0.1`` in its place on Acrobot-v1 and Pendulum-v1
+(Acrobot, 8 seeds: greedy -80 to -90 with it, one seed of 8 at -217 without). Pendulum-v1's
+gSDE (``use_sde``: state-dependent exploration) is not in rollax, so its ``log_std_init=-2`` (a
+gSDE scale) is not taken: a plain Gaussian from ``init_log_std`` 0, with a constant learning
+rate (zoo: ``lin_7e-4``), ends at a greedy -155 to -400 in 1e6 steps (8 seeds) where -2 and the
+annealed rate stay near -1,100 (3 seeds); ``ortho_init=False`` is not mapped either (rollax's
+networks are always orthogonal)."""
 
 
 def preset(env: str, **overrides) -> A2CConfig:
@@ -170,10 +179,12 @@ def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
     check_real("ent_coef", config.ent_coef, 0, inf, high_open=True)
     check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
     check_real("reward_scale", config.reward_scale, 0, inf, low_open=True, high_open=True)
+    check_real("reward_clip", config.reward_clip, 0, inf, low_open=True, high_open=True)
     if config.optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, "
                          f"got {config.optimizer!r}")
-    for name in ("anneal_lr", "normalize_advantages", "normalize_observations"):
+    for name in ("anneal_lr", "normalize_advantages", "normalize_observations",
+                 "normalize_rewards"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be true or false, got {getattr(config, name)!r}")
     env = environment(config.env, config.horizon, env, "A2C")
@@ -291,7 +302,9 @@ def make_algorithm(config: A2CConfig, checked: bool = False,
     net = actor_critic(env, config.network, config.hidden, config.activation,
                        config.init_log_std, config.memory_size)
     rollout = RolloutParts(env, net, config.num_envs, config.num_steps,
-                           config.normalize_observations, checked)
+                           config.normalize_observations, checked,
+                           normalize_rewards=config.normalize_rewards,
+                           reward_clip=float(config.reward_clip))
     parts = A2CParts(config, rollout, num_updates(config))
     return rollout.algorithm(
         config, num_updates=parts.num_updates, init=functools.partial(init, parts),

@@ -8,6 +8,7 @@ update::
     key, rollout_key, shuffle_key = split(key, 3)
     env_state, traj = collect_autoreset(env, policy, params, env_state, rollout_key, T)
     V = critic(obs), V' = critic(true next obs)
+    r = r / std(running discounted return), clipped                     # normalize_rewards only
     A, targets = gae(r, V, V', terminated, truncated, gamma, lambda)     # two signals kept apart
     repeat `epochs`: split the batch into `minibatches`, and for each minibatch
         loss = actor_critic_loss(...)                                   # rollax.losses
@@ -110,6 +111,13 @@ class PPOConfig:
     """Normalise observations with running statistics (merged after each update)."""
     reward_scale: float = traced(1.0)
     """Multiply rewards by this before computing advantages."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running standard deviation of each environment's discounted
+    return (not centred; statistics merged with each rollout before it is used), then clip to
+    +-reward_clip; reward_scale multiplies the result (Stable-Baselines3's VecNormalize
+    norm_reward)."""
+    reward_clip: float = 10.0
+    """Bound of the normalised rewards (normalize_rewards), positive."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the actor and of the critic."""
     activation: Literal["tanh", "relu"] = "tanh"
@@ -166,6 +174,7 @@ def validate(config: PPOConfig, env: Environment | None = None) -> Environment:
     check_real("ent_coef", config.ent_coef, 0, inf, high_open=True)
     check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
     check_real("reward_scale", config.reward_scale, 0, inf, low_open=True, high_open=True)
+    check_real("reward_clip", config.reward_clip, 0, inf, low_open=True, high_open=True)
     env = environment(config.env, config.horizon, env, "PPO")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
@@ -194,7 +203,8 @@ def _resolved(config: PPOConfig, env: Environment | None) -> tuple[PPOConfig, En
 PPOState = ActorCriticState
 """Everything a run carries from one update to the next: the rollout's
 :class:`~rollax.algos.rollout.ActorCriticState` (parameters, optimiser state, observation
-statistics, environments, running episodes, key, update count, recurrent memories)."""
+statistics, environments, running episodes, key, update count, recurrent memories, and with
+``normalize_rewards`` the reward statistics and running discounted returns)."""
 
 
 class PPOMetrics(NamedTuple):
@@ -266,7 +276,9 @@ class PPOParts:
 def make_parts(config: PPOConfig, env: Environment, checked: bool = False) -> PPOParts:
     """The parts of a resolved ``config`` on ``env``."""
     rollout = RolloutParts(env, make_network(env, config), config.num_envs, config.num_steps,
-                           config.normalize_observations, checked)
+                           config.normalize_observations, checked,
+                           normalize_rewards=config.normalize_rewards,
+                           reward_clip=float(config.reward_clip))
     return PPOParts(config, rollout, num_updates(config))
 
 

@@ -69,9 +69,8 @@ def from_zoo(entry: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     out["normalize_advantages"] = _flag("normalize_advantage", sb3["normalize_advantage"])
     norm_obs, norm_reward = _normalize(sb3["normalize"])
     out["normalize_observations"] = norm_obs
-    if norm_reward:
-        lacks.append("normalize's reward normalisation (rollax normalises observations only)")
     out["reward_scale"] = 1.0
+    out["normalize_rewards"] = norm_reward  # VecNormalize's clip_reward 10 is reward_clip's
     if sb3["policy"] == "MlpPolicy":
         out["network"] = "mlp"
     else:

@@ -2,12 +2,15 @@
 actor-critic, the critic's values and GAE, and how a batch of it is split and scored.
 
 :class:`RolloutParts` is built from explicit fields (environment, network, ``num_envs``,
-``num_steps``, observation normalisation, checked mode); each algorithm builds it from its own
-config and adds its loss and optimiser. One update's rollout::
+``num_steps``, observation and reward normalisation, checked mode); each algorithm builds it
+from its own config and adds its loss and optimiser. One update's rollout::
 
     env_state, traj = collect_autoreset(env, policy, params, env_state, key, T)
     V = critic(obs), V' = critic(true next obs)
-    A, targets = gae(reward_scale r, V, V', terminated, truncated, gamma, lambda)
+    r' = reward_scale r, or (normalize_rewards, :meth:`RolloutParts.rewards`)
+        R = running discounted returns (carried across updates), reward statistics <- merged
+        with the live R of this rollout, r' = reward_scale clip(r / sqrt(var + 1e-8), +-clip)
+    A, targets = gae(r', V, V', terminated, truncated, gamma, lambda)
     ... the algorithm's gradient steps on the data (its minibatches scored by the network) ...
     observation statistics <- merged with this batch (when normalising)
 
@@ -50,7 +53,13 @@ from rollax.recurrent import (
     is_recurrent,
     unroll,
 )
-from rollax.returns import gae
+from rollax.returns import (
+    gae,
+    reward_norm_init,
+    reward_norm_update,
+    reward_normalize,
+    running_returns,
+)
 from rollax.sharding import constrain_envs
 from rollax.validate import check_count
 
@@ -105,9 +114,16 @@ class ActorCriticState(NamedTuple):
     update: jax.Array
     carry: Any = None
     """(B, ...) each environment's memory, for a recurrent network (else None)."""
+    reward_stats: ObsNormState | None = None
+    """Running count, mean and variance (scalars) of the discounted returns of
+    ``normalize_rewards`` (else None: no leaves, the state of a run without it unchanged)."""
+    discounted_return: Any = None
+    """(B,) each environment's running discounted return ``R`` of ``normalize_rewards``
+    (:func:`rollax.returns.running_returns`; 0 after an episode end), else None."""
 
 
-ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length", "carry")
+ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length", "carry",
+                    "discounted_return")
 """The fields of :class:`ActorCriticState` batched over the ``B`` environments."""
 
 
@@ -122,6 +138,10 @@ class Collected(NamedTuple):
     targets: jax.Array
     data: Any
     """:class:`Batch` (feed-forward) or :class:`Sequences` (recurrent)."""
+    reward_stats: ObsNormState | None = None
+    """The reward statistics merged with this rollout (``normalize_rewards``), else None."""
+    discounted_return: Any = None
+    """(B,) the running discounted returns after this rollout (``normalize_rewards``)."""
 
 
 class Batch(NamedTuple):
@@ -195,6 +215,11 @@ class RolloutParts:
     normalize_observations: bool = False
     checked: bool = False
     """Stage checked mode's checks of the observations and actions (:mod:`rollax.guards`)."""
+    normalize_rewards: bool = False
+    """Divide the rewards by the running standard deviation of the discounted return
+    (:meth:`rewards`)."""
+    reward_clip: float = 10.0
+    """Bound of the normalised rewards (``normalize_rewards``)."""
 
     @property
     def recurrent(self) -> bool:
@@ -230,6 +255,7 @@ class RolloutParts:
         key, init_key, env_key = jax.random.split(key, 3)
         params: Any = self.net.init(init_key)
         B = self.num_envs
+        rewards = self.normalize_rewards
         return ActorCriticState(
             params=params, opt_state=optimiser.init(params),
             obs_stats=obs_norm_init(observation_stats_template(self.net)),
@@ -237,12 +263,35 @@ class RolloutParts:
             episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
             key=key, update=jnp.zeros((), jnp.int32),
             carry=initial_carries(self.net, params, B) if self.recurrent else None,
+            reward_stats=reward_norm_init() if rewards else None,
+            discounted_return=jnp.zeros(B, jnp.float32) if rewards else None,
         )
 
     def collect(self, state: ActorCriticState, key: jax.Array, hp) -> Collected:
         """``T`` steps of the ``B`` environments and GAE (``hp``: ``reward_scale``, ``gamma``,
         ``gae_lambda``)."""
         return self.strategy.collect(self, state, key, hp)
+
+    def rewards(self, state: ActorCriticState, traj, hp
+                ) -> tuple[jax.Array, ObsNormState | None, jax.Array | None]:
+        """The rewards GAE reads, ``(T, B)``, with the reward statistics and the running
+        discounted returns to carry (both None without ``normalize_rewards``).
+
+        Without ``normalize_rewards``: ``reward_scale * r``. With it, each environment's running
+        discounted return ``R_t = gamma * R_{t-1} + r_t`` (live cells only; 0 after an episode
+        ends, terminated or truncated; :func:`rollax.returns.running_returns`) goes on from
+        ``state.discounted_return``; the live ``R`` of this rollout are merged into
+        ``state.reward_stats`` (:func:`rollax.returns.reward_norm_update`), and the rewards
+        are divided by the standard deviation of the statistics so updated (this rollout's
+        included), not centred: ``reward_scale * clip(r / sqrt(var + 1e-8), -reward_clip,
+        reward_clip)``."""
+        if not self.normalize_rewards:
+            return traj.reward * hp.reward_scale, None, None
+        returns, carried = running_returns(state.discounted_return, traj.reward, traj.active,
+                                           traj.terminated, traj.truncated, hp.gamma)
+        stats = reward_norm_update(cast(ObsNormState, state.reward_stats), returns, traj.active)
+        scaled = reward_normalize(stats, traj.reward, self.reward_clip) * hp.reward_scale
+        return scaled, stats, carried
 
     def observed(self, state: ActorCriticState, traj) -> tuple[jax.Array, jax.Array]:
         """A rollout's ``(observation, next_observation)`` as the network reads them
@@ -265,7 +314,8 @@ class RolloutParts:
                 key: jax.Array) -> tuple[ActorCriticState, Episodes]:
         """The state after an update that stepped to ``params`` and ``opt_state`` on
         ``collected`` (the observation statistics merged with its observations when
-        normalising), and the episodes of the rollout."""
+        normalising), the reward statistics and running discounted returns of the rollout
+        (``normalize_rewards``), and the episodes of the rollout."""
         stats = state.obs_stats
         if self.normalize_observations:
             stats = obs_norm_update(stats, collected.traj.observation)
@@ -273,7 +323,9 @@ class RolloutParts:
         return ActorCriticState(
             params=params, opt_state=opt_state, obs_stats=stats, env_state=collected.env_state,
             episode_return=episodes.running_return, episode_length=episodes.running_length,
-            key=key, update=state.update + 1, carry=collected.carry), episodes
+            key=key, update=state.update + 1, carry=collected.carry,
+            reward_stats=collected.reward_stats,
+            discounted_return=collected.discounted_return), episodes
 
     def algorithm(self, config, *, num_updates: int, init: Callable, update: Callable,
                   result: Callable) -> Algorithm:
@@ -323,12 +375,13 @@ def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array,
                                         state.env_state, key, parts.num_steps)
     obs, next_obs = parts.observed(state, traj)
     values, next_values = (critic_values(parts.net, state.params, o) for o in (obs, next_obs))
-    advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
+    rewards, reward_stats, discounted = parts.rewards(state, traj, hp)
+    advantages, targets = gae(rewards, values, next_values,
                               traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
     flat = jax.tree_util.tree_map(
         lambda x: x.reshape((parts.cells,) + x.shape[2:]),
         Batch(obs, traj.action, traj.log_prob, advantages, targets, values, traj.action_mask))
-    return Collected(env_state, None, traj, values, targets, flat)
+    return Collected(env_state, None, traj, values, targets, flat, reward_stats, discounted)
 
 
 def collect_sequences(parts: RolloutParts, state: ActorCriticState, key: jax.Array,
@@ -348,11 +401,12 @@ def collect_sequences(parts: RolloutParts, state: ActorCriticState, key: jax.Arr
     step = jax.vmap(jax.vmap(net.step, (None, 0, 0)), (None, 0, 0))
     _, next_features = step(state.params, replay.carry, next_obs)
     next_values = batched(state.params, next_features)
-    advantages, targets = gae(traj.reward * hp.reward_scale, values, next_values,
+    rewards, reward_stats, discounted = parts.rewards(state, traj, hp)
+    advantages, targets = gae(rewards, values, next_values,
                               traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
     data = Sequences(state.carry, obs, starts, traj.action, traj.log_prob, advantages, targets,
                      values, traj.action_mask)
-    return Collected(env_state, carry, traj, values, targets, data)
+    return Collected(env_state, carry, traj, values, targets, data, reward_stats, discounted)
 
 
 def shuffled_cells(flat: Batch, key: jax.Array, count: int) -> Batch:

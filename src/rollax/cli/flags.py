@@ -335,6 +335,7 @@ ALIASES = {"learning_rate": "lr", "total_timesteps": "total_steps", "n_envs": "n
            "net_arch": "hidden", "lstm_hidden_size": "memory_size",
            "n_timesteps": "total_steps", "policy": "network", "activation_fn": "activation",
            "log_std_init": "init_log_std", "normalize": "normalize_observations",
-           "normalize_advantage": "normalize_advantages"}
+           "normalize_advantage": "normalize_advantages", "norm_reward": "normalize_rewards",
+           "clip_reward": "reward_clip"}
 """Names Stable-Baselines3, CleanRL and PureJaxRL give rollax's settings: an unknown flag or
 key that is one of them is answered with rollax's name."""

@@ -36,7 +36,8 @@ class LoadedPolicy:
     :class:`rollax.recurrent.RecurrentPolicy` for a recurrent network)."""
     params: Any
     """The parameters ``policy`` takes, with a leading lane axis ``(lanes, ...)`` on every
-    leaf (observation statistics included for a run that normalised observations)."""
+    leaf (observation statistics included for a run that normalised observations; the reward
+    statistics of ``normalize_rewards`` are not: acting does not read them)."""
     lanes: tuple[dict, ...]
     """Each lane's label: its seed and swept values (``{"seed": 0}`` for a plain run)."""
     update: int
@@ -166,7 +167,12 @@ class LoadedPolicy:
 def load_run(path: str | Path) -> LoadedPolicy:
     """The policies of the run folder ``path`` at its latest checkpoint (a finished run's
     latest checkpoint is its final state). ``ValueError`` for a folder that is not a run or
-    a checkpoint that does not match its config."""
+    a checkpoint that does not match its config.
+
+    Only what acting needs is kept: the checkpoint's whole state (for PPO and A2C with
+    ``normalize_rewards`` also the reward statistics and each environment's running discounted
+    return, ``reward_stats`` and ``discounted_return``) stays in the run folder, where
+    ``rollax train --resume`` reads it (:func:`rollax.run.training.load_latest` returns it)."""
     _, algo, lanes, update, state = load_latest(path)
     params = jax.jit(jax.vmap(algo.params))(state)
     return LoadedPolicy(algo.env, algo.policy, params, tuple(lanes.labels()), update,
