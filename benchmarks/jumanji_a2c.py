@@ -167,12 +167,13 @@ def main() -> None:
     if args.out is not None and args.out.exists():  # resumable: finished seeds are kept
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
-            done.add((row["config"], row["seed"], row["budget"], row.get("network", "jumanji")))
+            done.add((row["config"], row["seed"], row["budget"], row.get("network", "jumanji"),
+                      row.get("learner_steps")))
     for seed in args.seeds:
-        if (args.env, seed, args.steps, args.network) in done:
+        if (args.env, seed, args.steps, args.network, args.learner_steps) in done:
             print(f"{args.env} seed {seed}: already in {args.out}", flush=True)
             continue
-        row = {"config": args.env, "budget": args.steps,
+        row = {"config": args.env, "budget": args.steps, "learner_steps": args.learner_steps,
                **run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes,
                       args.network)}
         line = json.dumps(row)
