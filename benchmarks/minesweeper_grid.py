@@ -17,29 +17,23 @@ These are the sizes of Jumanji's training config for Minesweeper (board_embed_di
 board_conv_channels [8, 8, 8], kernel 3, num_mines_embed_dim 4, final_layer_dims [32, 32]).
 Everything else is ``rollax train``'s: the script replaces the network that rollax's PPO and
 A2C build (``rollax.algos.<algo>.actor_critic``) for this process only, then runs the command
-line with ``--seeds``, ``--total-steps`` and ``--eval-episodes``; the row is appended like
-``suite_rollax.py``'s, with ``"network": "grid (Jumanji's shape)"``.
+line through ``suite_rollax.run`` (``--seeds``, ``--total-steps``, ``--eval-episodes``); the row
+is appended like ``suite_rollax.py``'s, with ``"network": "grid (Jumanji's shape)"``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib
-import io
 import json
-import tempfile
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from minatar_compare import t_interval
-from suite_rollax import environment
+from suite_rollax import run
 
-import rollax.cli
 from rollax.nets.heads import ActorCriticParams, FeedForwardHeads
 
 ROWS = COLS = 10
@@ -118,31 +112,10 @@ def main() -> None:
     module = importlib.import_module(f"rollax.algos.{args.algo}")
     module.actor_critic = lambda env, *a, **k: GridActorCritic()  # this process only
     env = "jumanji:Minesweeper-v0"
-    with tempfile.TemporaryDirectory() as folder:
-        argv = ["train", "--env", env, "--algo", args.algo, "--seeds", str(args.seeds),
-                "--total-steps", str(args.steps), "--eval-episodes", str(args.eval_episodes),
-                "--json", "--no-compile-cache", *args.extra, "--out", str(Path(folder) / "run")]
-        stdout = io.StringIO()
-        start = time.perf_counter()
-        with contextlib.redirect_stdout(stdout):
-            code = rollax.cli.main(argv)
-        wall = time.perf_counter() - start
-        if code != 0:
-            raise SystemExit(f"rollax train exited {code}")
-        result = json.loads(stdout.getvalue())
-        config = json.loads((Path(folder) / "run" / "config.json").read_text())["config"]
-    returns = [float(r) for r in result["eval_return"]]
-    mean, low, high = t_interval(np.asarray(returns))
     row = {"tag": [env, args.algo, args.steps, args.seeds, ["grid", *args.extra]],
-           "peer": "rollax",
-           "algo": args.algo, "env": env, "argv": argv[:-2], "env_steps": result["env_steps"],
-           "seeds": result.get("seeds", [0]), "greedy_return": returns, "mean": mean,
-           "interval95": [low, high], "eval_episodes": args.eval_episodes,
-           "wall_s": round(wall, 2),
-           "settings": {"network": "grid (Jumanji's shape)", "hidden": list(FINAL),
-                        **{k: config[k] for k in ("num_envs", "num_steps", "epochs",
-                                                  "minibatches", "lr") if k in config}},
-           **environment()}
+           **run(env, args.algo, args.steps, args.seeds, args.eval_episodes, args.extra)}
+    row["settings"] = {**row["settings"], "network": "grid (Jumanji's shape)",
+                       "hidden": list(FINAL)}
     line = json.dumps(row)
     print(line, flush=True)
     if args.out is not None:

@@ -95,7 +95,7 @@ def run(env: str, algo: str, steps: int, seeds: int, eval_episodes: int,
     mean, low, high = t_interval(np.asarray(returns))
     return {
         "peer": "rollax", "algo": algo, "env": env, "argv": argv[:-2],
-        "env_steps": result["env_steps"], "seeds": result["seeds"],
+        "env_steps": result["env_steps"], "seeds": result.get("seeds", [0]),
         "greedy_return": returns, "mean": mean, "interval95": [low, high],
         "eval_episodes": eval_episodes, "wall_s": round(wall, 2),
         "settings": {k: config[k] for k in ("num_envs", "num_steps", "epochs", "minibatches",

@@ -2,7 +2,9 @@
 only). Test modules import from here, never from one another."""
 
 import dataclasses
+import hashlib
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -61,3 +63,15 @@ TINY_FLAGS = {
     "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
 """The smallest ``rollax train`` run of each neural algorithm (flags after ``--algo``): two
 updates or fewer, for tests that check a run goes through, not what it learns."""
+
+
+def checkpoint_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under a run folder's ``checkpoints/``, by relative path."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((folder / "checkpoints").rglob("*")) if p.is_file()}
+
+
+def run_metrics(folder: Path) -> list[dict]:
+    """A run folder's metrics.jsonl rows without the throughput (a wall-clock figure)."""
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]

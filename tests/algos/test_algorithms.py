@@ -2,16 +2,13 @@
 compiled ``train``, the runner, run folders, ``--resume``, ``load_run``): nothing is special-
 cased. A newly registered algorithm fails here until it has a tiny setting in :data:`TINY`."""
 
-import hashlib
-import json
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
 import rollax
-from helpers import greedy_return, train_json
+from helpers import checkpoint_digests, greedy_return, run_metrics, train_json
 from rollax.algos import registry
 from rollax.algos.base import make_train
 from rollax.run.experiment import Runner
@@ -77,16 +74,6 @@ def _budget_argv(spec, fraction: int) -> list[str]:
     return ["--" + name.replace("_", "-"), str(value)]
 
 
-def _digests(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((folder / "checkpoints").rglob("*")) if p.is_file()}
-
-
-def _metrics(folder: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]
-
-
 RESUMED = [pytest.param(s, {}, id=s.name) for s in NEURAL] + [
     pytest.param(s, {"normalize_rewards": True}, id=f"{s.name}-normalize-rewards")
     for s in NEURAL if "normalize_rewards" in s.fields]
@@ -109,9 +96,9 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, extra, capsys, t
     train_json(capsys, *_algo_argv(spec, **extra), *lanes, *_budget_argv(spec, 2), "--out",
                cut)
     train_json(capsys, "--resume", cut, *_budget_argv(spec, 1))
-    assert _metrics(cut) == _metrics(whole)
-    last = sorted(p for p in _digests(whole) if p.startswith("update-") or "/" in p)[-1]
-    assert _digests(cut)[last] == _digests(whole)[last]
+    assert run_metrics(cut) == run_metrics(whole)
+    last = sorted(p for p in checkpoint_digests(whole) if p.startswith("update-") or "/" in p)[-1]
+    assert checkpoint_digests(cut)[last] == checkpoint_digests(whole)[last]
 
     loaded = rollax.load_run(whole)
     run = read_run(RunFolder(whole))
@@ -132,8 +119,8 @@ def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):
     train_json(capsys, *_algo_argv(spec), "--out", plain)
     train_json(capsys, *_algo_argv(spec), "--checked", "--out", checked)
     # the staged checks may change XLA's fusion: diagnostics can move in the last float32 bit
-    for a, b in zip(_metrics(plain), _metrics(checked), strict=True):
+    for a, b in zip(run_metrics(plain), run_metrics(checked), strict=True):
         assert a.keys() == b.keys()
         assert a == {k: pytest.approx(v, rel=1e-6, abs=1e-7) if isinstance(v, float) else v
                      for k, v in b.items()}
-    assert _metrics(plain)[-1].get("eval_return") == _metrics(checked)[-1].get("eval_return")
+    assert run_metrics(plain)[-1].get("eval_return") == run_metrics(checked)[-1].get("eval_return")

@@ -3,11 +3,8 @@ and their statistics against a plain NumPy loop, the rewards GAE reads, a run fr
 line resumed bit for bit, and the setting off or refused."""
 
 import dataclasses
-import hashlib
-import json
 import re
 import types
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +12,7 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import run, train_json
+from helpers import checkpoint_digests, run, run_metrics, train_json
 from rollax.algos import a2c, ppo
 from rollax.algos.rollout import RolloutParts
 from rollax.policies import ObsNormState
@@ -179,16 +176,6 @@ def test_without_the_setting_the_rewards_are_only_scaled():
 
 # --- (c) a run from the command line, resumed -----------------------------------------------------
 
-def _digests(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((folder / "checkpoints").rglob("*")) if p.is_file()}
-
-
-def _metrics(folder: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]
-
-
 ARGV = ["--env", "CartPole-v1", "--algo", "ppo", "--horizon", "20", "--hidden", "8", "8",
         "--num-envs", "4", "--num-steps", "8", "--epochs", "1", "--minibatches", "2",
         "--no-anneal-lr", "--eval-episodes", "2", "--chunk-size", "1",
@@ -202,9 +189,10 @@ def test_a_normalised_ppo_run_resumes_bit_identical(capsys, tmp_path):
     assert np.all(np.isfinite(summary["final_episode_return"]))
     train_json(capsys, *ARGV, "--total-steps", "64", "--out", cut)
     train_json(capsys, "--resume", cut, "--total-steps", "128")
-    assert _metrics(cut) == _metrics(whole) and len(_metrics(whole)) == 5  # row 0 + 4 updates
+    # row 0 and 4 updates
+    assert run_metrics(cut) == run_metrics(whole) and len(run_metrics(whole)) == 5
     last = "checkpoints/update-0000004/state.npz"
-    assert _digests(cut)[last] == _digests(whole)[last]
+    assert checkpoint_digests(cut)[last] == checkpoint_digests(whole)[last]
 
     # the checkpoint holds the statistics of every live step's running return (all 128 live
     # in an auto-reset rollout) and each environment's running return; acting needs neither
