@@ -137,3 +137,14 @@ def minatar_row(game: str, updates: int, every: int, returns, compile_s: float, 
         "run_s": run_s, "run_cpu_s": cpu_s, "sps": seeds * steps / run_s,
         "loadavg_end": os.getloadavg(),
     }
+
+
+def append_row(row: dict, out) -> None:
+    """Print ``row`` as one JSON line and, when ``out`` (a ``Path``) is given, append it there
+    (the resumable rows of ``benchmarks/results/``)."""
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write(line + "\n")

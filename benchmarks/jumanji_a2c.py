@@ -32,6 +32,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import append_row
 
 
 def _config(env: str, seed: int, steps: int, learner_steps: int | None, eval_episodes: int):
@@ -176,12 +177,7 @@ def main() -> None:
         row = {"config": args.env, "budget": args.steps, "learner_steps": args.learner_steps,
                **run(args.env, seed, args.steps, args.learner_steps, args.eval_episodes,
                       args.network)}
-        line = json.dumps(row)
-        print(line, flush=True)
-        if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            with args.out.open("a") as f:
-                f.write(line + "\n")
+        append_row(row, args.out)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import append_row
 from suite_rollax import run
 
 from rollax.nets.heads import ActorCriticParams, FeedForwardHeads
@@ -116,11 +116,7 @@ def main() -> None:
            **run(env, args.algo, args.steps, args.seeds, args.eval_episodes, args.extra)}
     row["settings"] = {**row["settings"], "network": "grid (Jumanji's shape)",
                        "hidden": list(FINAL)}
-    line = json.dumps(row)
-    print(line, flush=True)
-    if args.out is not None:
-        with args.out.open("a") as f:
-            f.write(line + "\n")
+    append_row(row, args.out)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import append_row
 from minatar_compare import t_interval
 
 import rollax
@@ -143,12 +144,7 @@ def main() -> None:
     else:
         row = {"tag": tag, **run(args.env, args.algo, args.steps, args.seeds,
                                   args.eval_episodes, args.extra)}
-    line = json.dumps(row)
-    print(line, flush=True)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("a") as f:
-            f.write(line + "\n")
+    append_row(row, args.out)
 
 
 if __name__ == "__main__":
