@@ -4,6 +4,7 @@ documented line and exit status 130; a reader of stdout that goes away does not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -39,6 +40,27 @@ def console_script(*argv: str) -> list[str]:
             f"import sys; from {module} import {function}; sys.exit({function}())", *argv]
 
 
+@contextlib.contextmanager
+def terminal_sigint():
+    """Start children as a terminal starts a command: with SIGINT at its default. A test run
+    started as a background job (``pytest ... &``, ``nohup``) has SIGINT ignored, a child
+    inherits that through ``exec``, and rollax keeps an ignored SIGINT ignored by design, so
+    without this every Ctrl-C below would be lost. A Python handler in this process becomes
+    the default in the child (``exec`` resets handlers, never an ignore)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def start(argv: list[str]) -> subprocess.Popen:
+    """``rollax *argv`` started as from a terminal, its output captured."""
+    with terminal_sigint():
+        return subprocess.Popen(console_script(*argv), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
 def test_the_entry_point_knows_the_commands():
     """The entry point names the command in its line without importing rollax."""
     import _rollax_entry
@@ -71,8 +93,7 @@ def test_ctrl_c_at_any_moment_exits_130_with_the_documented_line(tmp_path, delay
     """While Python starts, JAX is imported, the run is built and compiled, or it trains: one
     line, status 130, never a traceback, and never a Ctrl-C lost (the command then trained to
     the end)."""
-    proc = subprocess.Popen(console_script(*LONG_RUN, "--out", str(tmp_path / "run")),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start([*LONG_RUN, "--out", str(tmp_path / "run")])
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     try:
@@ -88,9 +109,7 @@ def test_ctrl_c_at_any_moment_exits_130_with_the_documented_line(tmp_path, delay
 @pytest.mark.integration
 def test_a_second_ctrl_c_while_the_chunk_finishes_still_ends_with_one_line(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(console_script(*LONG_RUN, "--checkpoint-every", "10", "--out",
-                                           str(out)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start([*LONG_RUN, "--checkpoint-every", "10", "--out", str(out)])
     deadline = time.time() + 300
     while not (out / "checkpoints" / "latest").exists():
         assert proc.poll() is None, proc.communicate()
