@@ -10,6 +10,15 @@ is removed when the session ends. The user's ``~/.cache`` is never read or writt
 test depends on what an earlier test compiled (a miss compiles, a hit loads the very program
 a miss would compile). tests/run/test_compile_cache.py gives its subprocesses folders of their
 own (and ``ROLLAX_COMPILE_CACHE=off``) to test the cache itself.
+
+**Programs compiled with few optimisations.** Most tests are tiny programs whose compilation
+costs far more than their run, so the session compiles them as JAX's
+``jax_disable_most_optimizations`` does (LLVM's cheap pipeline; the same HLO), in this process
+and, through ``JAX_DISABLE_MOST_OPTIMIZATIONS``, in every subprocess: about a third less time.
+The results differ from the default compilation in the last bits of some floats, so a test
+whose claim is about the program users run, compiled as ``rollax`` compiles it (documentation
+output compared as text; results bit-identical across two differently built programs: chunk
+sizes, resumes, lanes, devices) is marked ``optimized`` and compiles with the defaults.
 """
 
 import contextlib
@@ -33,6 +42,12 @@ _KEY = "rollax_compile_cache"
 _folder: list[str] = []
 """The session's cache folder, once :func:`pytest_configure` has run."""
 
+_CHEAP = "JAX_DISABLE_MOST_OPTIMIZATIONS"
+"""JAX's switch, read by ``rollax`` subprocesses when they import JAX."""
+
+_optimised: list[bool] = []
+"""Whether this process compiles as ``rollax`` does now (empty before the session starts)."""
+
 _owned = pytest.StashKey[str]()
 """The folder this process created (and removes at the end of the session)."""
 
@@ -49,6 +64,7 @@ def pytest_configure(config):
     os.environ[compile_cache.ENV_VAR] = folder
     # library calls (make_train, collect, ...) in this process use it too
     compile_cache.enable(folder)
+    _optimise(False)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -61,6 +77,26 @@ def pytest_unconfigure(config):
     folder = config.stash.get(_owned, None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _optimise(on: bool) -> None:
+    """Compile as ``rollax`` does (``on``) or cheaply from now on, here and in subprocesses.
+    JAX's in-memory caches do not key on the switch, so they are emptied when it flips (the
+    session's compile cache on disk does)."""
+    os.environ[_CHEAP] = "0" if on else "1"
+    if _optimised != [on]:
+        if _optimised:
+            jax.clear_caches()
+        jax.config.update("jax_disable_most_optimizations", not on)
+        _optimised[:] = [on]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test marked ``optimized`` compiles as ``rollax`` does (the defaults), in this process
+    and its subprocesses, from before its fixtures are built (a module's fixture first built
+    for it compiles so too); every other test compiles with few optimisations."""
+    _optimise(item.get_closest_marker("optimized") is not None)
 
 
 @pytest.fixture(autouse=True)

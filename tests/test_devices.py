@@ -24,6 +24,9 @@ import pytest
 from rollax.cli import main
 from rollax.sharding import check_devices, mesh_shape
 
+pytestmark = pytest.mark.optimized
+"""Claims about the program rollax compiles (tests/conftest.py)."""
+
 SCRIPT = textwrap.dedent(r'''
     import contextlib, io, json, re, shutil, sys, time
     from pathlib import Path

@@ -64,6 +64,7 @@ def test_diverging_loss_stops_the_run(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_checked_mode_never_changes_results(capsys, tmp_path):
     shas = []

@@ -521,6 +521,7 @@ def test_record_episode_statistics_in_same_step_mode_is_gymnasiums_known_miscoun
         assert [(r + 1, n + 1) for r, n in got[firsts:]] == expected[firsts:]
 
 
+@pytest.mark.optimized
 def test_normalize_reward_and_action_wrappers_on_the_vector_env():
     from gymnasium.wrappers.vector import (
         ClipAction,

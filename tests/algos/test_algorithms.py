@@ -81,6 +81,7 @@ RESUMED = [pytest.param(s, {}, id=s.name) for s in NEURAL] + [
 running returns are part of the state a resume goes on from)."""
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 @pytest.mark.parametrize(("spec", "extra"), RESUMED)
 def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, extra, capsys, tmp_path):
@@ -112,6 +113,7 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, extra, capsys, t
     assert float(greedy_return(loaded, jax.random.key(5), 8)) == pytest.approx(float(expected))
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
 def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):

@@ -48,6 +48,7 @@ def test_every_neural_algorithm_trains_the_combo_task(algo, capsys, tmp_path):
     assert one.shape == (2,) and bool(is_legal(env.action_space, masks[3], one))
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_ppo_learns_the_combo_task_and_never_takes_an_illegal_action(capsys, tmp_path):
     """By hand (tests/custom_envs/combo.py): the optimum is 8 an episode, a uniformly random

@@ -42,6 +42,7 @@ def batch(parts):
 
 # --- the grouped collector --------------------------------------------------------------------
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_groups_of_one_are_the_absorbing_collector():
     env = rollax.make(ENV, horizon=HORIZON)

@@ -70,6 +70,7 @@ def test_first_step_ratio_is_exactly_one(env, normalize):
     assert np.isfinite(np.asarray(result.eval_return))
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_seeds_vmap_equals_single_runs_and_compiles_once():
     config = ppo.PPOConfig(env="CartPole-v1", total_steps=1024, num_envs=4, num_steps=64,
@@ -89,6 +90,7 @@ def test_seeds_vmap_equals_single_runs_and_compiles_once():
     assert not np.allclose(first, third)
 
 
+@pytest.mark.optimized
 @pytest.mark.parametrize("chunk", [1, 8, 10**6], ids=["rows", "remainder", "one-call"])
 def test_critic_values_in_chunks_equal_one_vmap(monkeypatch, chunk):
     # (T, B) = (5, 4): chunks of max(1, chunk // 4) whole rows (1, 2 with a remainder of 1, 5)

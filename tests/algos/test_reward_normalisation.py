@@ -182,6 +182,7 @@ ARGV = ["--env", "CartPole-v1", "--algo", "ppo", "--horizon", "20", "--hidden", 
         "--checkpoint-every", "1", "--normalize-rewards"]
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_a_normalised_ppo_run_resumes_bit_identical(capsys, tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"

@@ -82,6 +82,7 @@ def test_first_ppo_update_by_hand():
     assert float(result.metrics.clip_fraction[0]) > 0  # lr 2: the clip really engaged
 
 
+@pytest.mark.optimized
 def test_same_key_replays_and_seeds_vmap():
     train = rollax.make_train(rollax.TabularConfig(updates=3, batch_size=32))
     keys = jax.random.split(jax.random.key(0), 3)

@@ -28,7 +28,7 @@ import pytest
 from rollax.envs import registry, suites
 
 # every example is executed documentation (some in a fresh interpreter)
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.optimized]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -20,6 +20,9 @@ from rollax.algos.registry import algorithms
 from rollax.cli import main
 from rollax.cli.train import emit
 
+pytestmark = pytest.mark.optimized
+"""Claims about the program rollax compiles (tests/conftest.py)."""
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 NAMES = {"ppo": "PPO", "a2c": "A2C", "reinforce": "REINFORCE", "grpo": "GRPO"}
 """How prose spells each method."""

@@ -40,7 +40,7 @@ import pytest
 from rollax.cli import main
 
 # every session is executed documentation, each command a `rollax` subprocess
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.optimized]
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION_DOCS = [ROOT / "docs" / "cli.md", ROOT / "docs" / "devices.md"]

@@ -18,6 +18,9 @@ from helpers import run
 from rollax.run.experiment import params_sha256
 from rollax.run.stats import summarize
 
+pytestmark = pytest.mark.optimized
+"""Claims about the program rollax compiles (tests/conftest.py)."""
+
 KILL_RUN = ["train", "--updates", "1500", "--batch-size", "16", "--chunk-size", "25",
             "--checkpoint-every", "25", "--json"]
 

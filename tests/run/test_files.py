@@ -80,6 +80,7 @@ def test_full_disk_while_writing_the_summary_names_it_and_resume_finishes(
     assert _sha(capsys.readouterr().out) == uninterrupted
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_full_disk_while_appending_metrics_resumes_bit_identically(tmp_path, capsys,
                                                                    uninterrupted):
