@@ -6,8 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
+import gymnasium
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import rollax
 
@@ -75,3 +77,38 @@ def run_metrics(folder: Path) -> list[dict]:
     """A run folder's metrics.jsonl rows without the throughput (a wall-clock figure)."""
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in row.items() if k != "env_steps_per_second"} for row in rows]
+
+
+# --- Gymnasium environments stepped by hand (tests of host environments) ---
+
+def seed_of(key) -> int:
+    """The Gymnasium seed a pool reset with ``key`` gets (environment ``b``: seed + b)."""
+    return int(jax.random.bits(key, dtype=jnp.uint32))
+
+
+def gymnasium_rows(env_id, seed, actions, horizon=None, clip=None, **options):
+    """Gymnasium's own environments, one per column of ``actions`` (T, B, ...), each reset with
+    ``seed + b`` and again (unseeded) after an episode ends: the rows a same-step collector
+    records (observation, next observation, reward, terminated, truncated)."""
+    kwargs = options if horizon is None else {"max_episode_steps": horizon, **options}
+    envs = [gymnasium.make(env_id, **kwargs) for _ in range(actions.shape[1])]
+    obs = [e.reset(seed=seed + b)[0] for b, e in enumerate(envs)]
+    rows = []
+    for t in range(actions.shape[0]):
+        row = []
+        for b, e in enumerate(envs):
+            action = actions[t, b] if clip is None else np.clip(actions[t, b], *clip)
+            nxt, reward, term, trunc, _ = e.step(action)
+            row.append((obs[b], nxt, reward, term, trunc))
+            obs[b] = e.reset()[0] if term or trunc else nxt
+        rows.append(row)
+    return rows
+
+
+def assert_gymnasium_rows(traj, rows):
+    for t, row in enumerate(rows):
+        for b, (obs, nxt, reward, term, trunc) in enumerate(row):
+            np.testing.assert_array_equal(traj.observation[t, b], obs)
+            np.testing.assert_array_equal(traj.next_observation[t, b], nxt)
+            assert traj.reward[t, b] == np.float32(reward)
+            assert bool(traj.terminated[t, b]) == term and bool(traj.truncated[t, b]) == trunc

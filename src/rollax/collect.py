@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from rollax.envs.base import step_with_key
+from rollax.envs.host import is_host
 from rollax.envs.masks import action_mask as state_mask
 from rollax.recurrent import initial_carries, is_recurrent, reset_where
 from rollax.validate import check_count
@@ -249,7 +250,34 @@ def episode_returns(env, policy, params, key, batch_size: int, num_steps: int) -
     """
     check_count("batch_size", batch_size)
     check_count("num_steps", num_steps)
+    if is_host(env):
+        return _host_returns(env, policy, params, key, int(batch_size), int(num_steps))
     return _returns(env, policy, params, key, int(batch_size), int(num_steps))
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps"))
+def _host_returns(env, policy, params, key, batch_size, num_steps):
+    """:func:`episode_returns` on a host environment: a pool of its own seeded from the reset
+    stream, the first episode of each environment summed (its later ones, after Gymnasium's
+    reset, add nothing), the pool closed at the end. Every step is a host call; once every
+    episode has ended the calls return at once."""
+    streams = split_key(key, False)
+    state = env.reset_batch(streams.reset, batch_size)
+    carry = _start_carry(policy, params, batch_size)
+    action_steps = per_step(streams.action, num_steps)
+
+    def body(loop, action_step):
+        state, carry, live, total = loop
+        (state, carry), row = _host_step(env, policy, params, state, carry,
+                                         per_env(action_step, batch_size), live)
+        total = total + jnp.where(live, row.reward, 0.0)
+        return (state, carry, live & ~(row.terminated | row.truncated), total), None
+
+    # a scan, not a while loop (lanes vmap it): the host stops stepping once all have ended
+    live = jnp.ones((batch_size,), bool)
+    total = jnp.zeros((batch_size,), jnp.float32)
+    (state, _, _, total), _ = jax.lax.scan(body, (state, carry, live, total), action_steps)
+    return total + env.close_batch(state, total).astype(jnp.float32)  # closed once summed
 
 
 def collect_groups(env, policy, params, key, groups: int, group_size: int, num_steps: int):
@@ -292,8 +320,12 @@ cell is a real transition (``active`` is all True)."""
 
 
 def reset_batch(env, key: jax.Array, batch_size: int):
-    """``B`` start states, environment ``b`` reset with ``split(key, B)[b]``."""
+    """``B`` start states, environment ``b`` reset with ``split(key, B)[b]`` (a host
+    environment's pool of ``B`` is seeded from ``key`` itself:
+    :meth:`rollax.envs.host.HostEnvironment.reset_batch`)."""
     check_count("batch_size", batch_size)
+    if is_host(env):
+        return env.reset_batch(key, batch_size)
     return jax.vmap(env.reset)(per_env(key, batch_size))
 
 
@@ -347,8 +379,46 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
     return jax.lax.switch(branch, (lambda s: s, few, every), state)
 
 
+def _host_step(env, policy, params, state, carry, action_keys, wanted=None):
+    """One step of a host environment's ``B`` environments: ``((next_state, next_carry),
+    AutoResetTrajectory row)`` (every cell live; Gymnasium's same-step reset; ``wanted``:
+    :meth:`rollax.envs.host.HostEnvironment.step_batch`)."""
+    observation = state.observation
+    if carry is None:
+        action, log_prob = jax.vmap(policy.sample, in_axes=(None, 0, 0))(params, observation,
+                                                                        action_keys)
+        next_carry = None
+    else:
+        next_carry, action, log_prob = jax.vmap(policy.sample, in_axes=(None, 0, 0, 0))(
+            params, carry, observation, action_keys)
+    next_state, out = env.step_batch(state, action, wanted)
+    live = jnp.ones(out.reward.shape, bool)
+    row = AutoResetTrajectory(observation, action, out.reward, live, out.terminated,
+                              out.truncated, log_prob, None, out.final_observation)
+    return (next_state, next_carry), row
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
+def _collect_host(env, policy, params, state, carry, key, num_steps):
+    batch_size = state.pool.shape[0]
+    action_steps = per_step(split_key(key, False).action, num_steps)
+
+    def body(state_carry, action_step):
+        state, carry = state_carry
+        (state, next_carry), row = _host_step(env, policy, params, state, carry,
+                                               per_env(action_step, batch_size))
+        if next_carry is not None:  # the restarted environments' memory starts afresh
+            done = row.terminated | row.truncated
+            next_carry = reset_where(done, policy.initial_carry(params), next_carry)
+        return (state, next_carry), row
+
+    return jax.lax.scan(body, (state, carry), action_steps)
+
+
 @functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
 def _collect_autoreset(env, policy, params, state, carry, key, num_steps):
+    if is_host(env):
+        return _collect_host(env, policy, params, state, carry, key, num_steps)
     batch_size = jax.tree_util.tree_leaves(state)[0].shape[0]
     streams = split_key(key, env.stochastic)
     xs = StepKeys(per_step(streams.reset, num_steps), per_step(streams.action, num_steps),

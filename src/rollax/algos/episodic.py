@@ -43,6 +43,7 @@ from rollax.algos.base import (
 )
 from rollax.collect import Trajectory, collect_groups
 from rollax.envs.base import Environment
+from rollax.envs.host import is_host
 from rollax.envs.registry import make
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.nets.distributions import masked
@@ -128,6 +129,10 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     if not encodable(env):
         raise ValueError(f"env {config.env!r} has no observations the networks read (Box, "
                          f"Discrete, or a Dict / Tuple of them)")
+    if is_host(env):
+        raise ValueError(f"env {config.env!r} is stepped on the host, and whole-episode "
+                         f"methods start each group of episodes from one reset state, which "
+                         f"only a JAX environment gives: train it with PPO or A2C")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
     return env

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.contracts.preflight import check_before_run
+from rollax.envs.host import is_host
 from rollax.envs.registry import factory_of, is_import_path, make, takes_horizon
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
 from rollax.run.stored import config_from_dict, config_to_dict
@@ -305,7 +306,11 @@ def batch_bytes(algo: Algorithm) -> int:
     import jax
 
     env = algo.env
-    obs = jax.eval_shape(lambda k: env.observation(env.reset(k)), jax.random.key(0))
+    if is_host(env):  # no state to trace: the observations its space declares
+        space = env.observation_space
+        obs = jax.ShapeDtypeStruct(space.shape, space.dtype)
+    else:
+        obs = jax.eval_shape(lambda k: env.observation(env.reset(k)), jax.random.key(0))
     obs_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(obs))
     hidden = sum(getattr(algo.config, "hidden", ()) or ())
     return algo.env_steps_per_update * (2 * obs_bytes + 64 + 16 * hidden)
@@ -373,6 +378,9 @@ def check_run_devices(run: RunConfig, algo: Algorithm) -> None:
         return
     from rollax import sharding
 
+    if is_host(algo.env) and run.devices > 1:
+        raise ValueError(f"devices is {run.devices} but {algo.env.name} is stepped on the host, "
+                         f"from one device: leave --devices out")
     batch_name, batch = algo.env_batch
     sharding.check_devices(run.devices, len(run.lanes()), batch, batch_name)
     sharding.check_available(run.devices)

@@ -23,6 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from rollax.algos.base import Algorithm
+from rollax.envs.host import is_host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,9 +158,12 @@ class Runner:
         self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
                         **({} if mesh is None else {"out_shardings": self.state_shardings}))
         self.evaluate = jit(lanes_vmap(algo.evaluate))
-        if checked:
-            # checkify cannot see through the skip-``cond`` below, so checked mode scans
-            # exactly ``n`` updates (the last, shorter chunk compiles once more)
+        self.exact = is_host(algo.env)
+        """Chunks of exactly ``n`` updates (not ``chunk_size`` with the rest skipped)."""
+        if checked or self.exact:
+            # checkify cannot see through the skip-``cond`` below, nor can ``vmap`` take a
+            # ``cond`` around a host environment's calls, so these scan exactly ``n`` updates
+            # (the last, shorter chunk compiles once more)
             from rollax.guards import functionalize
 
             def exact_chunk(state, hp, n):
@@ -170,7 +174,8 @@ class Runner:
                 return jax.lax.scan(body, state, None, n)
 
             def batched(state, hp, n):
-                return functionalize(lanes_vmap(lambda s, h: exact_chunk(s, h, n)))(state, hp)
+                lanes = lanes_vmap(lambda s, h: exact_chunk(s, h, n))
+                return (functionalize(lanes) if checked else lanes)(state, hp)
 
             self.chunk = jit(batched, static_argnums=2)
             return
@@ -211,6 +216,8 @@ class Runner:
             message = error.get()
             if message is not None:
                 raise CheckFailed(message.splitlines()[0].replace(" (`check` failed)", ""))
+        elif self.exact:
+            out = self.chunk(state, self.hp, int(n))
         else:
             out = self.chunk(state, self.hp, jnp.int32(n))
         state, metrics = out

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rollax.algos.base import Algorithm
+from rollax.envs.host import is_host
 from rollax.run import compile_cache
 from rollax.run.checkpoint import Found
 from rollax.run.config import RunConfig, check_run_devices, from_json
@@ -139,7 +140,14 @@ def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: Found | No
         folder.write_metrics(_first_rows(runner, state, labels), append=False)
         return state, 0
     folder.truncate_metrics(resume.update)
-    return runner.place(resume.state), resume.update
+    state = runner.place(resume.state)
+    fields = runner.algo.env_batch_fields
+    if is_host(runner.algo.env) and fields:
+        # a host environment's pools ended with their process: its episodes in flight restart
+        # from fresh pools (seeded as the run's start was), everything else is the checkpoint's
+        fresh = runner.initial_state()
+        state = state._replace(**{name: getattr(fresh, name) for name in fields})
+    return state, resume.update
 
 
 class Unfinished(OSError):
@@ -181,7 +189,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     start = time.perf_counter()
     state, update = _start(run, runner, folder, resume, labels)
     compile_start = time.perf_counter()
-    size = run.chunk_size if run.checked else np.int32(run.chunk_size)
+    size = run.chunk_size if run.checked or runner.exact else np.int32(run.chunk_size)
     runner.chunk.lower(state, runner.hp, size).compile()
     compile_s = time.perf_counter() - compile_start
     # live environment steps per lane so far (the metric ``env_steps``), and the rates

@@ -46,6 +46,7 @@ SUITES: dict[str, Suite] = {
         Suite("pgx", "rollax.envs.suites.pgx", "pgx"),
         Suite("xminigrid", "rollax.envs.suites.xminigrid", "xminigrid"),
         Suite("craftax", "rollax.envs.suites.craftax", "craftax"),
+        Suite("gymnasium", "rollax.envs.suites.gymnasium", "gymnasium"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""

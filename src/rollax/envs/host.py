@@ -1,0 +1,249 @@
+"""Environments stepped on the host: ``B`` Gymnasium environments driven from the compiled program.
+
+A :class:`HostEnvironment` is not a functional :class:`~rollax.envs.base.Environment`: its
+state lives outside JAX, in a Gymnasium vector environment (a *pool* of ``B`` copies) that
+the compiled collector steps through ``jax.experimental.io_callback``, one call per time step
+for the whole batch. What the program carries is a :class:`HostState`: which pool, and the
+observations the policy acts on next. Everything after collection (GAE, the losses, the
+gradient steps, lanes, chunks, checkpoints of the parameters) is the same program as for a
+JAX environment.
+
+The contract, kept as for JAX environments (``docs/environments.md``, Host environments):
+
+- **Same-step reset.** The pool resets an ended environment within the step that ends it
+  (Gymnasium's ``AutoresetMode.SAME_STEP``): the step returns the new episode's first
+  observation and, apart, the true final observation (Gymnasium's ``info["final_obs"]``), so
+  the trajectory's ``next_observation`` is the true one, ``terminated`` and ``truncated`` are
+  Gymnasium's own, apart (a ``TimeLimit`` truncation is bootstrapped), and every cell is a real
+  transition (``active`` all true).
+- **Randomness.** The environments' randomness is Gymnasium's, seeded once per pool from the
+  lane's reset key (``seed = bits(key)``; environment ``b`` gets ``seed + b`` as Gymnasium's
+  ``reset(seed=...)`` gives it): a run is reproducible from its key. The policy's actions keep
+  the collector's key ownership.
+- **Actions** go to Gymnasium as sampled; a ``Box`` action is clipped to the space's bounds
+  on the host first, as Stable-Baselines3 and CleanRL do (the trajectory keeps the sampled
+  action, whose log-probability the update scores).
+- **What cannot be kept**: a pool's episodes in flight are not part of a checkpoint, and
+  nothing about a pool survives its process.
+
+Evaluation runs its own pool per call (seeded from the evaluation key), one episode per
+environment, closed when the episodes end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple, TypeGuard
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+from rollax.envs.base import Box, Discrete, MultiBinary, MultiDiscrete
+
+__all__ = ["BatchStep", "HostEnvironment", "HostState", "is_host", "space_from_gymnasium"]
+
+
+class HostState(NamedTuple):
+    """What a compiled program holds of ``B`` host environments."""
+
+    pool: jax.Array
+    """(B,) int32: the pool's number on the host (the same for all ``B``)."""
+    observation: Any
+    """(B, ...) the observation each environment's policy acts on next."""
+
+
+class BatchStep(NamedTuple):
+    """One step of ``B`` host environments (Gymnasium's same-step reset)."""
+
+    observation: Any
+    """(B, ...) the observation after the step: a new episode's first where one ended."""
+    reward: jax.Array
+    """(B,) float32."""
+    terminated: jax.Array
+    """(B,) bool."""
+    truncated: jax.Array
+    """(B,) bool."""
+    final_observation: Any
+    """(B, ...) the observation the step reached: the episode's last where one ended, else
+    ``observation``."""
+
+
+def is_host(env: Any) -> TypeGuard[HostEnvironment]:
+    """Whether ``env`` is stepped on the host (:class:`HostEnvironment`)."""
+    return isinstance(env, HostEnvironment)
+
+
+def space_from_gymnasium(space: Any, what: str) -> Box | Discrete | MultiDiscrete | MultiBinary:
+    """rollax's space for one of Gymnasium's (``Box``, ``Discrete`` starting at 0,
+    ``MultiDiscrete``, ``MultiBinary``); a ``Box`` keeps its shape (see :attr:`HostEnvironment.
+    observation_space` for the flattening of observations). ``ValueError`` naming ``what``
+    otherwise."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete) and int(space.start) == 0:
+        return Discrete(int(space.n))
+    if isinstance(space, spaces.MultiBinary) and len(np.shape(space.n)) <= 1:
+        return MultiBinary(int(np.prod(space.n)))
+    if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1 and not space.start.any():
+        return MultiDiscrete(tuple(int(n) for n in space.nvec))
+    if isinstance(space, spaces.Box):
+        return Box(np.asarray(space.low, np.float32), np.asarray(space.high, np.float32),
+                   tuple(space.shape))
+    raise ValueError(f"{what} {space} is not one rollax trains on yet (Box, Discrete from 0, "
+                     f"MultiDiscrete from 0, MultiBinary)")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HostEnvironment:
+    """``B`` copies of a Gymnasium environment, stepped on the host from compiled programs.
+
+    ``make_one()`` builds one ``gymnasium.Env`` (with its ``TimeLimit``, as ``gymnasium.make``
+    gives it); ``name`` is how configs name it (``"gymnasium:<id>"``). Equal only to itself
+    (it holds its pools), so compiled functions that take it as a static argument are reused
+    while it lives.
+    """
+
+    name: str
+    make_one: Callable[[], Any]
+    horizon: int
+    """The episode's step limit (the ``TimeLimit``'s ``max_episode_steps``; evaluation cuts
+    its episodes there)."""
+    spaces: tuple = dataclasses.field(repr=False)
+    """``(observation space, action space, raw observation shape)`` as rollax reads them."""
+    pools: dict = dataclasses.field(default_factory=dict, repr=False)
+    """The host's pools by number (training and evaluation); they live as long as this."""
+
+    stochastic: ClassVar[bool] = False
+    """The environments' randomness is Gymnasium's, seeded per pool (no transition keys)."""
+
+    @classmethod
+    def build(cls, name: str, make_one: Callable[[], Any]) -> HostEnvironment:
+        """Probe one environment for its spaces and step limit, then close it."""
+        probe = make_one()
+        try:
+            observation = space_from_gymnasium(probe.observation_space, f"{name}'s observation "
+                                               f"space")
+            action = space_from_gymnasium(probe.action_space, f"{name}'s action space")
+            limit = getattr(getattr(probe, "spec", None), "max_episode_steps", None)
+        finally:
+            probe.close()
+        raw = None
+        if isinstance(observation, Box) and len(observation.shape) != 1:
+            raw = observation.shape  # images and grids: flattened in C order, shape kept
+            observation = Box(observation.low.reshape(-1), observation.high.reshape(-1),
+                              (math.prod(raw),))
+        return cls(name=name, make_one=make_one, horizon=int(limit or 10**9),
+                   spaces=(observation, action, raw))
+
+    # -- the spaces, as a functional environment has them ---------------------------------------
+
+    @property
+    def observation_space(self):
+        return self.spaces[0]
+
+    @property
+    def action_space(self):
+        return self.spaces[1]
+
+    @property
+    def raw_observation_shape(self) -> tuple[int, ...] | None:
+        """The environment's own observation shape when it is not a vector (flattened in C
+        order for the policy, as the suite adapters do)."""
+        return self.spaces[2]
+
+    # -- the host side ---------------------------------------------------------------------------
+
+    def _open(self, seed, batch_size: int) -> tuple[np.ndarray, Any]:
+        from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+        pool = SyncVectorEnv([self.make_one] * batch_size, autoreset_mode=AutoresetMode.SAME_STEP)
+        observation, _ = pool.reset(seed=int(np.asarray(seed)))
+        number = len(self.pools)
+        self.pools[number] = pool
+        return np.full(batch_size, number, np.int32), self._observation(observation)
+
+    def _observation(self, observation) -> np.ndarray:
+        space = self.observation_space
+        batch = np.asarray(observation).reshape(-1, *space.shape)
+        return batch.astype(np.dtype(space.dtype), copy=False)  # no JAX call on the host side
+
+    def _step(self, packed):
+        """One step of a pool, in and out as one float32 array each (every argument and
+        result of a host call costs a conversion of its own, about 20 us here): in, ``(B, 2 +
+        A)`` = pool number, wanted, the action's ``A`` numbers; out, ``(B, 2 D + 3)`` = the
+        observation's ``D`` numbers, the final observation's, reward, terminated, truncated."""
+        packed = np.asarray(packed)  # JAX hands a callback a jax.Array: read it once
+        size = math.prod(self.observation_space.shape)
+        out = np.zeros((len(packed), 2 * size + 3), np.float32)
+        if not packed[:, 1].any():  # nothing left to step (an evaluation whose episodes ended)
+            return out
+        envs = self.pools[int(packed[0, 0])]
+        space = self.action_space
+        action = packed[:, 2:].reshape(len(packed), *space.shape)
+        if isinstance(space, Box):
+            action = np.clip(action, space.low, space.high)
+        else:
+            action = action.astype(np.int64)
+        observation, reward, terminated, truncated, info = envs.step(action)
+        out[:, :size] = np.reshape(observation, (len(packed), size))
+        out[:, size:2 * size] = out[:, :size]
+        for b in np.flatnonzero(info.get("_final_obs", ())):
+            out[b, size:2 * size] = np.reshape(info["final_obs"][b], size)
+        out[:, -3], out[:, -2], out[:, -1] = reward, terminated, truncated
+        return out
+
+    def _close(self, pool, after) -> np.ndarray:
+        envs = self.pools.pop(int(np.asarray(pool)[0]), None)
+        if envs is not None:
+            envs.close()
+        return np.zeros((), np.int32)
+
+    # -- the compiled side -------------------------------------------------------------------------
+
+    def _observation_shape(self, batch_size: int) -> jax.ShapeDtypeStruct:
+        space = self.observation_space
+        return jax.ShapeDtypeStruct((batch_size, *space.shape), space.dtype)
+
+    def reset_batch(self, key: jax.Array, batch_size: int) -> HostState:
+        """A new pool of ``batch_size`` environments, reset with ``seed = bits(key)``."""
+        seed = jax.random.bits(key, dtype=jnp.uint32)
+        shapes = (jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+                  self._observation_shape(batch_size))
+        pool, observation = io_callback(lambda s: self._open(s, batch_size), shapes, seed)
+        return HostState(pool, observation)
+
+    def step_batch(self, state: HostState, action: jax.Array,
+                   wanted: jax.Array | None = None) -> tuple[HostState, BatchStep]:
+        """Every environment of ``state``'s pool steps with its action (same-step reset);
+        when ``wanted`` ((B,) bool) has no true entry, none does: the host returns zeros at
+        once (a loop of a fixed length, as ``vmap`` over lanes needs, stops stepping early).
+        The numbers cross as float32 (exact for the pool number, the flags, integer actions
+        and observations below 2**24, and float32 ones)."""
+        batch_size = state.pool.shape[0]
+        if wanted is None:
+            wanted = jnp.ones((batch_size,), bool)
+        packed = jnp.concatenate([state.pool[:, None].astype(jnp.float32),
+                                  wanted[:, None].astype(jnp.float32),
+                                  action.reshape(batch_size, -1).astype(jnp.float32)], axis=1)
+        space = self.observation_space
+        size = math.prod(space.shape)
+        out = io_callback(self._step, jax.ShapeDtypeStruct((batch_size, 2 * size + 3),
+                                                           jnp.float32), packed)
+
+        def observation(numbers):
+            return numbers.reshape(batch_size, *space.shape).astype(space.dtype)
+
+        step = BatchStep(observation(out[:, :size]), out[:, -3], out[:, -2] > 0,
+                         out[:, -1] > 0, observation(out[:, size:2 * size]))
+        return HostState(state.pool, step.observation), step
+
+    def close_batch(self, state: HostState, after: jax.Array) -> jax.Array:
+        """Close ``state``'s pool once ``after`` is computed (an int32 0 to depend on). The
+        callbacks are unordered (lanes ``vmap`` them), so data alone orders them: without
+        ``after`` the pool's number, the same from its reset on, would let XLA close it
+        before its last step."""
+        return io_callback(self._close, jax.ShapeDtypeStruct((), jnp.int32), state.pool, after)

@@ -1,0 +1,78 @@
+"""Any registered Gymnasium environment, stepped on the host: ``make("gymnasium:<id>")``.
+
+``make("gymnasium:LunarLander-v3")`` is a :class:`~rollax.envs.host.HostEnvironment` of
+``gymnasium.make("LunarLander-v3", **options)`` (with its ``TimeLimit``; ``horizon`` replaces
+its ``max_episode_steps``), whose pools the compiled collector steps from the host
+(:mod:`rollax.envs.host`). Gymnasium is one of rollax's own dependencies; environments that
+need more (Box2D, MuJoCo) say so in one line with the install command.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+from rollax.envs.host import HostEnvironment
+from rollax.envs.suites.base import hashable_options, rejected_options, unknown_id
+from rollax.validate import check_horizon
+
+PREFIX = "gymnasium"
+
+NEEDS = {"box2d": "pip install 'gymnasium[box2d]'", "mujoco": "pip install 'gymnasium[mujoco]'"}
+"""What Gymnasium's environments that need more than Gymnasium ask for, by their module."""
+
+
+FAMILIES = {"classic_control": None, "toy_text": None, "box2d": "Box2D", "mujoco": "mujoco"}
+"""Gymnasium's own environment families ``rollax envs`` lists, each with the package it needs
+(``None``: Gymnasium alone)."""
+
+
+def ids() -> tuple[str, ...]:
+    """Gymnasium's own environments (:data:`FAMILIES`) whose packages are installed, with
+    spaces rollax trains on (Blackjack's observation is a ``Tuple``: not yet); any other
+    registered id builds too."""
+    import gymnasium
+
+    found = []
+    for env_id, spec in gymnasium.registry.items():
+        entry = spec.entry_point if isinstance(spec.entry_point, str) else ""
+        family = entry.removeprefix("gymnasium.envs.").split(".")[0]
+        if family in FAMILIES and "blackjack" not in entry and (
+                FAMILIES[family] is None or importlib.util.find_spec(FAMILIES[family])):
+            found.append(env_id)
+    return tuple(sorted(found))
+
+
+def make(env_id: str, horizon: int | None = None, **options) -> HostEnvironment:
+    """The host environment of ``gymnasium.make(env_id, **options)``, its episodes cut at
+    ``horizon`` steps when given (else at the registered ``max_episode_steps``). The same
+    arguments give the same object (its compiled functions are reused)."""
+    if horizon is not None:
+        check_horizon(horizon)
+    return _make(env_id, None if horizon is None else int(horizon),
+                 hashable_options(PREFIX, options))
+
+
+@functools.lru_cache(maxsize=32)
+def _make(env_id: str, horizon: int | None, options) -> HostEnvironment:
+    import gymnasium
+
+    if env_id not in gymnasium.registry:
+        raise unknown_id(PREFIX, env_id, ids())
+    kwargs = dict(options)
+    if horizon is not None:
+        kwargs["max_episode_steps"] = horizon
+
+    def make_one():
+        return gymnasium.make(env_id, **kwargs)
+
+    try:
+        return HostEnvironment.build(f"{PREFIX}:{env_id}", make_one)
+    except gymnasium.error.DependencyNotInstalled as error:
+        entry = str(gymnasium.registry[env_id].entry_point)
+        hint = next((command for module, command in NEEDS.items() if module in entry),
+                    "see the error")
+        raise ValueError(f"gymnasium:{env_id} needs more than Gymnasium: `{hint}` "
+                         f"({str(error).splitlines()[0]})") from error
+    except TypeError as error:  # an option the environment does not take
+        raise rejected_options(PREFIX, env_id, kwargs, error) from error

@@ -1,0 +1,131 @@
+"""Gymnasium environments stepped on the host (``gymnasium:<id>``, rollax.envs.host), checked
+against Gymnasium's own environments stepped by hand in plain Python loops."""
+
+import json
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rollax
+from helpers import assert_gymnasium_rows, gymnasium_rows, run, seed_of, train_json
+from rollax.collect import collect_autoreset, episode_returns, reset_batch
+from rollax.envs.host import HostState, is_host
+
+B, T = 3, 40
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return rollax.make("gymnasium:CartPole-v1", horizon=15)
+
+
+@pytest.fixture(scope="module")
+def cartpole_net():
+    net = rollax.MLPActorCritic(observation_size=4, num_actions=2, hidden=(8,))
+    return net, net.init(jax.random.key(0))
+
+
+def test_spaces_and_step_limit_come_from_gymnasium(cartpole):
+    assert is_host(cartpole) and cartpole.horizon == 15
+    assert cartpole.action_space == rollax.Discrete(2)
+    assert cartpole.observation_space.shape == (4,)
+    np.testing.assert_allclose(cartpole.observation_space.high[[0, 2]], [4.8, 0.41887903])
+    assert rollax.make("gymnasium:CartPole-v1").horizon == 500
+    assert rollax.make("gymnasium:CartPole-v1") is rollax.make("gymnasium:CartPole-v1")
+
+
+def test_collected_rows_are_gymnasiums_with_true_final_observations(cartpole, cartpole_net):
+    """Every row as Gymnasium gives it by hand: the episode's last observation where one ended
+    (terminated or truncated at the horizon of 15, apart), the next row already the new
+    episode's first; every cell live."""
+    net, params = cartpole_net
+    state = reset_batch(cartpole, jax.random.key(1), B)
+    assert isinstance(state, HostState)
+    state, traj = collect_autoreset(cartpole, net, params, state, jax.random.key(2), T)
+    assert traj.truncated.any() and traj.terminated.any()  # both endings are covered
+    assert traj.active.all() and traj.reward.dtype == jnp.float32
+    assert_gymnasium_rows(traj, gymnasium_rows("CartPole-v1", seed_of(jax.random.key(1)),
+                              np.asarray(traj.action), horizon=15))
+    # it goes on from where it stopped
+    _, more = collect_autoreset(cartpole, net, params, state, jax.random.key(3), 2)
+    np.testing.assert_array_equal(more.observation[0], state.observation)
+
+
+def test_box_actions_are_clipped_on_the_host_and_kept_as_sampled():
+    env = rollax.make("gymnasium:Pendulum-v1")
+    net = rollax.MLPActorCritic(observation_size=3, action_size=1, hidden=(8,),
+                                init_log_std=1.5)
+    params = net.init(jax.random.key(0))
+    state = reset_batch(env, jax.random.key(4), 2)
+    _, traj = collect_autoreset(env, net, params, state, jax.random.key(5), 10)
+    actions = np.asarray(traj.action)
+    assert np.abs(actions).max() > 2.0  # some sampled actions are outside [-2, 2]
+    assert_gymnasium_rows(traj, gymnasium_rows("Pendulum-v1", seed_of(jax.random.key(4)), actions,
+                              clip=(-2.0, 2.0)))
+
+
+def test_lanes_under_vmap_are_pools_of_their_own(cartpole, cartpole_net):
+    net, params = cartpole_net
+    keys = jax.random.split(jax.random.key(6), 2)
+
+    def lane(key):
+        reset_key, collect_key = jax.random.split(key)
+        state = reset_batch(cartpole, reset_key, B)
+        return collect_autoreset(cartpole, net, params, state, collect_key, 12)[1]
+
+    both = jax.jit(jax.vmap(lane))(keys)
+    for i in range(2):
+        alone = lane(keys[i])
+        for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(both), strict=True):
+            np.testing.assert_array_equal(a, b[i])
+
+
+def test_evaluation_sums_each_first_episode(cartpole, cartpole_net):
+    """episode_returns on a host environment: its own pool, seeded from the reset stream, the
+    first episode of each environment only (by hand: greedy actions of the same network)."""
+    net, params = cartpole_net
+    key = jax.random.key(7)
+    pools = set(cartpole.pools)
+    returns = episode_returns(cartpole, rollax.GreedyPolicy(net), params, key, 4, 15)
+    seed = seed_of(jax.random.split(key)[0])  # the reset stream of split_key
+    act = jax.jit(lambda o: rollax.GreedyPolicy(net).sample(params, o, jax.random.key(0))[0])
+    expected = []
+    for b in range(4):
+        env = gymnasium.make("CartPole-v1", max_episode_steps=15)
+        obs, total, done = env.reset(seed=seed + b)[0], 0.0, False
+        while not done:
+            obs, reward, term, trunc, _ = env.step(int(act(obs)))
+            total, done = total + reward, term or trunc
+        expected.append(total)
+    np.testing.assert_array_equal(returns, expected)
+    assert set(cartpole.pools) == pools  # the evaluation's pool is closed
+
+
+@pytest.mark.slow
+def test_ppo_trains_from_the_command_line_with_seeds_and_resumes(capsys, tmp_path):
+    """Two lanes, checkpoints, a resume that restarts the episodes in flight (fresh pools) and
+    keeps every parameter: the run reaches its longer budget."""
+    out = tmp_path / "run"
+    first = train_json(capsys, "--env", "gymnasium:CartPole-v1", "--seeds", "2",
+                       "--total-steps", "2048", "--num-envs", "4", "--num-steps", "64",
+                       "--checkpoint-every", "2", "--eval-episodes", "4", "--out", out)
+    assert first["env_steps"] == 2048
+    again = train_json(capsys, "--resume", out, "--total-steps", "3072")
+    assert again["env_steps"] == 3072
+    rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows if r["seed"] == 0] == list(range(13))
+
+
+def test_what_a_host_environment_cannot_do(capsys, tmp_path):
+    code, _, err = run(capsys, "train", "--env", "gymnasium:CartPole-v1", "--algo", "grpo",
+                       "--out", tmp_path / "a")
+    assert code == 2 and "is stepped on the host" in err and "with PPO or A2C" in err
+    code, _, err = run(capsys, "train", "--env", "gymnasium:CartPole-v1", "--devices", "2",
+                       "--out", tmp_path / "b")
+    assert code == 2 and "stepped on the host" in err
+    with pytest.raises(ValueError, match="did you mean gymnasium:CartPole-v1"):
+        rollax.make("gymnasium:CartPole-v9")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
