@@ -126,6 +126,8 @@ def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     code, _, err = run(capsys, "train", "--env", "gymnasium:CartPole-v1", "--devices", "2",
                        "--out", tmp_path / "b")
     assert code == 2 and "stepped on the host" in err
+    code, _, err = run(capsys, "check-env", "gymnasium:CartPole-v1")
+    assert code == 2 and "stepped on the host" in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="did you mean gymnasium:CartPole-v1"):
         rollax.make("gymnasium:CartPole-v9")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -235,6 +235,7 @@ def run_gradients(cmd: GradientsCommand) -> None:
 def run_check_env(cmd: CheckEnvCommand) -> int:
     from rollax.contracts import check_env
     from rollax.contracts.preflight import trace_checked
+    from rollax.envs.host import is_host
     from rollax.envs.registry import make
 
     check_count("batch_size", cmd.batch_size)
@@ -242,6 +243,10 @@ def run_check_env(cmd: CheckEnvCommand) -> int:
         check_count("num_steps", cmd.num_steps)
     check_seed(cmd.seed)
     env = make(cmd.name)
+    if is_host(env):
+        raise ValueError(f"check-env checks environments written in JAX; {cmd.name} is "
+                         f"Gymnasium's own, stepped on the host (its rows are Gymnasium's: "
+                         f"docs/environments.md, Gymnasium environments on the host)")
     # one line for an environment that is unhashable, has a space rollax cannot drive, or
     # cannot even be traced
     trace_checked(env, cmd.name)
