@@ -111,4 +111,6 @@ def assert_gymnasium_rows(traj, rows):
             np.testing.assert_array_equal(traj.observation[t, b], obs)
             np.testing.assert_array_equal(traj.next_observation[t, b], nxt)
             assert traj.reward[t, b] == np.float32(reward)
-            assert bool(traj.terminated[t, b]) == term and bool(traj.truncated[t, b]) == trunc
+            # Gymnasium may report both on one step; rollax counts that as terminated only
+            assert bool(traj.terminated[t, b]) == term
+            assert bool(traj.truncated[t, b]) == (trunc and not term)

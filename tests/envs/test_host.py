@@ -131,3 +131,24 @@ def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     with pytest.raises(ValueError, match="did you mean gymnasium:CartPole-v1"):
         rollax.make("gymnasium:CartPole-v9")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_users_gymnasium_factory_trains_from_the_command_line(capsys, tmp_path):
+    """``package.module:factory`` returning a ``gymnasium.Env``: a host environment of the
+    factory's environments, cut at ``--horizon`` by Gymnasium's TimeLimit; PPO finds the best
+    return, 1 - 0.1 * 2 = 0.8 (tests/custom_envs/gym_walk.py)."""
+    env = rollax.make("custom_envs.gym_walk:make", horizon=20)
+    assert is_host(env) and env.horizon == 20 and env.action_space == rollax.Discrete(2)
+    assert rollax.make("custom_envs.gym_walk:make", horizon=20) is env
+    # a factory without a horizon: Gymnasium's TimeLimit cuts its episodes
+    unlimited = rollax.make("custom_envs.gym_walk:make_unlimited", horizon=3)
+    assert unlimited.horizon == 3
+    state = reset_batch(unlimited, jax.random.key(0), 2)
+    net = rollax.MLPActorCritic(observation_size=7, num_actions=2, hidden=(4,))
+    _, traj = collect_autoreset(unlimited, net, net.init(jax.random.key(1)), state,
+                                jax.random.key(2), 3)
+    assert traj.truncated[2].all() and not traj.truncated[:2].any()
+    summary = train_json(capsys, "--env", "custom_envs.gym_walk:make", "--horizon", "20",
+                         "--total-steps", "4096", "--num-envs", "4", "--num-steps", "32",
+                         "--lr", "0.003", "--eval-episodes", "4", "--out", tmp_path / "run")
+    assert summary["eval_return_mean"] == pytest.approx(0.8)

@@ -14,8 +14,9 @@ The contract, kept as for JAX environments (``docs/environments.md``, Host envir
   (Gymnasium's ``AutoresetMode.SAME_STEP``): the step returns the new episode's first
   observation and, apart, the true final observation (Gymnasium's ``info["final_obs"]``), so
   the trajectory's ``next_observation`` is the true one, ``terminated`` and ``truncated`` are
-  Gymnasium's own, apart (a ``TimeLimit`` truncation is bootstrapped), and every cell is a real
-  transition (``active`` all true).
+  Gymnasium's own, apart (a ``TimeLimit`` truncation is bootstrapped; a step that does both,
+  which Gymnasium allows, counts as terminated only, as rollax's own environments count it),
+  and every cell is a real transition (``active`` all true).
 - **Randomness.** The environments' randomness is Gymnasium's, seeded once per pool from the
   lane's reset key (``seed = bits(key)``; environment ``b`` gets ``seed + b`` as Gymnasium's
   ``reset(seed=...)`` gives it): a run is reproducible from its key. The policy's actions keep
@@ -121,8 +122,10 @@ class HostEnvironment:
     """The environments' randomness is Gymnasium's, seeded per pool (no transition keys)."""
 
     @classmethod
-    def build(cls, name: str, make_one: Callable[[], Any]) -> HostEnvironment:
-        """Probe one environment for its spaces and step limit, then close it."""
+    def build(cls, name: str, make_one: Callable[[], Any],
+              horizon: int | None = None) -> HostEnvironment:
+        """Probe one environment for its spaces and step limit (``horizon`` when given, else
+        its registered ``max_episode_steps``, else none: 10**9), then close it."""
         probe = make_one()
         try:
             observation = space_from_gymnasium(probe.observation_space, f"{name}'s observation "
@@ -136,7 +139,7 @@ class HostEnvironment:
             raw = observation.shape  # images and grids: flattened in C order, shape kept
             observation = Box(observation.low.reshape(-1), observation.high.reshape(-1),
                               (math.prod(raw),))
-        return cls(name=name, make_one=make_one, horizon=int(limit or 10**9),
+        return cls(name=name, make_one=make_one, horizon=int(horizon or limit or 10**9),
                    spaces=(observation, action, raw))
 
     # -- the spaces, as a functional environment has them ---------------------------------------
@@ -237,8 +240,9 @@ class HostEnvironment:
         def observation(numbers):
             return numbers.reshape(batch_size, *space.shape).astype(space.dtype)
 
-        step = BatchStep(observation(out[:, :size]), out[:, -3], out[:, -2] > 0,
-                         out[:, -1] > 0, observation(out[:, size:2 * size]))
+        terminated = out[:, -2] > 0
+        step = BatchStep(observation(out[:, :size]), out[:, -3], terminated,
+                         (out[:, -1] > 0) & ~terminated, observation(out[:, size:2 * size]))
         return HostState(state.pool, step.observation), step
 
     def close_batch(self, state: HostState, after: jax.Array) -> jax.Array:

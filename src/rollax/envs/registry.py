@@ -81,9 +81,11 @@ def takes_horizon(factory: Callable) -> bool:
 
 def make_from_path(name: str, **kwargs) -> Environment:
     """Import ``package.module`` and call its ``factory(**kwargs)``, which must return an
-    :class:`Environment`; ``ValueError`` naming ``name`` otherwise (the factory raising
-    included). ``horizon`` reaches a factory that takes one; for one that does not, the
-    environment it returns must have that horizon."""
+    :class:`Environment`, or a ``gymnasium.Env`` (then every environment of a host pool is a
+    call of the factory: :mod:`rollax.envs.host`); ``ValueError`` naming ``name`` otherwise
+    (the factory raising included). ``horizon`` reaches a factory that takes one; for one
+    that does not, the environment it returns must have that horizon (a Gymnasium one is cut
+    there by Gymnasium's ``TimeLimit``)."""
     factory = factory_of(name)
     horizon = None
     if "horizon" in kwargs and not takes_horizon(factory):
@@ -97,12 +99,44 @@ def make_from_path(name: str, **kwargs) -> Environment:
         raise ValueError(f"environment {name!r}: {call} failed ({type(err).__name__}: "
                          f"{first_line})") from err
     if not isinstance(env, Environment):
+        host = _gymnasium_host(name, env, factory, kwargs, horizon)
+        if host is not None:
+            return host
         raise ValueError(f"environment {name!r}: {call} returned a value of type "
-                         f"{type(env).__name__}, not a rollax.Environment")
+                         f"{type(env).__name__}, not a rollax.Environment (nor a "
+                         f"gymnasium.Env)")
     if horizon is not None and getattr(env, "horizon", None) != horizon:
         raise ValueError(f"environment {name!r}: {attr} takes no horizon and its environment's "
                          f"horizon is {getattr(env, 'horizon', None)!r}, not {horizon!r}")
     return env
+
+
+def _gymnasium_host(name: str, env, factory, kwargs: dict, horizon: int | None):
+    """``env`` (what ``factory(**kwargs)`` returned) as a host environment of ``factory``'s
+    environments when it is a ``gymnasium.Env``, cut at ``horizon`` steps by Gymnasium's
+    ``TimeLimit`` when the factory takes no horizon (``None`` when it is no ``gymnasium.Env``).
+    The same name and arguments give the same object while it lives (its compiled functions
+    are reused)."""
+    import gymnasium
+
+    from rollax.envs.host import HostEnvironment
+
+    if not isinstance(env, gymnasium.Env):
+        return None
+    env.close()
+    key = (name, tuple(sorted(kwargs.items())), horizon)
+    if key not in _HOSTS:
+
+        def make_one():
+            one = factory(**kwargs)
+            return one if horizon is None else gymnasium.wrappers.TimeLimit(one, horizon)
+
+        _HOSTS[key] = HostEnvironment.build(name, make_one, horizon or kwargs.get("horizon"))
+    return _HOSTS[key]
+
+
+_HOSTS: dict = {}
+"""The host environments built from factories, by name, arguments and horizon."""
 
 
 def make(name: str, **kwargs) -> Environment:

@@ -208,7 +208,8 @@ def user_env(name: str, horizon: int | None = None):
     compiled or written: one reset and one step traced against its declared spaces
     (:func:`~rollax.contracts.preflight.check_before_run`). ``ValueError`` in one line."""
     env = make(name) if horizon is None else make(name, horizon=horizon)
-    check_before_run(env, name)
+    if not is_host(env):  # a Gymnasium environment's spaces were converted when built
+        check_before_run(env, name)
     return env
 
 
