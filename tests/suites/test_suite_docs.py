@@ -26,3 +26,8 @@ def test_every_suite_example_runs_here():
                          [pytest.param(*p.values, id=p.id) for p in EXAMPLES])
 def test_example(code, expected, approx, tmp_path, monkeypatch):
     docs.test_example(code, expected, approx, tmp_path, monkeypatch)
+
+
+# Bit-identity with the suite's own step and documentation output are claims about the program
+# rollax compiles (tests/conftest.py): compiled with the defaults, not the session's cheap ones.
+pytestmark = pytest.mark.optimized

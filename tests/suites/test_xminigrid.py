@@ -169,3 +169,8 @@ def test_same_settings_same_env():
 def test_errors(name, options, match):
     with pytest.raises(ValueError, match=match):
         rollax.make(f"xminigrid:{name}", **options)
+
+
+# Bit-identity with the suite's own step and documentation output are claims about the program
+# rollax compiles (tests/conftest.py): compiled with the defaults, not the session's cheap ones.
+pytestmark = pytest.mark.optimized
