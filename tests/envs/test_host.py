@@ -136,6 +136,7 @@ def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_a_users_gymnasium_factory_trains_from_the_command_line(capsys, tmp_path):
     """``package.module:factory`` returning a ``gymnasium.Env``: a host environment of the
     factory's environments, cut at ``--horizon`` by Gymnasium's TimeLimit; PPO finds the best
@@ -150,7 +151,14 @@ def test_a_users_gymnasium_factory_trains_from_the_command_line(capsys, tmp_path
     net = rollax.MLPActorCritic(observation_size=7, num_actions=2, hidden=(4,))
     _, traj = collect_autoreset(unlimited, net, net.init(jax.random.key(1)), state,
                                 jax.random.key(2), 3)
-    assert traj.truncated[2].all() and not traj.truncated[:2].any()
+    assert not traj.truncated[:2].any()
+    assert (traj.truncated[2] | traj.terminated[2]).all()
+    # three steps right reach the edge on the last allowed step: Gymnasium reports both
+    # endings there, rollax terminated only
+    state = reset_batch(unlimited, jax.random.key(3), 2)
+    for _ in range(3):
+        state, out = unlimited.step_batch(state, jnp.ones(2, jnp.int32))
+    assert out.terminated.all() and not out.truncated.any()
     summary = train_json(capsys, "--env", "custom_envs.gym_walk:make", "--horizon", "20",
                          "--total-steps", "4096", "--num-envs", "4", "--num-steps", "32",
                          "--lr", "0.003", "--eval-episodes", "4", "--out", tmp_path / "run")

@@ -27,6 +27,7 @@ def test_lunar_lander_rows_are_gymnasiums(continuous):
         clip=(-1.0, 1.0) if continuous else None, continuous=continuous))
 
 
+@pytest.mark.slow
 def test_ppo_trains_lunar_lander_from_the_command_line(capsys, tmp_path):
     summary = train_json(capsys, "--env", "gymnasium:LunarLander-v3", "--total-steps", "1024",
                          "--num-envs", "4", "--num-steps", "64", "--eval-episodes", "2",
