@@ -158,9 +158,10 @@ class Runner:
         self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
                         **({} if mesh is None else {"out_shardings": self.state_shardings}))
         self.evaluate = jit(lanes_vmap(algo.evaluate))
-        self.exact = is_host(algo.env)
-        """Chunks of exactly ``n`` updates (not ``chunk_size`` with the rest skipped)."""
-        if checked or self.exact:
+        self.exact = checked or is_host(algo.env)
+        """Chunks of exactly ``n`` updates, ``n`` static (not ``chunk_size`` with the rest
+        skipped): :meth:`length` gives ``n`` as the chunk takes it."""
+        if self.exact:
             # checkify cannot see through the skip-``cond`` below, nor can ``vmap`` take a
             # ``cond`` around a host environment's calls, so these scan exactly ``n`` updates
             # (the last, shorter chunk compiles once more)
@@ -209,17 +210,21 @@ class Runner:
 
         return to_host(tree)
 
+    def length(self, n: int):
+        """A chunk's length as :attr:`chunk` takes it: a Python ``int`` (static: each length
+        compiles apart) for exact chunks, else a traced int32 (one program for every length).
+        Compiling ahead of time with the same value keeps the run from compiling again."""
+        return int(n) if self.exact else jnp.int32(n)
+
     def run_chunk(self, state, n: int):
         """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""
         if self.checked:
-            error, out = self.chunk(state, self.hp, int(n))
+            error, out = self.chunk(state, self.hp, self.length(n))
             message = error.get()
             if message is not None:
                 raise CheckFailed(message.splitlines()[0].replace(" (`check` failed)", ""))
-        elif self.exact:
-            out = self.chunk(state, self.hp, int(n))
         else:
-            out = self.chunk(state, self.hp, jnp.int32(n))
+            out = self.chunk(state, self.hp, self.length(n))
         state, metrics = out
         metrics = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :n], self.to_host(metrics))
         return state, metrics

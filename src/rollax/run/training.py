@@ -189,8 +189,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     start = time.perf_counter()
     state, update = _start(run, runner, folder, resume, labels)
     compile_start = time.perf_counter()
-    size = run.chunk_size if run.checked or runner.exact else np.int32(run.chunk_size)
-    runner.chunk.lower(state, runner.hp, size).compile()
+    runner.chunk.lower(state, runner.hp, runner.length(run.chunk_size)).compile()
     compile_s = time.perf_counter() - compile_start
     # live environment steps per lane so far (the metric ``env_steps``), and the rates
     steps = _steps_at(folder, labels, update)
