@@ -247,11 +247,13 @@ def test_version(capsys):
 
 def test_envs_command(capsys):
     from rollax.envs.registry import registered
+    from rollax.envs.suites.envpool import ids as envpool_ids
     from rollax.envs.suites.gymnasium import ids as gymnasium_ids
     from rollax.envs.suites.gymnax import ids as gymnax_ids
 
     expected = [*registered(), *("gymnax:" + name for name in gymnax_ids()),
-                *("gymnasium:" + name for name in gymnasium_ids())]
+                *("gymnasium:" + name for name in gymnasium_ids()),
+                *("envpool:" + name for name in envpool_ids())]  # none when not installed
     assert "gymnasium:CartPole-v1" in expected and "gymnasium:Blackjack-v1" not in expected
     code, out, _ = run(capsys, "envs")
     assert code == 0 and out.splitlines() == expected

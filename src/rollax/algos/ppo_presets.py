@@ -19,6 +19,25 @@ MINATAR_GAMES = {"Asterix": "asterix", "Breakout": "breakout", "Freeway": "freew
 """Each MinAtar game's gymnax name (``gymnax:<name>-MinAtar``) and Pgx name
 (``pgx:minatar-<name>``): the same game, so the same preset."""
 
+MUJOCO: dict = dict(
+    total_steps=1_000_000, num_envs=1, num_steps=2048, epochs=10, minibatches=32, lr=3e-4,
+    anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, clip_value=True, vf_coef=0.5,
+    ent_coef=0.0, max_grad_norm=0.5, normalize_advantages=True, normalize_observations=True,
+    normalize_rewards=True, reward_clip=10.0, hidden=(64, 64), activation="tanh",
+    init_log_std=0.0,
+)
+"""MuJoCo: CleanRL's ``ppo_continuous_action.py`` settings (its defaults, the same for every
+task; Adam eps 1e-5, observations and discounted-return-scaled rewards normalised and clipped
+to +-10, a state-independent log standard deviation from 0, separate 64-64 tanh actor and
+critic). Not mapped: its observation statistics are updated at every environment step (here
+merged after each update)."""
+
+MUJOCO_TASKS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
+                "InvertedDoublePendulum", "InvertedPendulum", "Pusher", "Reacher", "Swimmer",
+                "Walker2d")
+"""Gymnasium's MuJoCo tasks, ``envpool:<task>-v4``/``-v5`` and ``gymnasium:<task>-v4``/``-v5``:
+the same preset for each."""
+
 PRESETS: dict[str, dict] = {
     "CartPole-v1": {},
     "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
@@ -30,5 +49,7 @@ PRESETS: dict[str, dict] = {
     ),
     **{f"gymnax:{game}-MinAtar": dict(MINATAR) for game in MINATAR_GAMES},
     **{f"pgx:minatar-{game}": dict(MINATAR) for game in MINATAR_GAMES.values()},
+    **{f"{suite}:{task}-{version}": dict(MUJOCO) for task in MUJOCO_TASKS
+       for suite in ("envpool", "gymnasium") for version in ("v4", "v5")},
 }
 """Tuned settings per task (overrides of the PPOConfig defaults)."""

@@ -34,8 +34,10 @@ environment, closed when the episodes end.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, NamedTuple, TypeGuard
 
 import jax
@@ -45,7 +47,8 @@ from jax.experimental import io_callback
 
 from rollax.envs.base import Box, Discrete, MultiBinary, MultiDiscrete
 
-__all__ = ["BatchStep", "HostEnvironment", "HostState", "is_host", "space_from_gymnasium"]
+__all__ = ["BatchStep", "HostEnvironment", "HostState", "is_host", "read_spaces",
+           "space_from_gymnasium"]
 
 
 class HostState(NamedTuple):
@@ -98,49 +101,71 @@ def space_from_gymnasium(space: Any, what: str) -> Box | Discrete | MultiDiscret
                      f"MultiDiscrete from 0, MultiBinary)")
 
 
+def read_spaces(name: str, observation_space: Any, action_space: Any) -> tuple:
+    """``(observation space, action space, raw observation shape)`` of a host environment from
+    its Gymnasium spaces: an observation that is not a vector (an image, a grid) is flattened in
+    C order for the policy and its shape kept (``None`` for a vector)."""
+    observation = space_from_gymnasium(observation_space, f"{name}'s observation space")
+    action = space_from_gymnasium(action_space, f"{name}'s action space")
+    raw = None
+    if isinstance(observation, Box) and len(observation.shape) != 1:
+        raw = observation.shape
+        observation = Box(observation.low.reshape(-1), observation.high.reshape(-1),
+                          (math.prod(raw),))
+    return observation, action, raw
+
+
+def _sync_pool(make_one: Callable[[], Any], batch_size: int, seed: int) -> tuple[Any, Any]:
+    """``batch_size`` copies of ``make_one()`` in Gymnasium's ``SyncVectorEnv`` (same-step
+    reset), reset with ``seed`` (environment ``b`` gets ``seed + b``)."""
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    pool = SyncVectorEnv([make_one] * batch_size, autoreset_mode=AutoresetMode.SAME_STEP)
+    observation, _ = pool.reset(seed=seed)
+    return pool, observation
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostEnvironment:
-    """``B`` copies of a Gymnasium environment, stepped on the host from compiled programs.
+    """``B`` copies of an environment stepped on the host, from compiled programs.
 
-    ``make_one()`` builds one ``gymnasium.Env`` (with its ``TimeLimit``, as ``gymnasium.make``
-    gives it); ``name`` is how configs name it (``"gymnasium:<id>"``). Equal only to itself
-    (it holds its pools), so compiled functions that take it as a static argument are reused
-    while it lives.
+    ``open_pool(B, seed)`` returns ``B`` environments reset with ``seed``, as a Gymnasium
+    vector environment that resets an ended environment within the step that ends it
+    (Gymnasium's ``AutoresetMode.SAME_STEP``, true final observations in ``info["final_obs"]``),
+    and their first observations; ``name`` is how configs name it (``"gymnasium:<id>"``,
+    ``"envpool:<id>"``). Equal only to itself (it holds its pools), so compiled functions that
+    take it as a static argument are reused while it lives.
     """
 
     name: str
-    make_one: Callable[[], Any]
+    open_pool: Callable[[int, int], tuple[Any, Any]]
     horizon: int
-    """The episode's step limit (the ``TimeLimit``'s ``max_episode_steps``; evaluation cuts
-    its episodes there)."""
+    """The episode's step limit (evaluation cuts its episodes there)."""
     spaces: tuple = dataclasses.field(repr=False)
     """``(observation space, action space, raw observation shape)`` as rollax reads them."""
     pools: dict = dataclasses.field(default_factory=dict, repr=False)
-    """The host's pools by number (training and evaluation); they live as long as this."""
+    """The host's open pools by number (training and evaluation)."""
+    numbers: Iterator[int] = dataclasses.field(default_factory=itertools.count, repr=False)
+    """The pools' numbers, never given twice (pools close in any order)."""
 
     stochastic: ClassVar[bool] = False
-    """The environments' randomness is Gymnasium's, seeded per pool (no transition keys)."""
+    """The environments' randomness is the host's, seeded per pool (no transition keys)."""
 
     @classmethod
     def build(cls, name: str, make_one: Callable[[], Any],
               horizon: int | None = None) -> HostEnvironment:
-        """Probe one environment for its spaces and step limit (``horizon`` when given, else
-        its registered ``max_episode_steps``, else none: 10**9), then close it."""
+        """``B`` copies of the ``gymnasium.Env`` that ``make_one()`` builds (with its
+        ``TimeLimit``, as ``gymnasium.make`` gives it) in a ``SyncVectorEnv``. Probes one for
+        its spaces and step limit (``horizon`` when given, else its registered
+        ``max_episode_steps``, else none: 10**9), then closes it."""
         probe = make_one()
         try:
-            observation = space_from_gymnasium(probe.observation_space, f"{name}'s observation "
-                                               f"space")
-            action = space_from_gymnasium(probe.action_space, f"{name}'s action space")
+            spaces = read_spaces(name, probe.observation_space, probe.action_space)
             limit = getattr(getattr(probe, "spec", None), "max_episode_steps", None)
         finally:
             probe.close()
-        raw = None
-        if isinstance(observation, Box) and len(observation.shape) != 1:
-            raw = observation.shape  # images and grids: flattened in C order, shape kept
-            observation = Box(observation.low.reshape(-1), observation.high.reshape(-1),
-                              (math.prod(raw),))
-        return cls(name=name, make_one=make_one, horizon=int(horizon or limit or 10**9),
-                   spaces=(observation, action, raw))
+        return cls(name=name, open_pool=functools.partial(_sync_pool, make_one),
+                   horizon=int(horizon or limit or 10**9), spaces=spaces)
 
     # -- the spaces, as a functional environment has them ---------------------------------------
 
@@ -161,11 +186,8 @@ class HostEnvironment:
     # -- the host side ---------------------------------------------------------------------------
 
     def _open(self, seed, batch_size: int) -> tuple[np.ndarray, Any]:
-        from gymnasium.vector import AutoresetMode, SyncVectorEnv
-
-        pool = SyncVectorEnv([self.make_one] * batch_size, autoreset_mode=AutoresetMode.SAME_STEP)
-        observation, _ = pool.reset(seed=int(np.asarray(seed)))
-        number = len(self.pools)
+        pool, observation = self.open_pool(batch_size, int(np.asarray(seed)))
+        number = next(self.numbers)
         self.pools[number] = pool
         return np.full(batch_size, number, np.int32), self._observation(observation)
 

@@ -47,6 +47,7 @@ SUITES: dict[str, Suite] = {
         Suite("xminigrid", "rollax.envs.suites.xminigrid", "xminigrid"),
         Suite("craftax", "rollax.envs.suites.craftax", "craftax"),
         Suite("gymnasium", "rollax.envs.suites.gymnasium", "gymnasium"),
+        Suite("envpool", "rollax.envs.suites.envpool", "envpool"),
     )
 }
 """Every suite by prefix; ``make`` reads ``<prefix>:<id>`` as the suite's environment ``<id>``."""

@@ -1,0 +1,129 @@
+"""EnvPool's environments (MuJoCo, Atari, classic control...), stepped on the host:
+``make("envpool:HalfCheetah-v4")``.
+
+An EnvPool task is a :class:`~rollax.envs.host.HostEnvironment` whose pools are EnvPool's own
+(``envpool.make_gymnasium(task, num_envs=B, seed=seed)``: C++ environments stepped by its
+thread pool), stepped from the compiled collector once per time step for the whole batch, as
+Gymnasium's environments are (:mod:`rollax.envs.host`). Needs ``pip install 'rollax[envpool]'``.
+
+**The ending contract.** EnvPool resets an ended environment on the *next* step, which ignores
+its action. rollax resets it within the step that ends it instead: the pool steps every
+environment, then resets exactly the ended ones (``reset(env_id=...)``, which EnvPool's
+synchronous pools allow), so the step keeps its true final observation, reward, termination
+and truncation apart (a truncation, e.g. MuJoCo's 1,000-step limit, is bootstrapped from the
+true final observation), the next observation is the new episode's first, and no cell of a
+trajectory is dead. The next step is a real one (EnvPool counts it as the new episode's first).
+
+**Randomness.** EnvPool seeds a pool once, when it is made (environment ``b`` from ``seed +
+b``); rollax makes each pool at its reset with ``seed = bits(key)`` of the lane's key, so a
+run is reproducible from its key (``--seed``); resets within a pool continue the
+environments' own generators. What cannot be kept: a pool's episodes in flight (a resume
+starts new ones) and the pool's generators.
+
+**Why not EnvPool's XLA interface.** ``env.xla()`` steps a pool from inside ``jax.jit``
+without Python, but (measured here, envpool 1.2.5) its MuJoCo tasks take float64 actions,
+which a float32 program cannot pass without turning on ``jax_enable_x64`` for everything; the
+pool is a constant of the compiled program (its handle an attribute of the call), so lanes
+cannot ``vmap`` over pools and the key cannot seed one; and it keeps the next-step reset.
+Stepping through a host call costs about 20 us per step of the whole batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Any
+
+import numpy as np
+
+from rollax.envs.host import HostEnvironment, read_spaces
+from rollax.envs.suites.base import hashable_options, import_suite, rejected_options, unknown_id
+from rollax.validate import check_horizon
+
+PREFIX = "envpool"
+
+FAMILIES = ("mujoco.gym", "atari", "box2d", "classic_control", "toy_text")
+"""EnvPool's families ``rollax envs`` lists (its others need more packages or spaces rollax
+does not take yet)."""
+
+
+def ids() -> tuple[str, ...]:
+    """EnvPool's tasks of :data:`FAMILIES` (none when EnvPool is not installed) with spaces
+    rollax trains on (Blackjack's observation is a ``Tuple``: not yet); any other task EnvPool
+    knows builds too."""
+    if importlib.util.find_spec("envpool") is None:
+        return ()
+    envpool = import_suite("envpool", PREFIX)
+    specs = envpool.registration.registry.specs
+    return tuple(sorted(task for task in envpool.list_all_envs()
+                        if str(specs[task][0]).removeprefix("envpool.") in FAMILIES
+                        and "Blackjack" not in task))
+
+
+def make(env_id: str, horizon: int | None = None, **options) -> HostEnvironment:
+    """The host environment of EnvPool's ``env_id``, with EnvPool's ``options`` (e.g.
+    ``episodic_life=True`` for Atari), its episodes cut at ``horizon`` steps when given (else
+    at EnvPool's ``max_episode_steps``). The same arguments give the same object."""
+    if horizon is not None:
+        check_horizon(horizon)
+    return _make(env_id, None if horizon is None else int(horizon),
+                 hashable_options(PREFIX, options))
+
+
+@functools.lru_cache(maxsize=32)
+def _make(env_id: str, horizon: int | None, options) -> HostEnvironment:
+    envpool = import_suite("envpool", PREFIX)
+
+    if env_id not in envpool.list_all_envs():
+        raise unknown_id(PREFIX, env_id, ids())
+    kwargs = dict(options)
+    if horizon is not None:
+        kwargs["max_episode_steps"] = horizon
+    try:
+        spec = envpool.make_spec(env_id, **kwargs)
+    except (TypeError, ValueError, KeyError) as error:  # an option the task does not take
+        raise rejected_options(PREFIX, env_id, kwargs, error) from error
+    name = f"{PREFIX}:{env_id}"
+    return HostEnvironment(
+        name=name, open_pool=functools.partial(SameStepPool.open, env_id, kwargs),
+        horizon=int(spec.config.max_episode_steps),
+        spaces=read_spaces(name, spec.gymnasium_observation_space,
+                           spec.gymnasium_action_space))
+
+
+class SameStepPool:
+    """An EnvPool pool behind Gymnasium's vector API with same-step resets (module docstring):
+    ``step(action)`` returns ``(observation, reward, terminated, truncated, info)`` where an
+    environment that ended has its new episode's first observation, and ``info["final_obs"]``
+    (read where ``info["_final_obs"]``) the true final one."""
+
+    def __init__(self, pool: Any):
+        self.pool = pool
+        self.action_dtype = pool.action_space.dtype
+
+    @classmethod
+    def open(cls, task: str, options: dict, batch_size: int, seed: int) -> tuple[Any, Any]:
+        """``batch_size`` environments of ``task`` seeded with ``seed`` modulo ``2**31 -
+        batch_size`` (EnvPool's seeds, ``seed + b`` for environment ``b``, are int32s), reset;
+        and their first observations."""
+        import envpool
+
+        pool = cls(envpool.make_gymnasium(task, num_envs=batch_size, batch_size=batch_size,
+                                          seed=seed % (2**31 - batch_size), **options))
+        observation, _ = pool.pool.reset()
+        return pool, np.array(observation)
+
+    def step(self, action: np.ndarray) -> tuple[Any, Any, Any, Any, dict]:
+        observation, reward, terminated, truncated, _ = self.pool.step(
+            np.asarray(action, self.action_dtype))
+        observation = np.array(observation)  # the pool's buffer is reused by its next call
+        ended = np.asarray(terminated) | np.asarray(truncated)
+        info = {}
+        if ended.any():
+            first, _ = self.pool.reset(env_id=np.flatnonzero(ended).astype(np.int32))
+            info = {"final_obs": observation.copy(), "_final_obs": ended}
+            observation[ended] = first
+        return observation, np.array(reward), np.array(terminated), np.array(truncated), info
+
+    def close(self) -> None:
+        self.pool.close()
