@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -30,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Box, Discrete, Environment, MultiDiscrete
+from rollax.validate import check_horizon
 
 Options = tuple[tuple[str, Any], ...]
 """A suite's options as the adapter keeps them: sorted ``(name, value)`` pairs."""
@@ -114,6 +116,27 @@ def hashable_options(prefix: str, options, what: str = "environment options") ->
     except TypeError as error:
         raise ValueError(f"{prefix} {what} must be hashable, got {dict(items)!r}") from error
     return items
+
+
+def host_maker(prefix: str, build: Callable[[str, dict], Any]) -> Callable[..., Any]:
+    """``make(env_id, horizon=None, options)`` of a suite of host environments
+    (:mod:`rollax.envs.host`): ``build(env_id, kwargs)`` once per id, horizon and options, with
+    ``kwargs`` the options and ``max_episode_steps=horizon`` when a horizon is given. The same
+    arguments give the same object (it holds its pools; its compiled functions are reused)."""
+    @functools.lru_cache(maxsize=32)
+    def cached(env_id: str, horizon: int | None, options: Options):
+        kwargs = dict(options)
+        if horizon is not None:
+            kwargs["max_episode_steps"] = horizon
+        return build(env_id, kwargs)
+
+    def make(env_id: str, horizon: int | None, options: dict):
+        if horizon is not None:
+            check_horizon(horizon)
+        return cached(env_id, None if horizon is None else int(horizon),
+                      hashable_options(prefix, options))
+
+    return make
 
 
 def rejected_options(prefix: str, name, options: dict, error: Exception) -> ValueError:

@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 
 from rollax.envs.host import HostEnvironment, read_spaces
-from rollax.envs.suites.base import hashable_options, import_suite, rejected_options, unknown_id
-from rollax.validate import check_horizon
+from rollax.envs.suites.base import host_maker, import_suite, rejected_options, unknown_id
 
 PREFIX = "envpool"
 
@@ -64,21 +63,13 @@ def make(env_id: str, horizon: int | None = None, **options) -> HostEnvironment:
     """The host environment of EnvPool's ``env_id``, with EnvPool's ``options`` (e.g.
     ``episodic_life=True`` for Atari), its episodes cut at ``horizon`` steps when given (else
     at EnvPool's ``max_episode_steps``). The same arguments give the same object."""
-    if horizon is not None:
-        check_horizon(horizon)
-    return _make(env_id, None if horizon is None else int(horizon),
-                 hashable_options(PREFIX, options))
+    return _make(env_id, horizon, options)
 
 
-@functools.lru_cache(maxsize=32)
-def _make(env_id: str, horizon: int | None, options) -> HostEnvironment:
+def _build(env_id: str, kwargs: dict) -> HostEnvironment:
     envpool = import_suite("envpool", PREFIX)
-
     if env_id not in envpool.list_all_envs():
         raise unknown_id(PREFIX, env_id, ids())
-    kwargs = dict(options)
-    if horizon is not None:
-        kwargs["max_episode_steps"] = horizon
     try:
         spec = envpool.make_spec(env_id, **kwargs)
     except (TypeError, ValueError, KeyError) as error:  # an option the task does not take
@@ -89,6 +80,9 @@ def _make(env_id: str, horizon: int | None, options) -> HostEnvironment:
         horizon=int(spec.config.max_episode_steps),
         spaces=read_spaces(name, spec.gymnasium_observation_space,
                            spec.gymnasium_action_space))
+
+
+_make = host_maker(PREFIX, _build)
 
 
 class SameStepPool:

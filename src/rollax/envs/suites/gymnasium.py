@@ -9,12 +9,10 @@ need more (Box2D, MuJoCo) say so in one line with the install command.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 
 from rollax.envs.host import HostEnvironment
-from rollax.envs.suites.base import hashable_options, rejected_options, unknown_id
-from rollax.validate import check_horizon
+from rollax.envs.suites.base import host_maker, rejected_options, unknown_id
 
 PREFIX = "gymnasium"
 
@@ -47,21 +45,14 @@ def make(env_id: str, horizon: int | None = None, **options) -> HostEnvironment:
     """The host environment of ``gymnasium.make(env_id, **options)``, its episodes cut at
     ``horizon`` steps when given (else at the registered ``max_episode_steps``). The same
     arguments give the same object (its compiled functions are reused)."""
-    if horizon is not None:
-        check_horizon(horizon)
-    return _make(env_id, None if horizon is None else int(horizon),
-                 hashable_options(PREFIX, options))
+    return _make(env_id, horizon, options)
 
 
-@functools.lru_cache(maxsize=32)
-def _make(env_id: str, horizon: int | None, options) -> HostEnvironment:
+def _build(env_id: str, kwargs: dict) -> HostEnvironment:
     import gymnasium
 
     if env_id not in gymnasium.registry:
         raise unknown_id(PREFIX, env_id, ids())
-    kwargs = dict(options)
-    if horizon is not None:
-        kwargs["max_episode_steps"] = horizon
 
     def make_one():
         return gymnasium.make(env_id, **kwargs)
@@ -76,3 +67,6 @@ def _make(env_id: str, horizon: int | None, options) -> HostEnvironment:
                          f"({str(error).splitlines()[0]})") from error
     except TypeError as error:  # an option the environment does not take
         raise rejected_options(PREFIX, env_id, kwargs, error) from error
+
+
+_make = host_maker(PREFIX, _build)
