@@ -12,8 +12,10 @@ import pytest
 import rollax
 from helpers import assert_gymnasium_rows, run, seed_of, train_json
 from rollax.collect import collect_autoreset, episode_returns, reset_batch
+from rollax.contracts.probe import RandomPolicy
 from rollax.envs.host import is_host
 from rollax.nets.build import actor_critic
+from rollax.nets.cnn import image_shape
 from rollax.returns import gae
 
 envpool = pytest.importorskip("envpool")
@@ -24,12 +26,13 @@ def envpool_seed(key, batch_size: int) -> int:
     return seed_of(key) % (2**31 - batch_size)
 
 
-def envpool_rows(task, seed, actions, clip=None, **options):
+def envpool_rows(task, seed, actions, clip=None, image=False, **options):
     """EnvPool's own environments, one pool of one environment per column of ``actions``
     (T, B, ...), seeded ``seed + b`` as environment ``b`` of a pool seeded ``seed`` is; after
     an episode ends EnvPool's next step resets it (ignoring its action), and that step is
     taken here and left out of the rows: the rows a same-step collector records
-    (observation, next observation, reward, terminated, truncated)."""
+    (observation, next observation, reward, terminated, truncated); ``image``: EnvPool's
+    ``(C, H, W)`` frames as rollax's flattened ``(H, W, C)``."""
     steps, batch = actions.shape[:2]
     rows = [[] for _ in range(steps)]
     for b in range(batch):
@@ -39,7 +42,8 @@ def envpool_rows(task, seed, actions, clip=None, **options):
         for t in range(steps):
             action = actions[t, b] if clip is None else np.clip(actions[t, b], *clip)
             nxt, reward, term, trunc, _ = pool.step(np.asarray([action], dtype))
-            rows[t].append((np.float32(obs), np.float32(nxt[0]), reward[0], term[0], trunc[0]))
+            rows[t].append((seen(obs, image), seen(nxt[0], image), reward[0], term[0],
+                            trunc[0]))
             obs = nxt[0]
             if term[0] or trunc[0]:  # EnvPool's reset step: the new episode's first observation
                 first, reward, *_ = pool.step(np.asarray([action], dtype))
@@ -47,6 +51,11 @@ def envpool_rows(task, seed, actions, clip=None, **options):
                 obs = first[0]
         pool.close()
     return rows
+
+
+def seen(observation, image: bool) -> np.ndarray:
+    """An observation of EnvPool's as rollax's policies see it."""
+    return np.float32(np.moveaxis(observation, 0, -1).reshape(-1) if image else observation)
 
 
 def test_cartpole_rows_are_envpools_with_its_reset_steps_dropped():
@@ -143,3 +152,18 @@ def test_the_mujoco_preset_trains_from_the_command_line_and_resumes(capsys, tmp_
     code, shown, _ = run(capsys, "eval", out, "--episodes", "2", "--json")
     result = json.loads(shown)
     assert code == 0 and result["episodes"] == 2 and np.isfinite(result["aggregate"]["mean"])
+
+
+def test_atari_frames_are_envpools_with_channels_last():
+    """Breakout's stacked frames, EnvPool's (4, 84, 84), reach the policy as (84, 84, 4) images
+    flattened (what PPO's CNN reads), over episodes cut at 20 steps."""
+    env = rollax.make("envpool:Breakout-v5", horizon=20)
+    assert env.raw_observation_shape == (84, 84, 4) and image_shape(env) == (84, 84, 4)
+    policy = RandomPolicy.for_space(env.action_space)
+    key = jax.random.key(6)
+    state = reset_batch(env, key, 2)
+    _, traj = collect_autoreset(env, policy, policy.init(), state, jax.random.key(7), 24)
+    assert traj.truncated[19].all()
+    assert_gymnasium_rows(traj, envpool_rows("Breakout-v5", envpool_seed(key, 2),
+                                             np.asarray(traj.action), image=True,
+                                             max_episode_steps=20))

@@ -75,11 +75,18 @@ def _build(env_id: str, kwargs: dict) -> HostEnvironment:
     except (TypeError, ValueError, KeyError) as error:  # an option the task does not take
         raise rejected_options(PREFIX, env_id, kwargs, error) from error
     name = f"{PREFIX}:{env_id}"
+    observation_space = spec.gymnasium_observation_space
+    image = len(observation_space.shape) == 3  # EnvPool's images: (C, H, W)
+    if image:
+        from gymnasium.spaces import Box
+
+        observation_space = Box(np.moveaxis(observation_space.low, 0, -1),
+                                np.moveaxis(observation_space.high, 0, -1),
+                                dtype=observation_space.dtype)
     return HostEnvironment(
-        name=name, open_pool=functools.partial(SameStepPool.open, env_id, kwargs),
+        name=name, open_pool=functools.partial(SameStepPool.open, env_id, kwargs, image),
         horizon=int(spec.config.max_episode_steps),
-        spaces=read_spaces(name, spec.gymnasium_observation_space,
-                           spec.gymnasium_action_space))
+        spaces=read_spaces(name, observation_space, spec.gymnasium_action_space))
 
 
 _make = host_maker(PREFIX, _build)
@@ -89,34 +96,42 @@ class SameStepPool:
     """An EnvPool pool behind Gymnasium's vector API with same-step resets (module docstring):
     ``step(action)`` returns ``(observation, reward, terminated, truncated, info)`` where an
     environment that ended has its new episode's first observation, and ``info["final_obs"]``
-    (read where ``info["_final_obs"]``) the true final one."""
+    (read where ``info["_final_obs"]``) the true final one. With ``image``, EnvPool's
+    channel-first frames (Atari's ``(4, 84, 84)``) are handed over channel-last, ``(H, W, C)``,
+    as rollax's convolutional networks read images."""
 
-    def __init__(self, pool: Any):
+    def __init__(self, pool: Any, image: bool):
         self.pool = pool
+        self.image = image
         self.action_dtype = pool.action_space.dtype
 
     @classmethod
-    def open(cls, task: str, options: dict, batch_size: int, seed: int) -> tuple[Any, Any]:
+    def open(cls, task: str, options: dict, image: bool, batch_size: int,
+             seed: int) -> tuple[Any, Any]:
         """``batch_size`` environments of ``task`` seeded with ``seed`` modulo ``2**31 -
         batch_size`` (EnvPool's seeds, ``seed + b`` for environment ``b``, are int32s), reset;
         and their first observations."""
         import envpool
 
         pool = cls(envpool.make_gymnasium(task, num_envs=batch_size, batch_size=batch_size,
-                                          seed=seed % (2**31 - batch_size), **options))
+                                          seed=seed % (2**31 - batch_size), **options), image)
         observation, _ = pool.pool.reset()
-        return pool, np.array(observation)
+        return pool, pool._observation(observation)
+
+    def _observation(self, observation) -> np.ndarray:
+        """A copy (the pool's buffer is reused by its next call), channels last for images."""
+        return np.moveaxis(observation, 1, -1).copy() if self.image else np.array(observation)
 
     def step(self, action: np.ndarray) -> tuple[Any, Any, Any, Any, dict]:
         observation, reward, terminated, truncated, _ = self.pool.step(
             np.asarray(action, self.action_dtype))
-        observation = np.array(observation)  # the pool's buffer is reused by its next call
+        observation = self._observation(observation)
         ended = np.asarray(terminated) | np.asarray(truncated)
         info = {}
         if ended.any():
             first, _ = self.pool.reset(env_id=np.flatnonzero(ended).astype(np.int32))
             info = {"final_obs": observation.copy(), "_final_obs": ended}
-            observation[ended] = first
+            observation[ended] = self._observation(first)
         return observation, np.array(reward), np.array(terminated), np.array(truncated), info
 
     def close(self) -> None:
