@@ -95,21 +95,28 @@ def main() -> None:
                 commands = {"cleanrl": cleanrl_command(args, task, seed),
                             "rollax": rollax_command(args, task, seed, run_folder)}
                 env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-                started = {lib: (time.perf_counter(), subprocess.Popen(
-                    commands[lib], cwd=folder, env=env, stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL, text=True)) for lib in todo}
-                for lib, (start, proc) in started.items():
-                    stdout, _ = proc.communicate()
-                    wall = time.perf_counter() - start
-                    if proc.returncode != 0:
-                        raise SystemExit(f"{lib} on {task} seed {seed} failed "
-                                         f"({proc.returncode})")
-                    result = (cleanrl_result(stdout) if lib == "cleanrl"
-                              else rollax_result(run_folder, stdout))
-                    row = {"lib": lib, "task": task, "seed": seed, "env_steps": args.steps,
-                           "wall_s": wall, "env_steps_per_s": args.steps / wall, **result,
-                           "machine": machine}
-                    append_row(row, out_path)
+                logs = {lib: Path(folder) / f"{lib}.out" for lib in todo}
+                start = time.perf_counter()
+                running = {lib: subprocess.Popen(commands[lib], cwd=folder, env=env,
+                                                 stdout=logs[lib].open("w"),
+                                                 stderr=subprocess.DEVNULL) for lib in todo}
+                while running:  # each run's wall ends when it does
+                    time.sleep(1.0)
+                    for lib, proc in list(running.items()):
+                        if proc.poll() is None:
+                            continue
+                        wall = time.perf_counter() - start
+                        del running[lib]
+                        if proc.returncode != 0:
+                            raise SystemExit(f"{lib} on {task} seed {seed} failed "
+                                             f"({proc.returncode})")
+                        stdout = logs[lib].read_text()
+                        result = (cleanrl_result(stdout) if lib == "cleanrl"
+                                  else rollax_result(run_folder, stdout))
+                        row = {"lib": lib, "task": task, "seed": seed, "env_steps": args.steps,
+                               "wall_s": wall, "env_steps_per_s": args.steps / wall, **result,
+                               "machine": machine}
+                        append_row(row, out_path)
     table(out_path, args)
 
 
@@ -127,9 +134,9 @@ def table(path: Path | None, args) -> None:
             if mine:
                 per_seed = ", ".join(f"{r['last_return']:.0f}" for r in mine)
                 mean = sum(r["last_return"] for r in mine) / len(mine)
-                rate = sum(r["env_steps_per_s"] for r in mine) / len(mine)
-                print(f"| {task} | {lib} | {len(mine)} | {mean:.0f} ({per_seed}) | "
-                      f"{rate:,.0f} |")
+                rates = [r["env_steps_per_s"] for r in mine if r["env_steps_per_s"]]
+                rate = f"{sum(rates) / len(rates):,.0f}" if rates else "-"
+                print(f"| {task} | {lib} | {len(mine)} | {mean:.0f} ({per_seed}) | {rate} |")
 
 
 if __name__ == "__main__":
