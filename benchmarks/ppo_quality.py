@@ -46,6 +46,9 @@ written from the tables of ``wide_ablation.py``, ``minatar_compare.py`` and ``br
 FAMILY = HERE / "quality_family.md"
 """The policy-gradient family's section (REINFORCE, GRPO, A2C beside PPO), written by
 ``benchmarks/family_quality.py``."""
+HOST = HERE / "quality_host.md"
+"""Environments stepped on the host beside their peers (benchmarks/host_sb3.py,
+benchmarks/mujoco_cleanrl.py), written by hand from their tables."""
 A2C_SB3 = HERE / "a2c_sb3.md"
 """A2C beside Stable-Baselines3's own A2C, from ``benchmarks/a2c_sb3.py``'s tables."""
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1")
@@ -370,7 +373,7 @@ def render(stored: dict, out: Path) -> None:
                      + ", ".join(missing) + ". The rows above for them are short-budget runs; "
                      "the throughput table says how long a full run would take on their "
                      "machine."]
-    for section in (PEERS, FAMILY, A2C_SB3, MEMORY):  # by hand from their scripts' tables
+    for section in (PEERS, FAMILY, A2C_SB3, MEMORY, HOST):  # by hand from their scripts' tables
         if section.exists():
             text += ["", section.read_text().rstrip()]
     tmp = out.with_suffix(".md.tmp")
