@@ -1,8 +1,9 @@
-"""Environments stepped on the host: ``B`` Gymnasium environments driven from the compiled program.
+"""Environments stepped on the host: ``B`` environments driven from the compiled program.
 
 A :class:`HostEnvironment` is not a functional :class:`~rollax.envs.base.Environment`: its
-state lives outside JAX, in a Gymnasium vector environment (a *pool* of ``B`` copies) that
-the compiled collector steps through ``jax.experimental.io_callback``, one call per time step
+state lives outside JAX, in a *pool* of ``B`` copies with Gymnasium's vector API (Gymnasium's
+own ``SyncVectorEnv``, or an EnvPool pool: :mod:`rollax.envs.suites.envpool`) that the
+compiled collector steps through ``jax.experimental.io_callback``, one call per time step
 for the whole batch. What the program carries is a :class:`HostState`: which pool, and the
 observations the policy acts on next. Everything after collection (GAE, the losses, the
 gradient steps, lanes, chunks, checkpoints of the parameters) is the same program as for a
