@@ -111,8 +111,7 @@ class SameStepPool:
         """``batch_size`` environments of ``task`` seeded with ``seed`` modulo ``2**31 -
         batch_size`` (EnvPool's seeds, ``seed + b`` for environment ``b``, are int32s), reset;
         and their first observations."""
-        import envpool
-
+        envpool = import_suite("envpool", PREFIX)
         pool = cls(envpool.make_gymnasium(task, num_envs=batch_size, batch_size=batch_size,
                                           seed=seed % (2**31 - batch_size), **options), image)
         observation, _ = pool.pool.reset()
