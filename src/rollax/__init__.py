@@ -74,6 +74,7 @@ from rollax.nets import (
     DiagGaussian,
     MLPActorCritic,
     MultiCategorical,
+    NatureCNNActorCritic,
     RecurrentActorCritic,
 )
 from rollax.policies import (
@@ -127,6 +128,7 @@ __all__ = [
     "MultiBinary",
     "MultiCategorical",
     "MultiDiscrete",
+    "NatureCNNActorCritic",
     "PPOConfig",
     "Policy",
     "RecurrentActorCritic",

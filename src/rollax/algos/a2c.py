@@ -114,9 +114,10 @@ class A2CConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = "auto"
-    """Actor-critic: mlp, cnn, gru or lstm (as PPO's network; a recurrent one replays each
-    environment's whole rollout), or auto (cnn for image observations, else mlp)."""
+    network: Literal["auto", "mlp", "cnn", "nature", "gru", "lstm"] = "auto"
+    """Actor-critic: mlp, cnn, nature, gru or lstm (as PPO's network; a recurrent one replays
+    each environment's whole rollout), or auto (nature for images of 36x36 pixels or more, cnn
+    for smaller ones, else mlp)."""
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
@@ -195,7 +196,7 @@ def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
 
 def resolve(config: A2CConfig, env: Environment | None = None) -> A2CConfig:
     """``config`` validated, with ``horizon`` set to the task's own limit when unset and
-    ``network`` to the one ``auto`` picks (``mlp`` or ``cnn``)."""
+    ``network`` to the one ``auto`` picks (``mlp``, ``cnn`` or ``nature``)."""
     return _resolved(config, env)[0]
 
 

@@ -95,9 +95,10 @@ class EpisodicConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = "auto"
-    """Network: mlp, cnn (image observations), gru or lstm (a memory reset at each episode's
-    start), or auto (cnn for image observations, else mlp)."""
+    network: Literal["auto", "mlp", "cnn", "nature", "gru", "lstm"] = "auto"
+    """Network: mlp, cnn or nature (image observations), gru or lstm (a memory reset at each
+    episode's start), or auto (nature for images of 36x36 pixels or more, cnn for smaller ones,
+    else mlp)."""
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32

@@ -124,11 +124,13 @@ class PPOConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn", "gru", "lstm"] = added("auto", stored="mlp")
+    network: Literal["auto", "mlp", "cnn", "nature", "gru", "lstm"] = added("auto", stored="mlp")
     """Actor-critic: mlp, cnn (3x3 convolutions over the (H, W, C) image the environment's
-    observation flattens, then the hidden layers), gru or lstm (a recurrent memory between an
-    embedding of hidden[0] units and heads of hidden[1:]; minibatches split environments), or
-    auto (cnn for image observations, else mlp; config.json stores the choice)."""
+    observation flattens, then the hidden layers), nature (the Nature-DQN torso shared by actor
+    and critic, its dense layers hidden; Atari's frames), gru or lstm (a recurrent memory
+    between an embedding of hidden[0] units and heads of hidden[1:]; minibatches split
+    environments), or auto (nature for images of 36x36 pixels or more, cnn for smaller ones,
+    else mlp; config.json stores the choice)."""
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
     eval_episodes: int = 32
@@ -187,7 +189,7 @@ def validate(config: PPOConfig, env: Environment | None = None) -> Environment:
 
 def resolve(config: PPOConfig, env: Environment | None = None) -> PPOConfig:
     """``config`` validated, with ``horizon`` set to the task's own limit when unset and
-    ``network`` to the one ``auto`` picks (``mlp`` or ``cnn``)."""
+    ``network`` to the one ``auto`` picks (``mlp``, ``cnn`` or ``nature``)."""
     return _resolved(config, env)[0]
 
 

@@ -3,7 +3,8 @@
 - ``heads``: the head all three actor-critics share (settings check, dense layers drawn by
   one orthogonal rule, the forward loop, the action distribution), and the feed-forward
   policy methods;
-- ``mlp``: :class:`MLPActorCritic`; ``cnn``: :class:`CNNActorCritic` (and ``image_shape``);
+- ``mlp``: :class:`MLPActorCritic`; ``cnn``: :class:`CNNActorCritic`,
+  :class:`NatureCNNActorCritic` (and ``image_shape``);
   ``rnn``: the GRU/LSTM :class:`RecurrentActorCritic`;
 - ``distributions``: ``Categorical``, ``DiagGaussian``, ``MultiCategorical`` and
   ``Bernoulli``; ``initializers``: orthogonal
@@ -18,7 +19,7 @@ arrays (equinox layers in NamedTuples) whose structure checkpoints rely on.
 """
 
 from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
-from rollax.nets.cnn import CNNActorCritic, image_shape
+from rollax.nets.cnn import CNNActorCritic, NatureCNNActorCritic, NatureParams, image_shape
 from rollax.nets.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rollax.nets.heads import ActorCriticHead, ActorCriticParams, FeedForwardHeads
 from rollax.nets.mlp import MLPActorCritic
@@ -35,6 +36,8 @@ __all__ = [
     "FeedForwardHeads",
     "MLPActorCritic",
     "MultiCategorical",
+    "NatureCNNActorCritic",
+    "NatureParams",
     "Network",
     "RecurrentActorCritic",
     "RecurrentParams",

@@ -1,16 +1,16 @@
 """The actor-critic for an environment: its settings checked (:func:`check_network`), which
-network (:func:`network_choice`: ``auto`` picks the CNN for image observations, or for an
-observation with an image leaf, else the MLP) and its construction for the environment's spaces
-(:func:`actor_critic`: a single vector observation keeps the plain MLP, CNN and GRU/LSTM; an
-observation of several leaves, or a discrete one, is read leaf by leaf,
-:mod:`rollax.nets.encoders`)."""
+network (:func:`network_choice`: ``auto`` picks the Nature CNN for images of at least 36x36
+pixels, the small CNN for smaller images or an observation with an image leaf, else the MLP)
+and its construction for the environment's spaces (:func:`actor_critic`: a single vector
+observation keeps the plain MLP, CNNs and GRU/LSTM; an observation of several leaves, or a
+discrete one, is read leaf by leaf, :mod:`rollax.nets.encoders`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
-from rollax.nets.cnn import CNNActorCritic, image_shape
+from rollax.nets.cnn import CNNActorCritic, NatureCNNActorCritic, image_shape
 from rollax.nets.encoders import (
     EncodedActorCritic,
     ObservationEncoder,
@@ -29,10 +29,14 @@ __all__ = ["NETWORKS", "RECURRENT", "Network", "action_head", "actor_critic", "c
 RECURRENT = ("gru", "lstm")
 """The recurrent actor-critics (:class:`rollax.nets.rnn.RecurrentActorCritic`'s cells)."""
 
-NETWORKS = ("auto", "mlp", "cnn", *RECURRENT)
+NETWORKS = ("auto", "mlp", "cnn", "nature", *RECURRENT)
 """The values of a config's ``network`` setting."""
 
-Network = MLPActorCritic | CNNActorCritic | EncodedActorCritic | RecurrentActorCritic
+NATURE_MIN_SIZE = 36
+"""The smallest image side the Nature CNN's convolutions take (``auto`` picks it from here)."""
+
+Network = (MLPActorCritic | CNNActorCritic | NatureCNNActorCritic | EncodedActorCritic
+           | RecurrentActorCritic)
 """The actor-critics :func:`actor_critic` builds."""
 
 
@@ -51,44 +55,59 @@ def check_network(env, network: str, hidden, activation: str, init_log_std: floa
     if network not in NETWORKS:
         raise ValueError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
     space = env.observation_space
+    named = type(env).__name__ if env_name is None else repr(env_name)
     if needs_encoder(space):
-        named = type(env).__name__ if env_name is None else repr(env_name)
         problem = encodable_problem(space)
         if problem is not None:
             raise ValueError(f"env {named}: {problem}")
+        if network == "nature":
+            raise ValueError(f"network nature reads one image observation, but env {named}'s "
+                             f"observation has several leaves or is discrete; use network cnn, "
+                             f"mlp or auto")
         if network == "cnn" and not has_image_leaf(space):
             raise ValueError(f"network cnn needs an image observation leaf (a Box of shape "
                              f"(H, W, C)), but env {named} has none; use network mlp or auto")
         ObservationEncoder.for_space(space, conv=network_choice(network, env) == "cnn")
         return
-    if network == "cnn" and image_shape(env) is None:
+    image = image_shape(env)
+    if network in ("cnn", "nature") and image is None:
         shape = getattr(env, "raw_observation_shape", None)
         found = "none" if shape is None else repr(tuple(shape))
-        named = type(env).__name__ if env_name is None else repr(env_name)
         raise ValueError(
-            f"network cnn needs image observations, but env {named} has no "
+            f"network {network} needs image observations, but env {named} has no "
             f"raw_observation_shape of rank 3 (H, W, C) (got {found}); use network mlp or auto")
+    if network == "nature" and image is not None and min(image[:2]) < NATURE_MIN_SIZE:
+        raise ValueError(
+            f"network nature needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE} "
+            f"pixels, but env {named}'s are {image!r}; use network cnn or auto")
 
 
 def network_choice(network: str, env) -> str:
-    """``network`` itself, or for ``"auto"`` the CNN when ``env``'s observation is an image
-    (:func:`rollax.nets.cnn.image_shape`) and the MLP otherwise."""
+    """``network`` itself, or for ``"auto"``, when ``env``'s observation is an image
+    (:func:`rollax.nets.cnn.image_shape`), the Nature CNN for images of at least
+    :data:`NATURE_MIN_SIZE` pixels a side and the small CNN for smaller ones (MinAtar's 10x10;
+    also for an observation with an image leaf), and the MLP otherwise."""
     if network == "auto":
         space = env.observation_space
         if needs_encoder(space):
             return "cnn" if has_image_leaf(space) else "mlp"
-        return "cnn" if image_shape(env) is not None else "mlp"
+        shape = image_shape(env)
+        if shape is None:
+            return "mlp"
+        return "nature" if min(shape[:2]) >= NATURE_MIN_SIZE else "cnn"
     return network
 
 
 def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
                  init_log_std: float, memory_size: int) -> Network:
     """The actor-critic for ``env``'s spaces: ``network`` ``mlp`` (hidden layers ``hidden``),
-    ``cnn`` (over :func:`rollax.nets.cnn.image_shape`, then ``hidden``), ``gru``/``lstm`` (an
-    embedding of ``hidden[0]`` units, a memory of ``memory_size``, heads of ``hidden[1:]``) or
-    ``auto`` (:func:`network_choice`); a categorical head for ``Discrete`` actions, a
-    factorised categorical for ``MultiDiscrete``, a Bernoulli per bit for ``MultiBinary``, else
-    a diagonal Gaussian starting at ``init_log_std`` (:func:`action_head`). The settings are
+    ``cnn`` (over :func:`rollax.nets.cnn.image_shape`, then ``hidden``), ``nature`` (the
+    Nature-DQN torso over the image, its dense layers ``hidden``, shared by actor and critic, the
+    pixels scaled by :func:`pixel_scale`), ``gru``/``lstm`` (an embedding of ``hidden[0]``
+    units, a memory of ``memory_size``, heads of ``hidden[1:]``) or ``auto``
+    (:func:`network_choice`); a categorical head for ``Discrete`` actions, a factorised
+    categorical for ``MultiDiscrete``, a Bernoulli per bit for ``MultiBinary``, else a diagonal
+    Gaussian starting at ``init_log_std`` (:func:`action_head`). The settings are
     checked first (:func:`check_network`)."""
     check_network(env, network, hidden, activation, init_log_std, memory_size)
     action = action_head(env.action_space)
@@ -107,6 +126,12 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
             observation_size=int(env.observation_space.shape[0]), cell=network,
             embed_size=hidden[0], memory_size=memory_size, hidden=tuple(hidden[1:]),
             activation=activation, init_log_std=init_log_std, **action)
+    if network == "nature":
+        shape = image_shape(env)
+        assert shape is not None  # check_network
+        return NatureCNNActorCritic(image_shape=shape, hidden=tuple(hidden),
+                                    activation=activation, init_log_std=init_log_std,
+                                    input_scale=pixel_scale(env.observation_space), **action)
     if network == "cnn":
         shape = image_shape(env)
         assert shape is not None  # check_network
@@ -115,6 +140,16 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
     return MLPActorCritic(observation_size=int(env.observation_space.shape[0]),
                           hidden=tuple(hidden), activation=activation,
                           init_log_std=init_log_std, **action)
+
+
+def pixel_scale(space) -> float:
+    """What the Nature CNN multiplies an observation of ``space`` by: ``1 / high`` when the
+    space's upper bounds are one finite value above 1 (Atari's byte frames: ``1/255``, CleanRL's
+    ``x / 255.0``), else 1."""
+    high = np.unique(np.asarray(getattr(space, "high", np.inf), np.float64))
+    if high.size == 1 and np.isfinite(high[0]) and high[0] > 1:
+        return float(1.0 / high[0])
+    return 1.0
 
 
 def action_head(space) -> dict:

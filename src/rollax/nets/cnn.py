@@ -1,4 +1,6 @@
-"""The convolutional actor-critic, for image-like observations such as MinAtar's 10x10xC planes.
+"""The convolutional actor-critics: :class:`CNNActorCritic` for small image-like observations
+such as MinAtar's 10x10xC planes, :class:`NatureCNNActorCritic` (the Nature-DQN torso, shared
+by actor and critic) for frames such as Atari's 84x84x4.
 
 Environments hand policies rank-1 observations (adapters flatten images in C order and keep
 the original shape as ``raw_observation_shape``, read by :func:`image_shape`);
@@ -13,14 +15,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.heads import ActorCriticParams, FeedForwardHeads, linear, orthogonal_plans
+from rollax.nets.distributions import Distribution, masked
+from rollax.nets.heads import (
+    ACTIVATIONS,
+    ActorCriticHead,
+    ActorCriticParams,
+    FeedForwardHeads,
+    linear,
+    mlp_plan,
+    orthogonal_plans,
+)
 
-__all__ = ["CNNActorCritic", "conv", "conv_hwc", "image_shape"]
+__all__ = ["NATURE_CONVS", "CNNActorCritic", "NatureCNNActorCritic", "NatureParams", "conv",
+           "conv_hwc", "image_shape"]
 
 
 def image_shape(env) -> tuple[int, int, int] | None:
@@ -36,31 +49,34 @@ def image_shape(env) -> tuple[int, int, int] | None:
     return h, w, c
 
 
-def conv(matrix: jax.Array, kernel: int) -> eqx.nn.Conv2d:
-    """The stride-1, unpadded ``equinox.nn.Conv2d`` whose kernel is this ``(n_out, n_in *
-    kernel**2)`` matrix, with a zero bias (no random draw compiled)."""
+def conv(matrix: jax.Array, kernel: int, stride: int = 1) -> eqx.nn.Conv2d:
+    """The unpadded ``equinox.nn.Conv2d`` of this ``stride`` whose kernel is this ``(n_out, n_in
+    * kernel**2)`` matrix, with a zero bias (no random draw compiled)."""
     n_out, n_in = matrix.shape[0], matrix.shape[1] // (kernel * kernel)
-    layer = jax.eval_shape(lambda: eqx.nn.Conv2d(n_in, n_out, kernel, key=jax.random.key(0)))
+    layer = jax.eval_shape(lambda: eqx.nn.Conv2d(n_in, n_out, kernel, stride,
+                                                 key=jax.random.key(0)))
     return eqx.tree_at(lambda c: (c.weight, c.bias), layer,
                        (matrix.reshape(n_out, n_in, kernel, kernel),
                         jnp.zeros((n_out, 1, 1), matrix.dtype)))
 
 
 def conv_hwc(layer: eqx.nn.Conv2d, image: jax.Array) -> jax.Array:
-    """``layer`` (stride 1, unpadded, as :func:`conv` builds it) on one ``(H, W, C)`` image, as
-    one matrix product of the image's patches: ``(H - k + 1, W - k + 1, n_out)``, the same
-    numbers as ``layer`` on the ``(C, H, W)`` image, channels last.
+    """``layer`` (unpadded, as :func:`conv` builds it) on one ``(H, W, C)`` image, as one matrix
+    product of the image's patches: ``(H', W', n_out)`` with ``H' = (H - k) // stride + 1``, the
+    same numbers as ``layer`` on the ``(C, H, W)`` image, channels last.
 
-    The k*k shifted views of the image side by side, ``(H', W', k * k * C)``, times the kernel as
-    a ``(k * k * C, n_out)`` matrix. Under ``vmap`` this is one matmul of ``(N * H' * W', k * k *
-    C)`` patches, and its kernel gradient is a matmul too; XLA on the CPU runs the
-    ``conv_general_dilated`` form's kernel gradient (a convolution with an 8x8 window over the
-    batch) as a naive loop, ~15x slower than the whole rest of a PPO minibatch step
+    The k*k shifted (and strided) views of the image side by side, ``(H', W', k * k * C)``,
+    times the kernel as a ``(k * k * C, n_out)`` matrix. Under ``vmap`` this is one matmul of
+    ``(N * H' * W', k * k * C)`` patches, and its kernel gradient is a matmul too; XLA on the
+    CPU runs the ``conv_general_dilated`` form's kernel gradient (a convolution with an 8x8
+    window over the batch) as a naive loop, ~15x slower than the whole rest of a PPO minibatch step
     (benchmarks/NOTES.md, "The CNN's kernel gradient")."""
     n_out, n_in, kh, kw = layer.weight.shape
-    h, w = image.shape[0] - kh + 1, image.shape[1] - kw + 1
-    patches = jnp.concatenate([image[i:i + h, j:j + w] for i in range(kh) for j in range(kw)],
-                              axis=-1)
+    stride = layer.stride[0]
+    h, w = (image.shape[0] - kh) // stride + 1, (image.shape[1] - kw) // stride + 1
+    span_h, span_w = stride * (h - 1) + 1, stride * (w - 1) + 1
+    patches = jnp.concatenate([image[i:i + span_h:stride, j:j + span_w:stride]
+                               for i in range(kh) for j in range(kw)], axis=-1)
     matrix = jnp.transpose(layer.weight, (2, 3, 1, 0)).reshape(kh * kw * n_in, n_out)
     out = patches @ matrix
     return out if layer.bias is None else out + layer.bias.reshape(1, 1, n_out)
@@ -156,3 +172,128 @@ class CNNActorCritic(FeedForwardHeads):
     def forward(self, layers: tuple, observation: jax.Array) -> jax.Array:
         """The torso's features through the dense head (the layers after the convolutions)."""
         return self.dense(layers[len(self.channels):], self.torso(layers, observation))
+
+
+NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+"""The Nature-DQN torso's convolutions: ``(channels, kernel, stride)`` each, unpadded, ReLU."""
+
+
+class NatureParams(NamedTuple):
+    """Parameters of :class:`NatureCNNActorCritic`: a pytree of arrays only."""
+
+    torso: tuple
+    """The shared torso: the three convolutions, then the dense layers of ``hidden``."""
+    actor: tuple
+    """The actor's output layer (logits or the Gaussian mean)."""
+    critic: tuple
+    """The critic's output layer (the scalar value)."""
+    log_std: jax.Array
+    """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NatureCNNActorCritic(ActorCriticHead):
+    """The Nature-DQN network as an actor-critic (the one of CleanRL's and PureJaxRL's Atari
+    PPO), for frames such as Atari's ``(84, 84, 4)``.
+
+    One torso shared by actor and critic: the observation times ``input_scale`` (``1/255`` for
+    byte frames), then :data:`NATURE_CONVS` (32 8x8 kernels of stride 4, 64 4x4 of stride 2,
+    64 3x3 of stride 1, unpadded, ReLU; 84x84 -> 20x20 -> 9x9 -> 7x7), flattened channel-major,
+    then the dense layers ``hidden`` (``(512,)`` in the Nature network) with ``activation``;
+    on it two output layers, the actor's (categorical logits, a Gaussian mean with a free
+    log standard deviation, ...) and the critic's scalar. Initialisation: orthogonal, gain
+    sqrt(2) for the torso (kernels as ``(out, in * k * k)`` matrices), the actor's output
+    :data:`rollax.nets.heads.ACTOR_OUT_GAIN`, 1.0 for the critic's, zero biases. The images
+    need at least 36x36 pixels.
+
+    The distribution and the value read the torso each; compiled together (a loss, a rollout
+    step) XLA computes it once. Parameters are a :class:`NatureParams`; per-network gradient
+    clipping clips the torso on its own.
+
+    Example::
+
+        net = NatureCNNActorCritic(image_shape=(84, 84, 4), num_actions=4)
+        params = net.init(jax.random.key(0))
+        action, log_prob = net.sample(params, jnp.zeros(84 * 84 * 4), jax.random.key(1))
+    """
+
+    image_shape: tuple[int, int, int]
+    num_actions: int | None = None
+    action_size: int | None = None
+    hidden: tuple[int, ...] = (512,)
+    activation: str = "relu"
+    init_log_std: float = 0.0
+    input_scale: float = 1.0
+    """Multiplies the observation first (``1/255`` for byte frames)."""
+    action_nvec: tuple[int, ...] | None = None
+    """``MultiDiscrete`` actions: the number of choices of each component."""
+    action_bits: int | None = None
+    """``MultiBinary`` actions: the number of bits."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.image_shape) != 3 or min(self.image_shape) < 1:
+            raise ValueError(f"image_shape must be (H, W, C), got {self.image_shape!r}")
+        if min(self.image_shape[:2]) < 36:
+            raise ValueError(f"the Nature CNN needs images of at least 36x36 pixels, got "
+                             f"{self.image_shape!r}")
+
+    @property
+    def observation_size(self) -> int:
+        """Length of the flattened observation, ``H * W * C``."""
+        return math.prod(self.image_shape)
+
+    @property
+    def feature_map(self) -> tuple[int, int, int]:
+        """Shape ``(channels, H', W')`` of the last convolution's output."""
+        h, w, _ = self.image_shape
+        for _, k, s in NATURE_CONVS:
+            h, w = (h - k) // s + 1, (w - k) // s + 1
+        return NATURE_CONVS[-1][0], h, w
+
+    def init(self, key: jax.Array) -> NatureParams:
+        """Drawn in the order torso convolutions, torso dense layers, actor output, critic
+        output (one ``orthogonal_many`` call)."""
+        ins = (self.image_shape[2], *(c for c, _, _ in NATURE_CONVS[:-1]))
+        convs = ([(c, n * k * k) for n, (c, k, _) in zip(ins, NATURE_CONVS)],
+                 [math.sqrt(2.0)] * len(NATURE_CONVS))
+        dense = mlp_plan((math.prod(self.feature_map), *self.hidden, 1), 1.0)
+        dense = dense[0][:-1], dense[1][:-1]  # the hidden layers only (gain sqrt(2))
+        actor_head, critic_head = self.head_plans(self.hidden[-1])
+        actor_head = actor_head[0][-1:], actor_head[1][-1:]  # the output layers only
+        critic_head = critic_head[0][-1:], critic_head[1][-1:]
+        conv_w, dense_w, actor_w, critic_w = orthogonal_plans(
+            key, [convs, dense, actor_head, critic_head])
+        torso = (*(conv(w, k, s) for w, (_, k, s) in zip(conv_w, NATURE_CONVS)),
+                 *(linear(w) for w in dense_w))
+        return NatureParams(torso, (linear(actor_w[0]),), (linear(critic_w[0]),),
+                            self.initial_log_std())
+
+    def features(self, torso: tuple, observation: jax.Array) -> jax.Array:
+        """The torso's output ``(hidden[-1],)`` for one flattened observation."""
+        x = observation.reshape(self.image_shape) * self.input_scale  # (H, W, C)
+        for layer in torso[:len(NATURE_CONVS)]:
+            x = jax.nn.relu(conv_hwc(layer, x))
+        x = jnp.transpose(x, (2, 0, 1)).reshape(-1)
+        act = ACTIVATIONS[self.activation]
+        for layer in torso[len(NATURE_CONVS):]:
+            x = act(layer(x))
+        return x
+
+    def distribution(self, params: NatureParams, observation: jax.Array) -> Distribution:
+        out = params.actor[0](self.features(params.torso, observation))
+        return self.action_distribution(out, params.log_std)
+
+    def value(self, params: NatureParams, observation: jax.Array) -> jax.Array:
+        return params.critic[0](self.features(params.torso, observation))[0]
+
+    def sample(self, params, observation, key, mask=None):
+        dist = masked(self.distribution(params, observation), mask)
+        action = dist.sample(key)
+        return action, dist.log_prob(action)
+
+    def log_prob(self, params, observation, action, mask=None) -> jax.Array:
+        return masked(self.distribution(params, observation), mask).log_prob(action)
+
+    def greedy(self, params, observation, mask=None) -> jax.Array:
+        return masked(self.distribution(params, observation), mask).mode()
