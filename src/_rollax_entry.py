@@ -23,7 +23,8 @@ import os
 import signal
 import sys
 
-COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs")
+COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs",
+            "render")
 """The commands (``rollax.cli.flags.COMMANDS``; a test keeps the two equal), here without
 importing anything, to name the command in the interrupt line."""
 

@@ -414,7 +414,8 @@ def test_recurrent_ppo_checks_its_settings():
         ppo.validate(tiny(minibatches=8))
     with pytest.raises(ValueError, match="memory_size"):
         ppo.validate(tiny(memory_size=0))
-    with pytest.raises(ValueError, match="network must be one of auto, mlp, cnn, nature, gru, lstm"):
+    with pytest.raises(ValueError,
+                       match="network must be one of auto, mlp, cnn, nature, gru, lstm"):
         ppo.validate(tiny(network="rnn"))  # type: ignore[arg-type]
 
 

@@ -4,6 +4,7 @@ under the documented key chain, same-step auto-reset of the vector environment, 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import warnings
 
 import gymnasium as gym
@@ -271,21 +272,53 @@ def test_bad_actions_and_resets_raise_value_errors():
 # Rendering, next-step auto-reset and Gymnasium's vector wrappers
 
 
-@pytest.mark.parametrize("num_envs", [None, 2])
-def test_a_render_mode_is_refused_in_one_line(num_envs):
-    with pytest.raises(ValueError, match=r"^render_mode: rollax environments do not render "
-                                         r"yet, only render_mode=None is accepted, got "
-                                         r"'rgb_array'$"):
-        rollax.to_gymnasium("CartPole-v1", num_envs=num_envs, render_mode="rgb_array")
-    assert rollax.to_gymnasium("CartPole-v1", num_envs=num_envs, render_mode=None).render_mode \
-        is None
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(render_mode="human"), r"^render_mode must be None or 'rgb_array', got 'human'$"),
+    (dict(num_envs=2, render_mode="rgb_array"),
+     r"^render_mode='rgb_array' applies to one environment \(num_envs=None\): record each"),
+])
+def test_a_render_mode_rollax_cannot_serve_is_refused_in_one_line(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        rollax.to_gymnasium("corridor", **kwargs)
+    assert rollax.to_gymnasium("CartPole-v1", num_envs=kwargs.get("num_envs"),
+                               render_mode=None).render_mode is None
+
+
+def test_an_environment_rollax_cannot_draw_is_refused_naming_those_it_can():
+    with pytest.raises(ValueError, match=r"^render_mode='rgb_array': rollax cannot draw "
+                                         r"'FrozenLake-v1' yet; it draws CartPole-v1, "):
+        rollax.to_gymnasium("FrozenLake-v1", render_mode="rgb_array")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,
+                    reason="pygame installed (tests/extras/test_render.py draws with it)")
+def test_classic_control_without_pygame_names_the_install_command():
+    with pytest.raises(ValueError, match=r"^drawing 'CartPole-v1' needs pygame \(Gymnasium's "
+                                         r"renderer\): `pip install 'rollax\[render\]'`$"):
+        rollax.to_gymnasium("CartPole-v1", render_mode="rgb_array")
+
+
+def test_rgb_array_frames_follow_the_state():
+    env = rollax.to_gymnasium("corridor", render_mode="rgb_array")
+    assert env.render_mode == "rgb_array"
+    assert env.metadata["render_modes"] == ["rgb_array"] and env.metadata["render_fps"] == 30
+    with pytest.raises(gym.error.ResetNeeded):
+        env.render()
+    env.reset(seed=0)
+    first = env.render()
+    assert first.shape == (48, 4 * 48, 3) and first.dtype == np.uint8
+    blue = (first == (40, 90, 200)).all(-1)
+    assert blue[:, :48].any() and not blue[:, 48:].any()  # the agent in the first cell
+    env.step(1)  # right
+    moved = (env.render() == (40, 90, 200)).all(-1)
+    assert moved[:, 48:96].any() and not moved[:, :48].any()
 
 
 @pytest.mark.parametrize("num_envs", [None, 2])
 def test_render_warns_and_returns_none_as_gymnasiums_own_envs_without_a_mode(num_envs):
     env = rollax.to_gymnasium("CartPole-v1", num_envs=num_envs)
     env.reset(seed=0)
-    with pytest.warns(UserWarning, match="do not render yet"):
+    with pytest.warns(UserWarning, match="render_mode is None: render"):
         assert env.render() is None
 
 

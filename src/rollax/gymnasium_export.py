@@ -29,8 +29,12 @@ require, since they transform ``obs`` but not ``info["final_obs"]``. The key cha
 in both modes; a finished environment is reset with the reset key of the step that restarts
 it (same-step: the step that ends the episode; next-step: the one after).
 
-Nothing renders yet: ``render_mode`` is ``None``, and ``render()`` warns and returns ``None``,
-as Gymnasium's own environments do without a render mode.
+Rendering: ``to_gymnasium(..., render_mode="rgb_array")`` for one environment that rollax
+can draw (:data:`rollax.envs.frames.DRAWN`): ``render()`` returns the current state's RGB
+frame ``(H, W, 3)`` (``uint8``), so Gymnasium's ``RecordVideo`` and Stable-Baselines3's
+``VecVideoRecorder`` work; ``metadata["render_modes"]`` lists it and ``metadata["render_fps"]``
+is the drawing's (Gymnasium's own for classic control). Without a render mode, ``render()``
+warns and returns ``None``, as Gymnasium's own environments do.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from rollax.envs.base import (
     Tuple,
     step_with_key,
 )
+from rollax.envs.frames import DRAWN, frame_renderer
 from rollax.envs.masks import action_mask
 from rollax.envs.registry import make
 from rollax.validate import check_count, check_seed
@@ -170,11 +175,24 @@ def check_options(options: dict | None) -> None:
                          f"{sorted(options)}")
 
 
-def check_render_mode(render_mode: Any) -> None:
-    """Rollax environments do not render (yet): ``render_mode=None`` only."""
-    if render_mode is not None:
-        raise ValueError(f"render_mode: rollax environments do not render yet, only "
-                         f"render_mode=None is accepted, got {render_mode!r}")
+def check_render_mode(render_mode: Any, env: Environment, num_envs: int | None,
+                      name: str | None = None) -> Any:
+    """``None``, or for ``"rgb_array"`` the drawing of ``env``'s states
+    (:func:`rollax.envs.frames.frame_renderer`); ``ValueError`` in one line for another mode,
+    a vector environment, or an environment rollax cannot draw (``name`` names it)."""
+    if render_mode is None:
+        return None
+    if render_mode != "rgb_array":
+        raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+    if num_envs is not None:
+        raise ValueError("render_mode='rgb_array' applies to one environment (num_envs=None): "
+                         "record each environment of a batch as its own")
+    name = name or type(env).__name__
+    draw = frame_renderer(env, name)
+    if draw is None:
+        raise ValueError(f"render_mode='rgb_array': rollax cannot draw {name} yet; it draws "
+                         f"{', '.join(DRAWN)}")
+    return draw
 
 
 def autoreset_mode_of(mode: Any) -> AutoresetMode:
@@ -191,8 +209,8 @@ def autoreset_mode_of(mode: Any) -> AutoresetMode:
 def render_nothing() -> None:
     """What ``render()`` does without a render mode, as Gymnasium's own environments: warn and
     return ``None``."""
-    gym.logger.warn("rollax environments do not render yet (render_mode is None): render() "
-                    "returns None")
+    gym.logger.warn("render_mode is None: render() returns None (to_gymnasium(..., "
+                    "render_mode='rgb_array') draws the environments rollax can draw)")
 
 
 def host_observation(space: gym.spaces.Space, obs: Any):
@@ -298,15 +316,21 @@ class GymnasiumEnv(gym.Env):
     ``action_space.sample(mask=...)`` takes them (:func:`gym_mask`). Stepping a finished
     episode returns its last observation, reward 0 and no event (rollax's absorbing rule) until
     the next ``reset``. ``rollax_env`` is the wrapped
-    :class:`Environment`. ``render_mode`` is ``None``; ``render()`` warns and returns ``None``."""
+    :class:`Environment`. With ``render_mode="rgb_array"`` (``draw``, its drawing of a state),
+    ``render()`` returns the current state's RGB frame; without, it warns and returns
+    ``None``."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's class attribute)
 
-    def __init__(self, env: Environment, seed: int | None = 0):
+    def __init__(self, env: Environment, seed: int | None = 0, draw: Any = None):
         self.rollax_env = env
         self.observation_space = gym_space(env.observation_space)
         self.action_space = gym_space(env.action_space)
-        self.render_mode = None
+        self.render_mode = None if draw is None else "rgb_array"
+        if draw is not None:
+            self.metadata = {"render_modes": ["rgb_array"],
+                             "render_fps": getattr(draw, "fps", 30)}
+        self._draw = draw
         self._key = seed_key(seed)
         self._state = None
 
@@ -328,9 +352,15 @@ class GymnasiumEnv(gym.Env):
         return (host_observation(self.observation_space, obs), float(reward), bool(terminated),
                 bool(truncated), mask_info(self.rollax_env.action_space, mask))
 
-    def render(self) -> None:
-        """Nothing renders yet: a warning, and ``None``."""
-        render_nothing()
+    def render(self) -> np.ndarray | None:
+        """The current state's RGB frame ``(H, W, 3)`` with ``render_mode="rgb_array"``;
+        without a render mode a warning, and ``None``."""
+        if self._draw is None:
+            render_nothing()
+            return None
+        if self._state is None:
+            raise gym.error.ResetNeeded("call reset() before render()")
+        return self._draw(jax.device_get(self._state))
 
 
 class GymnasiumVectorEnv(VectorEnv):
@@ -426,7 +456,8 @@ class GymnasiumVectorEnv(VectorEnv):
 
 
 def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed: int | None = 0,
-                 autoreset_mode: AutoresetMode | str | None = None, render_mode: None = None,
+                 autoreset_mode: AutoresetMode | str | None = None,
+                 render_mode: str | None = None,
                  **make_kwargs) -> GymnasiumEnv | GymnasiumVectorEnv:
     """A rollax environment for Gymnasium users.
 
@@ -438,8 +469,10 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
     ``"NextStep"``; the mode Gymnasium's observation wrappers require). ``seed`` (an integer in
     ``[0, 2**63)``, or ``None`` for fresh entropy) starts the key chain that the first
     ``reset()`` without a seed uses; ``reset(seed=s)`` restarts it, so the same seed gives the
-    same episodes. ``render_mode`` must be ``None``: nothing renders yet. Compiled once per
-    environment (one reset, one step program).
+    same episodes. ``render_mode``: ``None``, or ``"rgb_array"`` for one environment rollax can
+    draw (:data:`rollax.envs.frames.DRAWN`; ``render()`` then returns the current frame, as
+    Gymnasium's ``RecordVideo`` takes it). Compiled once per environment (one reset, one step
+    program).
 
     Example::
 
@@ -451,7 +484,8 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
         obs, info = envs.reset()                      # obs: float32 (8, 4)
         obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
     """
-    check_render_mode(render_mode)
+    if render_mode not in (None, "rgb_array"):
+        raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
     if autoreset_mode is not None:
         if num_envs is None:
             raise ValueError(f"autoreset_mode applies to a vector environment (num_envs=N) "
@@ -469,8 +503,10 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
                          f"got {type(env_or_id).__name__}")
     if seed is not None:
         check_seed(seed)
+    draw = check_render_mode(render_mode, env, num_envs,
+                             repr(env_or_id) if isinstance(env_or_id, str) else None)
     if num_envs is None:
-        return GymnasiumEnv(env, seed)
+        return GymnasiumEnv(env, seed, draw)
     check_count("num_envs", num_envs)
     return GymnasiumVectorEnv(env, int(num_envs), seed,
                               autoreset_mode or AutoresetMode.SAME_STEP)

@@ -170,10 +170,11 @@ def _diverged(run: Path) -> None:
     latest = _latest(run)
     with np.load(latest / "state.npz") as npz:
         arrays = dict(npz)
-    arrays["leaf_00000"] = np.full_like(arrays["leaf_00000"], np.nan)
+    meta = json.loads((latest / "meta.json").read_text())
+    first = meta["leaves"][0]["name"]
+    arrays[first] = np.full_like(arrays[first], np.nan)
     with (latest / "state.npz").open("wb") as f:
         np.savez(f, **arrays)
-    meta = json.loads((latest / "meta.json").read_text())
     meta["sha256"] = hashlib.sha256((latest / "state.npz").read_bytes()).hexdigest()
     (latest / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 

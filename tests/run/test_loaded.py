@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import greedy_return, train_json
+from helpers import greedy_return, run, train_json
 from rollax.run.config import from_json, from_settings
 from rollax.run.experiment import Runner, lane_params_sha256
 from rollax.run.folder import RunFolder
@@ -116,6 +117,72 @@ def test_load_run_lanes_of_seeds_and_sweeps(capsys, tmp_path):
     assert acts.shape == (4,)
     with pytest.raises(ValueError, match=r"lane must be in \[0, 4\)"):
         loaded.act(jnp.int32(0), lane=4)
+
+
+BEFORE_NAMES = Path(__file__).resolve().parents[1] / "data" / "checkpoint-before-names"
+"""A PPO CartPole run (2 seeds, hidden 8-8, observations normalised) written by rollax before
+checkpoints named their arrays (commit 957963e: ``leaf_00000``...), with the greedy actions
+``load_run(...).act`` gave then on 16 observations (``expected_actions.json``)."""
+
+
+def test_a_checkpoint_from_before_named_arrays_still_loads_and_acts_alike(capsys, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(BEFORE_NAMES, out)
+    latest = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
+    assert np.load(latest / "state.npz").files[:2] == ["leaf_00000", "leaf_00001"]
+    expected = json.loads((out / "expected_actions.json").read_text())
+    loaded = rollax.load_run(out)
+    obs = np.asarray(expected["observations"], np.float32)
+    for lane in (0, 1):
+        assert loaded.act(obs, lane=lane).tolist() == expected["greedy"][lane]
+    code, _, err = run(capsys, "eval", out, "--episodes", "2")
+    assert code == 0, err
+
+
+def test_checkpoint_arrays_are_named_by_their_path_in_the_state(capsys, tmp_path):
+    out = tmp_path / "run"
+    train_json(capsys, "--env", "CartPole-v1", "--total-steps", "256", "--num-envs", "4",
+               "--num-steps", "32", "--minibatches", "2", "--epochs", "1", "--hidden", "8",
+               "--eval-episodes", "2", "--out", out)
+    latest = out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
+    meta = json.loads((latest / "meta.json").read_text())
+    names = np.load(latest / "state.npz").files
+    assert names == [leaf["name"] for leaf in meta["leaves"]]
+    for name in ("params/actor/0/weight", "params/actor/1/bias", "params/critic/0/weight",
+                 "params/log_std", "key", "update"):
+        assert name in names, names
+    with np.load(latest / "state.npz") as npz:
+        assert npz["params/actor/0/weight"].shape == (1, 8, 4)  # (lanes, out, in)
+        network = rollax.load_run(out).lane_params(0)[0]  # (network, observation statistics)
+        np.testing.assert_array_equal(npz["params/actor/0/weight"][0], network.actor[0].weight)
+        assert "obs_stats/mean" in names
+
+
+def test_checkpoint_leaf_names():
+    from rollax.run.checkpoint import leaf_names
+    tree = {"a": (np.zeros(1), {"b": np.zeros(2)}), "c/d": np.zeros(1), "c": {"d": np.zeros(1)}}
+    assert leaf_names(tree) == ["a/0", "a/1/b", "c/d", "c/d#3"]
+    assert leaf_names(np.zeros(3)) == ["leaf"]
+
+
+def test_act_compiles_once_per_kind_of_call_and_clips_on_request(capsys, tmp_path):
+    out = tmp_path / "run"
+    train_json(capsys, "--env", "Pendulum-v1", "--total-steps", "256", "--num-envs", "4",
+               "--num-steps", "32", "--minibatches", "2", "--epochs", "1", "--hidden", "8",
+               "--init-log-std", "1.5", "--seeds", "2", "--eval-episodes", "2", "--out", out)
+    loaded = rollax.load_run(out)
+    obs = np.asarray(jax.random.uniform(jax.random.key(0), (64, 3), minval=-1.0, maxval=1.0))
+    params = loaded.lane_params(1)
+    for o in obs[:5]:  # one observation at a time, lanes alternating: one program
+        np.testing.assert_allclose(loaded.act(o, lane=1), loaded.policy.greedy(params, o),
+                                   rtol=1e-5)
+        loaded.act(o, lane=0)
+    assert loaded._compiled_act._cache_size() == 1
+    sampled = loaded.act(obs, key=jax.random.key(1))  # wide samples (log std 1.5) leave [-2, 2]
+    assert np.abs(np.asarray(sampled)).max() > 2.0
+    clipped = loaded.act(obs, key=jax.random.key(1), clip=True)
+    np.testing.assert_array_equal(clipped, np.clip(sampled, -2.0, 2.0))
+    assert loaded._compiled_act._cache_size() == 3
 
 
 def test_load_run_refuses_a_folder_that_is_not_a_run(tmp_path):

@@ -38,11 +38,10 @@ def test_pickled_checkpoint_is_refused_without_unpickling(capsys, tmp_path, run_
     latest = run_dir / "checkpoints" / (run_dir / "checkpoints" / "latest").read_text().strip()
     meta = json.loads((latest / "meta.json").read_text())
     # a forged state.npz whose first leaf is a pickled object, with a matching hash in meta
-    arrays = {f"leaf_{i:05d}": np.zeros(info["shape"], info["dtype"])
-              for i, info in enumerate(meta["leaves"])}
+    arrays = {info["name"]: np.zeros(info["shape"], info["dtype"]) for info in meta["leaves"]}
     evil = np.empty((), dtype=object)
     evil[()] = Payload(str(marker))
-    arrays["leaf_00000"] = evil
+    arrays[meta["leaves"][0]["name"]] = evil
     with (latest / "state.npz").open("wb") as f:
         np.savez(f, **arrays)  # np.savez pickles object arrays
     meta["sha256"] = hashlib.sha256((latest / "state.npz").read_bytes()).hexdigest()

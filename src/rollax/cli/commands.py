@@ -1,5 +1,5 @@
-"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env`` and
-``envs``; :data:`RUNNERS`, what runs each command (``train``'s:
+"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``
+and ``render``; :data:`RUNNERS`, what runs each command (``train``'s:
 :func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from rollax.cli.flags import (
     ExactCommand,
     GradientsCommand,
     PlotCommand,
+    RenderCommand,
     RolloutCommand,
     parse_count,
 )
@@ -273,12 +274,28 @@ def run_envs(cmd: EnvsCommand) -> None:
         print(name)
 
 
+def run_render(cmd: RenderCommand) -> None:
+    from rollax.run.video import render_episodes
+
+    done = render_episodes(cmd.target, cmd.out, episodes=cmd.episodes, lane=cmd.lane,
+                           sample=cmd.sample, fps=cmd.fps, seed=cmd.seed,
+                           max_steps=cmd.max_steps)
+    if cmd.json:
+        emit({"out": str(done.path), "returns": list(done.returns),
+              "lengths": list(done.lengths), "frames": done.frames})
+        return
+    for i, (total, length) in enumerate(zip(done.returns, done.lengths)):
+        print(f"episode {i + 1}: return {total:.6g}, {counted(length, 'step')}")
+    print(f"wrote {done.path} ({counted(done.frames, 'frame')})")
+
+
 RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
-           CheckEnvCommand: run_check_env, EnvsCommand: run_envs}
+           CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
-COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand)
+COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
+            RenderCommand)
 """The commands that compile programs with the compile cache on (``train``'s runner turns it
 on or off as ``--compile-cache`` asks)."""

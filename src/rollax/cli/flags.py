@@ -308,6 +308,31 @@ class GradientsCommand:
 
 
 @dataclasses.dataclass(frozen=True)
+class RenderCommand:
+    """Play episodes of a run's policy (greedy by default), or of a uniform random policy on an
+    environment, and write them as a GIF or MP4 with the step, return and action captioned."""
+
+    target: tyro.conf.Positional[str]
+    """A run folder, or an environment name (CartPole-v1, gymnax:Breakout-MinAtar, ...)."""
+    out: str = "episode.gif"
+    """The video file, .gif or .mp4 (MP4: pip install 'rollax[render]')."""
+    episodes: int = 1
+    """Episodes, one after the other in the video."""
+    lane: int = 0
+    """The run's lane (seed or sweep point) whose policy plays."""
+    sample: bool = False
+    """Sample actions instead of acting greedily (an environment's random policy samples)."""
+    fps: float = 30.0
+    """Frames per second."""
+    seed: int = 0
+    """Episodes start from jax.random.key(seed)."""
+    max_steps: int = 1000
+    """Steps per episode at most (also at most the environment's horizon)."""
+    json: bool = False
+    """Print one JSON object (out, returns, lengths, frames)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvsCommand:
     """List every registered environment id, one per line (with gymnax installed, also
     gymnax:<id> for each gymnax environment)."""
@@ -318,7 +343,7 @@ class EnvsCommand:
 
 COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
             "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
-            "check-env": CheckEnvCommand, "envs": EnvsCommand}
+            "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""

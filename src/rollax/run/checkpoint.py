@@ -2,10 +2,12 @@
 
 Layout of a checkpoint folder ``checkpoints/update-0000040/``:
 
-- ``state.npz``: the leaves as ``leaf_00000 ...`` (NumPy, read back with ``allow_pickle=False``);
-  typed PRNG keys are stored as their raw ``uint32`` data;
+- ``state.npz``: each leaf under its path in the state (:func:`leaf_names`:
+  ``params/actor/0/weight``, ``obs_stats/mean``, ...; NumPy, read back with
+  ``allow_pickle=False``); typed PRNG keys are stored as their raw ``uint32`` data.
+  Checkpoints written before the paths (their leaves ``leaf_00000 ...`` in order) still load;
 - ``meta.json``: the update counter, the config fingerprint, the run's length setting (its
-  ``budget``), each leaf's shape, dtype and kind, and the SHA-256 of ``state.npz``.
+  ``budget``), each leaf's name, shape, dtype and kind, and the SHA-256 of ``state.npz``.
 
 A checkpoint is written into a hidden staging folder and renamed into place; only then does
 ``checkpoints/latest`` (a one-line text file, itself replaced atomically) point at it. A crash
@@ -48,6 +50,26 @@ def _leaf_info(leaf) -> dict:
     return {"kind": "array", "shape": list(leaf.shape), "dtype": str(np.dtype(leaf.dtype))}
 
 
+def leaf_names(tree) -> list[str]:
+    """Each leaf's path in ``tree``, in ``tree_leaves`` order: its attribute names, dict keys
+    and sequence indices joined by ``/`` (``params/actor/0/weight``); ``leaf`` for a tree that
+    is one leaf. A name that would repeat (a dict key holding ``/``) gets ``#<index>``."""
+    def part(key) -> str:
+        for attr in ("name", "key", "idx"):
+            if hasattr(key, attr):
+                return str(getattr(key, attr))
+        return str(key)
+
+    names, seen = [], set()
+    for i, (path, _) in enumerate(jax.tree_util.tree_flatten_with_path(tree)[0]):
+        name = "/".join(part(k) for k in path) or "leaf"
+        if name in seen:
+            name = f"{name}#{i}"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
 def fingerprint(config: dict) -> str:
     """SHA-256 of a JSON-able config (sorted keys): what a checkpoint must match."""
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
@@ -68,21 +90,21 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3,
     ``budget``: the one among them that sets the run's length, recorded apart so that the
     run can later be trained longer (:func:`load`)."""
     directory.mkdir(parents=True, exist_ok=True)
-    leaves = jax.tree_util.tree_leaves(jax.device_get(state))
+    state = jax.device_get(state)
+    leaves, names = jax.tree_util.tree_leaves(state), leaf_names(state)
     name = f"update-{update:07d}"
     final = directory / name
     with staged_folder(final, replace=True) as staging:
-        arrays = {}
-        for i, leaf in enumerate(leaves):
-            arrays[f"leaf_{i:05d}"] = np.asarray(
-                jax.random.key_data(leaf) if _is_key(leaf) else leaf)
+        arrays: dict[str, Any] = {
+            leaf_name: np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf)
+            for leaf_name, leaf in zip(names, leaves)}
         with (staging / "state.npz").open("wb") as f:
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
         meta = {"update": int(update), "fingerprint": fingerprint(config),
                 **({"budget": {budget: config["config"][budget]}} if budget else {}),
-                "leaves": [_leaf_info(leaf) for leaf in leaves],
+                "leaves": [{"name": n, **_leaf_info(leaf)} for n, leaf in zip(names, leaves)],
                 "sha256": _sha256(staging / "state.npz")}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     atomic_write_text(directory / LATEST, name + "\n")
@@ -131,13 +153,21 @@ def load(path: Path, template, config: dict, budget: str | None = None):
     if meta.get("fingerprint") != fingerprint(config):
         raise CheckpointError(f"checkpoint {str(path)!r} was written for another config")
     leaves, treedef = jax.tree_util.tree_flatten(template)
-    expected = [_leaf_info(leaf) for leaf in leaves]
+    names = leaf_names(template)
+    expected = [{"name": n, **_leaf_info(leaf)} for n, leaf in zip(names, leaves)]
+    if infos and all(isinstance(info, dict) and "name" not in info for info in infos):
+        # written before the leaves were named: leaf_00000, leaf_00001, ... in order
+        names = [f"leaf_{i:05d}" for i in range(len(leaves))]
+        expected = [{k: v for k, v in info.items() if k != "name"} for info in expected]
     if infos != expected:
+        differ = [e.get("name", str(i)) for i, (a, e) in enumerate(zip(infos, expected))
+                  if a != e]
+        where = f"; first difference: leaf {differ[0]}" if differ else ""
         raise CheckpointError(f"checkpoint {str(path)!r} does not match this run's state "
-                              f"({len(infos)} leaves saved, {len(expected)} expected)")
+                              f"({len(infos)} leaves saved, {len(expected)} expected{where})")
     try:
         with np.load(data, allow_pickle=False) as npz:
-            arrays = [npz[f"leaf_{i:05d}"] for i in range(len(leaves))]
+            arrays = [npz[name] for name in names]
     except (OSError, ValueError, KeyError) as err:
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: {err}") from None
     restored = []

@@ -11,6 +11,9 @@ algorithm by name.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Environment, is_structured, space_leaves, space_tree
+from rollax.envs.base import Box, Environment, is_structured, space_leaves, space_tree
 from rollax.recurrent import is_recurrent
 from rollax.run.training import load_latest
 
@@ -47,13 +50,11 @@ class LoadedPolicy:
 
     def lane_params(self, lane: int | jax.Array = 0):
         """The parameters of one lane (as ``policy`` takes them)."""
-        if isinstance(lane, (int, np.integer)) and not 0 <= lane < len(self.lanes):
-            raise ValueError(f"lane must be in [0, {len(self.lanes)}) for the run in "
-                             f"{str(self.path)!r}, got {lane}")
+        self._check_lane(lane)
         return jax.tree_util.tree_map(lambda x: x[lane], self.params)
 
-    def act(self, obs, key: jax.Array | None = None,
-            lane: int | jax.Array = 0, mask=None) -> jax.Array:
+    def act(self, obs, key: jax.Array | None = None, lane: int | jax.Array = 0, mask=None,
+            clip: bool = False) -> jax.Array:
         """The action for one observation of shape ``env.observation_space.shape`` (``S``; for a
         ``Dict`` / ``Tuple`` space, its dicts and tuples of leaves, each leaf of its shape), or
         the actions for a batch of shape ``(..., *S)`` (any leading axes; a numeric list or
@@ -62,32 +63,61 @@ class LoadedPolicy:
         observation of a batch with its own key of ``jax.random.split(key, n)`` (``n``
         observations, flattened in C order). Returns actions of shape ``(..., *A)``
         (``env.action_space.shape``). ``ValueError`` naming the expected shape for anything
-        else. Pure: works under ``jit``, and ``vmap`` over observations (and keys). ``mask``:
-        the states' action masks for an environment with ``action_mask``, one per observation
-        (``(..., *mask shape)``), so the actions are legal ones."""
+        else. ``mask``: the states' action masks for an environment with ``action_mask``, one
+        per observation (``(..., *mask shape)``), so the actions are legal ones. ``clip``:
+        a ``Box`` action clipped to the space's bounds (as Stable-Baselines3's ``predict``
+        does; off by default, so the action is the policy's own, as training sampled it).
+
+        Compiled: the policy runs as one compiled program per kind of call (one observation
+        or a batch of a shape, with or without a key or a mask), built at its first call and
+        reused. Pure: works under ``jit``, and ``vmap`` over observations (and keys)."""
         if self.recurrent:
             raise ValueError("this run's policy is recurrent (it remembers earlier "
                              "observations): act with loaded.initial_carry() and "
                              "loaded.step(carry, obs)")
-        params = self.lane_params(lane)
+        self._check_lane(lane)
         if is_structured(self.env.observation_space):
-            return self._act_tree(params, obs, key, mask)
-        obs, lead = self._observations(obs)
-        if lead is None:  # one observation
-            return self._act(params, obs, key, mask)
-        space: Any = self.env.observation_space  # one array's space here
-        flat = obs.reshape(-1, *space.shape)
-        keys = None if key is None else jax.random.split(key, flat.shape[0])
-        masks = None if mask is None else jnp.reshape(
-            jnp.asarray(mask), (flat.shape[0], *jnp.shape(mask)[len(lead):]))
-        actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0, 0))(
-            params, flat, keys, masks)
-        return actions.reshape(*lead, *actions.shape[1:])
+            obs, lead = self._tree_observations(obs)
+        else:
+            obs, lead = self._observations(obs)
+        if mask is not None and lead:
+            mask = jnp.reshape(jnp.asarray(mask), (math.prod(lead),
+                                                   *jnp.shape(mask)[len(lead):]))
+        actions = self._compiled_act(self.params, lane, obs, key, mask, bool(lead),
+                                     bool(clip))
+        return actions.reshape(*lead, *actions.shape[1:]) if lead else actions
 
-    def _act_tree(self, params, obs, key: jax.Array | None, mask=None) -> jax.Array:
-        """:meth:`act` for a ``Dict`` / ``Tuple`` observation: ``obs`` has the space's dicts
-        and tuples, each leaf of its leaf space's shape ``S`` or a batch ``(..., *S)`` with the
-        same leading axes on every leaf."""
+    @functools.cached_property
+    def _compiled_act(self) -> Callable:
+        return jax.jit(self._act_lanes, static_argnums=(5, 6))
+
+    def _act_lanes(self, params, lane, obs, key, mask, batched: bool, clip: bool):
+        """:meth:`act` on checked observations (a batch flattened to ``(n, ...)`` when
+        ``batched``) with lane ``lane`` of ``params``."""
+        params = jax.tree_util.tree_map(lambda x: x[lane], params)
+        if batched:
+            n = jax.tree.leaves(obs)[0].shape[0]
+            keys = None if key is None else jax.random.split(key, n)
+            actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0, 0))(
+                params, obs, keys, mask)
+        else:
+            actions = self._act(params, obs, key, mask)
+        space = self.env.action_space
+        if clip and isinstance(space, Box):
+            actions = jnp.clip(actions, jnp.asarray(space.low, actions.dtype),
+                               jnp.asarray(space.high, actions.dtype))
+        return actions
+
+    def _check_lane(self, lane) -> None:
+        if isinstance(lane, (int, np.integer)) and not 0 <= lane < len(self.lanes):
+            raise ValueError(f"lane must be in [0, {len(self.lanes)}) for the run in "
+                             f"{str(self.path)!r}, got {lane}")
+
+    def _tree_observations(self, obs) -> tuple[Any, tuple[int, ...]]:
+        """A ``Dict`` / ``Tuple`` observation checked: the space's dicts and tuples, each leaf
+        of its leaf space's shape ``S`` or a batch ``(..., *S)`` with the same leading axes on
+        every leaf; returned with each leaf flattened to ``(n, *S)`` for a batch, and the
+        leading axes (``()`` for one observation)."""
         space = self.env.observation_space
         treedef = jax.tree.structure(space_tree(space, lambda s: 0))
         if jax.tree.structure(obs) != treedef:
@@ -106,17 +136,10 @@ class LoadedPolicy:
             raise ValueError(f"the observation's leaves have different batch axes: "
                              f"{sorted(leads)}")
         lead = leads.pop()
-        if not lead:
-            return self._act(params, treedef.unflatten(leaves), key, mask)
-        flat = treedef.unflatten([x.reshape(-1, *leaf.shape)
-                                  for (_, leaf), x in zip(space_leaves(space), leaves)])
-        n = leaves[0].reshape(-1, *space_leaves(space)[0][1].shape).shape[0]
-        keys = None if key is None else jax.random.split(key, n)
-        masks = None if mask is None else jnp.reshape(
-            jnp.asarray(mask), (n, *jnp.shape(mask)[len(lead):]))
-        actions = jax.vmap(self._act, in_axes=(None, 0, None if keys is None else 0, 0))(
-            params, flat, keys, masks)
-        return actions.reshape(*lead, *actions.shape[1:])
+        if lead:
+            leaves = [x.reshape(-1, *leaf.shape)
+                      for (_, leaf), x in zip(space_leaves(space), leaves)]
+        return treedef.unflatten(leaves), lead
 
     def _act(self, params, obs: jax.Array, key: jax.Array | None, mask=None) -> jax.Array:
         given = () if mask is None else (mask,)
@@ -124,23 +147,27 @@ class LoadedPolicy:
             return self.policy.greedy(params, obs, *given)
         return self.policy.sample(params, obs, key, *given)[0]
 
-    def _observations(self, obs) -> tuple[jax.Array, tuple[int, ...] | None]:
-        """``obs`` as an array and its leading (batch) axes, ``None`` for one observation;
-        ``ValueError`` unless it is numeric and ends with the observation shape."""
+    def _observations(self, obs) -> tuple[Any, tuple[int, ...]]:
+        """``obs`` as an array (a batch flattened to ``(n, *S)``) and its leading (batch)
+        axes, ``()`` for one observation; ``ValueError`` unless it is numeric and ends with the
+        observation shape."""
         space: Any = self.env.observation_space  # one array's space (not a Dict / Tuple)
         shape = tuple(space.shape)
         expected = (f"expected an observation of shape {shape} or a batch "
                     f"({', '.join(['...', *map(str, shape)])})")
-        try:
-            array = jnp.asarray(obs)
+        try:  # host values stay NumPy until the compiled call takes them (no extra dispatch)
+            array = obs if isinstance(obs, jax.Array) else np.asarray(obs)
         except (TypeError, ValueError):
-            raise ValueError(f"{expected}; got {type(obs).__name__} {obs!r:.40}") from None
+            array = None
+        if array is None or array.dtype.kind in "OSUV":
+            raise ValueError(f"{expected}; got {type(obs).__name__} {obs!r:.40}")
         if not jnp.issubdtype(array.dtype, jnp.number):
             raise ValueError(f"{expected} of numbers; got {array.dtype}")
         cut = array.ndim - len(shape)
         if cut < 0 or array.shape[cut:] != shape:
             raise ValueError(f"{expected}; got {array.shape}")
-        return array, (array.shape[:cut] or None)
+        lead = array.shape[:cut]
+        return (array.reshape(-1, *shape) if lead else array), lead
 
     @property
     def recurrent(self) -> bool:

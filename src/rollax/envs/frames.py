@@ -1,0 +1,157 @@
+"""Pictures of environment states, drawn on the host: :func:`frame_renderer` gives, for an
+environment that can be drawn, a function from one state (NumPy leaves, no batch axis) to an
+RGB frame ``(H, W, 3)`` of ``uint8``.
+
+- Gymnasium's classic control (``CartPole-v1``, ``Acrobot-v1``, ``MountainCar-v0``,
+  ``Pendulum-v1``): Gymnasium's own renderer, its environment set to the rollax state, so the
+  pictures are Gymnasium's (needs pygame: ``pip install 'rollax[render]'``);
+- the corridor: its four cells, the agent a disc, the goal marked;
+- binary image planes (MinAtar's 10x10xC through gymnax or Pgx, any environment whose
+  ``raw_observation_shape`` is ``(H, W, C)`` with sides of at most 32 and bounds ``[0, 1]``):
+  each cell coloured by its highest lit plane, one colour per plane, on black.
+
+Nothing here runs inside a compiled program: states are collected by one (see
+:mod:`rollax.run.video`) and drawn afterwards.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rollax.envs.base import Box
+
+__all__ = ["DRAWN", "Renderer", "frame_renderer"]
+
+Renderer = Callable[[Any], np.ndarray]
+"""One state (NumPy leaves) -> an RGB frame ``(H, W, 3)``, ``uint8``."""
+
+DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
+         "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)")
+"""What :func:`frame_renderer` draws, as the refusal of anything else names it."""
+
+PLANE_CELL = 16
+"""Pixels per cell side of a picture of planes."""
+
+PYGAME_MISSING = ("drawing {name} needs pygame (Gymnasium's renderer): "
+                  "`pip install 'rollax[render]'`")
+
+
+def frame_renderer(env, name: str | None = None) -> Renderer | None:
+    """The function drawing ``env``'s states (module docstring), or ``None`` when rollax has
+    no way to draw them. ``ValueError`` with the install command when the drawing needs
+    pygame and it is missing. ``name`` names ``env`` in that message."""
+    from rollax.envs.acrobot import Acrobot
+    from rollax.envs.cartpole import CartPole
+    from rollax.envs.corridor import Corridor
+    from rollax.envs.mountain_car import MountainCar
+    from rollax.envs.pendulum import Pendulum
+
+    gymnasium = {CartPole: ("CartPoleEnv", _cartpole_state),
+                 Acrobot: ("AcrobotEnv", _acrobot_state),
+                 MountainCar: ("MountainCarEnv", _mountain_car_state),
+                 Pendulum: ("PendulumEnv", _pendulum_state)}
+    for kind, (cls, state_of) in gymnasium.items():
+        if isinstance(env, kind):
+            if importlib.util.find_spec("pygame") is None:
+                raise ValueError(PYGAME_MISSING.format(name=name or type(env).__name__))
+            return _GymnasiumDrawing(cls, state_of)
+    if isinstance(env, Corridor):
+        return _draw_corridor
+    planes = _plane_shape(env)
+    if planes is not None:
+        colours = plane_colours(planes[2])
+        return lambda state: draw_planes(np.asarray(env.observation(state)).reshape(planes),
+                                         colours)
+    return None
+
+
+# --- Gymnasium's classic control ---------------------------------------------------------------
+
+class _GymnasiumDrawing:
+    """Gymnasium's environment ``cls`` (of ``gymnasium.envs.classic_control``) drawing the
+    states it is given (``state_of`` maps a rollax state to Gymnasium's ``env.state``)."""
+
+    def __init__(self, cls: str, state_of: Callable[[Any], Any]):
+        from gymnasium.envs import classic_control
+
+        self.env = getattr(classic_control, cls)(render_mode="rgb_array")
+        self.state_of = state_of
+        self.fps = self.env.metadata["render_fps"]
+        """Gymnasium's frames per second for this environment."""
+
+    def __call__(self, state) -> np.ndarray:
+        self.env.state = self.state_of(state)
+        if hasattr(self.env, "last_u"):  # Pendulum's torque arrow: none drawn
+            self.env.last_u = None
+        return np.asarray(self.env.render(), np.uint8)
+
+
+def _cartpole_state(s) -> np.ndarray:
+    return np.array([s.x, s.x_dot, s.theta, s.theta_dot], np.float64)
+
+
+def _acrobot_state(s) -> np.ndarray:
+    return np.array([s.theta1, s.theta2, s.dtheta1, s.dtheta2], np.float64)
+
+
+def _mountain_car_state(s) -> np.ndarray:
+    return np.array([s.position, s.velocity], np.float64)
+
+
+def _pendulum_state(s) -> np.ndarray:
+    return np.array([s.theta, s.theta_dot], np.float64)
+
+
+# --- the corridor ------------------------------------------------------------------------------
+
+def _draw_corridor(state) -> np.ndarray:
+    """The corridor's cells left to right, 48 pixels each: grey floor, the goal (the last
+    cell) green, the agent a blue disc."""
+    from rollax.envs.corridor import NUM_POSITIONS
+
+    cell = 48
+    frame = np.full((cell, cell * NUM_POSITIONS, 3), 255, np.uint8)
+    for i in range(NUM_POSITIONS):
+        colour = (120, 200, 120) if i == NUM_POSITIONS - 1 else (220, 220, 220)
+        frame[2:-2, i * cell + 2:(i + 1) * cell - 2] = colour
+    yy, xx = np.mgrid[:cell, :cell]
+    disc = (yy - cell / 2 + 0.5) ** 2 + (xx - cell / 2 + 0.5) ** 2 <= (cell / 3) ** 2
+    at = int(np.asarray(state.position)) * cell
+    frame[:, at:at + cell][disc] = (40, 90, 200)
+    return frame
+
+
+# --- planes ------------------------------------------------------------------------------------
+
+def _plane_shape(env) -> tuple[int, int, int] | None:
+    """``(H, W, C)`` when ``env`` observes binary planes that small (module docstring)."""
+    shape = getattr(env, "raw_observation_shape", None)
+    space = env.observation_space
+    if shape is None or len(shape) != 3 or not isinstance(space, Box):
+        return None
+    if max(shape[:2]) > 32 or int(np.prod(shape)) != int(np.prod(space.shape)):
+        return None
+    if not (np.all(np.asarray(space.low) == 0) and np.all(np.asarray(space.high) == 1)):
+        return None
+    h, w, c = (int(n) for n in shape)
+    return h, w, c
+
+
+def plane_colours(channels: int) -> np.ndarray:
+    """``(channels, 3)`` ``uint8`` colours, evenly spaced hues at full saturation."""
+    return np.array([[round(255 * v) for v in colorsys.hsv_to_rgb(i / channels, 0.75, 0.95)]
+                     for i in range(channels)], np.uint8)
+
+
+def draw_planes(planes: np.ndarray, colours: np.ndarray, cell: int = PLANE_CELL) -> np.ndarray:
+    """A ``(H, W, C)`` stack of planes as a picture: each cell ``cell`` pixels wide, coloured
+    by the highest-numbered plane lit there (above 0.5), black where none is."""
+    lit = planes > 0.5
+    top = np.where(lit.any(-1), planes.shape[-1] - 1 - np.argmax(lit[..., ::-1], -1), -1)
+    picture = np.where((top >= 0)[..., None], colours[np.maximum(top, 0)], 0).astype(np.uint8)
+    return np.repeat(np.repeat(picture, cell, 0), cell, 1)

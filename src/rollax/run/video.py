@@ -1,0 +1,249 @@
+"""Watching a policy: :func:`render_episodes` plays episodes of a run's policy (greedy, or
+sampled) or of a uniform random policy on an environment, draws each state, captions it with
+the step, the return so far and the last action, and writes the frames as a GIF or an MP4.
+
+The episodes are played by one compiled program (:func:`record_episodes`: the states of
+``episodes`` absorbing episodes of at most ``max_steps`` steps, vmapped), and drawn afterwards
+on the host (:func:`rollax.envs.frames.frame_renderer`), so drawing never runs inside training
+or acting. GIFs are written with Pillow (matplotlib's own dependency); MP4s need
+``pip install 'rollax[render]'`` (imageio with its ffmpeg).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rollax.collect import split_key
+from rollax.contracts.probe import RandomPolicy, usable_mask
+from rollax.envs.base import step_with_key
+from rollax.envs.frames import DRAWN, frame_renderer
+from rollax.envs.host import is_host
+from rollax.recurrent import is_recurrent
+from rollax.validate import check_count, check_seed
+
+__all__ = ["FORMATS", "Recorded", "Rendered", "captions", "record_episodes", "render_episodes",
+           "write_video"]
+
+FORMATS = (".gif", ".mp4")
+"""The video files :func:`write_video` writes, by suffix."""
+
+CAPTION = 18
+"""Height in pixels of the caption bar under each frame."""
+
+
+class Recorded(NamedTuple):
+    """``E`` episodes played for ``T`` steps (NumPy arrays)."""
+
+    states: Any
+    """The start state then the state after each step: every leaf ``(E, T + 1, ...)``."""
+    actions: np.ndarray
+    """``(E, T, *A)``: the action of each step."""
+    rewards: np.ndarray
+    """``(E, T)``: the reward of each step (0 once the episode has ended)."""
+    lengths: np.ndarray
+    """``(E,)`` int: the live steps of each episode (``T`` for one still running)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    """What :func:`render_episodes` wrote."""
+
+    path: Path
+    returns: tuple[float, ...]
+    """Each episode's return (the sum of its rewards; the last caption shows it)."""
+    lengths: tuple[int, ...]
+    """Each episode's live steps."""
+    frames: int
+    """Frames in the video (each episode's ``length + 1``)."""
+
+
+def _act(policy, params, carry, observation, key, mask, sample: bool):
+    """``(carry', action)`` of a feed-forward (``carry`` None) or recurrent policy."""
+    given = () if mask is None else (mask,)
+    if carry is None:
+        if sample:
+            return None, policy.sample(params, observation, key, *given)[0]
+        return None, policy.greedy(params, observation, *given)
+    if sample:
+        carry, action, _ = policy.sample(params, carry, observation, key, *given)
+        return carry, action
+    return policy.greedy(params, carry, observation, *given)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "episodes", "num_steps",
+                                             "sample"))
+def _record(env, policy, params, key, episodes: int, num_steps: int, sample: bool):
+    def one(key):
+        streams = split_key(key, env.stochastic)
+        state = env.reset(streams.reset)
+        carry = policy.initial_carry(params) if is_recurrent(policy) else None
+        transition = (jax.random.split(streams.transition, num_steps)
+                      if streams.transition is not None else None)
+
+        def step(state_carry, keys):
+            state, carry = state_carry
+            action_key, transition_key = keys
+            mask = usable_mask(env, state)
+            carry, action = _act(policy, params, carry, env.observation(state), action_key,
+                                 mask, sample)
+            active = ~env.done(state)
+            state, reward, _, _ = step_with_key(env, state, action, transition_key)
+            return (state, carry), (state, action, jnp.where(active, reward, 0.0), active)
+
+        _, (states, actions, rewards, active) = jax.lax.scan(
+            step, (state, carry), (jax.random.split(streams.action, num_steps), transition))
+        states = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]),
+                              state, states)
+        return states, actions, rewards, active.sum()
+
+    return jax.vmap(one)(jax.random.split(key, episodes))
+
+
+def record_episodes(env, policy, params, key: jax.Array, episodes: int, num_steps: int,
+                    sample: bool = False) -> Recorded:
+    """``episodes`` episodes of ``policy`` (its mode, or samples with ``sample``) on ``env``
+    for ``num_steps`` steps, absorbing (an ended episode keeps its last state, rewards 0),
+    each from its own key of ``jax.random.split(key, episodes)`` (split as :func:`rollax.collect`
+    splits one environment's key: reset, actions, transitions). Compiled once per (env,
+    policy, episodes, num_steps, sample)."""
+    states, actions, rewards, lengths = jax.device_get(
+        _record(env, policy, params, key, episodes, num_steps, sample))
+    return Recorded(states, np.asarray(actions), np.asarray(rewards), np.asarray(lengths))
+
+
+def _caption(frame: np.ndarray, text: str) -> np.ndarray:
+    """``frame`` with a white bar of :data:`CAPTION` pixels under it holding ``text``."""
+    from PIL import Image, ImageDraw
+
+    height, width = frame.shape[:2]
+    canvas = Image.new("RGB", (width, height + CAPTION), "white")
+    canvas.paste(Image.fromarray(frame), (0, 0))
+    ImageDraw.Draw(canvas).text((4, height + 3), text, fill="black")
+    return np.asarray(canvas)
+
+
+def _action_text(action: np.ndarray) -> str:
+    flat = np.ravel(action)
+    if np.issubdtype(flat.dtype, np.floating):
+        return "[" + ", ".join(f"{v:+.2f}" for v in flat) + "]" if flat.size > 1 \
+            else f"{float(flat[0]):+.2f}"
+    return str(int(flat[0])) if flat.size == 1 else "[" + " ".join(map(str, flat)) + "]"
+
+
+def captions(recorded: Recorded) -> list[str]:
+    """The caption of each frame, in order: each episode's ``length + 1`` states as ``[episode
+    e/E  ]step t  return R_t  action a`` (``R_t`` the sum of its first ``t`` rewards, ``a`` the
+    action that led to the state, ``-`` for the first)."""
+    lines = []
+    episodes = len(recorded.lengths)
+    for e in range(episodes):
+        length = int(recorded.lengths[e])
+        total = np.concatenate([[0.0], np.cumsum(recorded.rewards[e, :length])])
+        label = f"episode {e + 1}/{episodes}  " if episodes > 1 else ""
+        for t in range(length + 1):
+            action = "-" if t == 0 else _action_text(recorded.actions[e, t - 1])
+            lines.append(f"{label}step {t}  return {total[t]:.6g}  action {action}")
+    return lines
+
+
+def captioned_frames(recorded: Recorded, draw) -> list[np.ndarray]:
+    """Each episode's ``length + 1`` states drawn by ``draw``, with :func:`captions` under
+    them, in order."""
+    states = [jax.tree.map(lambda x, e=e, t=t: x[e, t], recorded.states)
+              for e, length in enumerate(recorded.lengths) for t in range(int(length) + 1)]
+    return [_caption(draw(state), text) for state, text in zip(states, captions(recorded))]
+
+
+def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
+    """``frames`` (RGB ``uint8``, all of one size) as the GIF or MP4 ``path`` (by suffix),
+    ``fps`` frames per second; an MP4's sides are padded to even numbers (H.264's
+    need)."""
+    if path.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(path, save_all=True, append_images=images[1:], loop=0,
+                       duration=max(1, round(1000 / fps)))
+        return
+    iio = importlib.import_module("imageio.v3")  # the render extra
+    height, width = frames[0].shape[:2]
+    pad = ((0, height % 2), (0, width % 2), (0, 0))
+    iio.imwrite(path, np.stack([np.pad(f, pad, constant_values=255) for f in frames]),
+                fps=fps, codec="libx264", plugin="pyav" if _has("av") else None)
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def check_out(out: str | Path) -> Path:
+    """The video path ``out``, refused (``ValueError``, one line) before anything is compiled
+    or written: an unknown suffix, an MP4 without its extra, a missing parent folder."""
+    path = Path(out)
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"out must end in {' or '.join(FORMATS)}, got {str(out)!r}")
+    if path.suffix.lower() == ".mp4" and not _has("imageio"):
+        raise ValueError("writing an MP4 needs imageio and ffmpeg: "
+                         "`pip install 'rollax[render]'` (or write a .gif)")
+    if not path.parent.is_dir():
+        raise ValueError(f"out: the folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def render_episodes(target: str | Path, out: str | Path = "episode.gif", *, episodes: int = 1,
+                    lane: int = 0, sample: bool = False, fps: float = 30.0, seed: int = 0,
+                    max_steps: int = 1000) -> Rendered:
+    """Play ``episodes`` episodes and write them as one video ``out`` (``.gif`` or ``.mp4``).
+
+    ``target``: a run folder (its policy at the latest checkpoint, lane ``lane``: its mode, or
+    samples with ``sample``), or an environment name (``CartPole-v1``, ``gymnax:Breakout-
+    MinAtar``, ...: a uniform random policy, for a look before training). Episodes start from
+    ``jax.random.key(seed)`` and last at most ``max_steps`` steps (or the environment's
+    horizon). ``ValueError`` in one line, before anything is compiled or written, for an
+    environment rollax cannot draw (naming those it can), a bad setting or ``out``."""
+    check_count("episodes", episodes)
+    check_count("max_steps", max_steps)
+    check_seed(seed)
+    if not (isinstance(fps, (int, float)) and 0 < fps <= 240):
+        raise ValueError(f"fps must be a number in (0, 240], got {fps!r}")
+    path = check_out(out)
+    env, policy, params, name = _target(target, lane)
+    sample = sample or isinstance(policy, RandomPolicy)  # an environment: random actions
+    if is_host(env):
+        raise ValueError(f"{name} is stepped on the host: rollax cannot draw it yet "
+                         f"(it draws {', '.join(DRAWN)})")
+    draw = frame_renderer(env, name)
+    if draw is None:
+        raise ValueError(f"rollax cannot draw {name} yet; it draws {', '.join(DRAWN)}")
+    num_steps = int(min(max_steps, env.horizon))
+    recorded = record_episodes(env, policy, params, jax.random.key(seed), episodes, num_steps,
+                               sample)
+    frames = captioned_frames(recorded, draw)
+    write_video(frames, path, fps)
+    returns = tuple(float(np.sum(recorded.rewards[e])) for e in range(episodes))
+    return Rendered(path, returns, tuple(int(n) for n in recorded.lengths), len(frames))
+
+
+def _target(target: str | Path, lane: int) -> tuple[Any, Any, Any, str]:
+    """``(env, policy, params, name)`` of a run folder's lane or of an environment name."""
+    from rollax.envs.registry import make
+    from rollax.run.loaded import load_run
+
+    if Path(target).is_dir():
+        loaded = load_run(target)
+        return loaded.env, loaded.policy, loaded.lane_params(lane), f"the run {str(target)!r}"
+    if not isinstance(target, str):
+        raise ValueError(f"{str(target)!r} is not a run folder")
+    env = make(target)
+    if is_host(env):
+        return env, None, None, repr(target)
+    return env, RandomPolicy.for_space(env.action_space), None, repr(target)

@@ -1,0 +1,101 @@
+"""Rendering with the ``render`` extra (``pip install 'rollax[render]'``: pygame, imageio with
+its ffmpeg, moviepy): rollax's classic control drawn by Gymnasium's own renderer, checked
+against Gymnasium's environment stepped by hand; a trained CartPole policy as a playable MP4
+and GIF; Gymnasium's ``RecordVideo`` on ``to_gymnasium(..., render_mode="rgb_array")``."""
+
+import json
+
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+from PIL import Image
+
+import rollax
+from helpers import run
+from rollax.envs.frames import frame_renderer
+
+pytest.importorskip("pygame")
+iio = pytest.importorskip("imageio.v3")
+pytest.importorskip("moviepy")
+
+
+@pytest.mark.parametrize(("name", "actions"), [
+    ("CartPole-v1", [1, 1, 0, 1, 1, 1, 0, 0]),
+    ("MountainCar-v0", [2, 2, 2, 0, 0, 2, 1, 2]),
+    ("Acrobot-v1", [0, 2, 2, 1, 0, 0, 2, 2]),
+    ("Pendulum-v1", [[1.5], [-2.0], [0.3], [2.0], [2.0], [-1.0], [0.0], [1.0]]),
+])
+def test_frames_are_gymnasiums_own_along_the_same_trajectory(name, actions):
+    # Gymnasium's environment and rollax's, started in the same state and given the same
+    # actions, draw the same pictures (the dynamics agree to float32 rounding, so at most a
+    # few boundary pixels differ)
+    env = rollax.make(name)
+    draw = frame_renderer(env)
+    theirs = gym.make(name, render_mode="rgb_array").unwrapped
+    theirs.reset(seed=0)
+    state = env.reset(jax.random.key(0))
+    fields = {"CartPole-v1": ("x", "x_dot", "theta", "theta_dot"),
+              "MountainCar-v0": ("position", "velocity"),
+              "Acrobot-v1": ("theta1", "theta2", "dtheta1", "dtheta2"),
+              "Pendulum-v1": ("theta", "theta_dot")}[name]
+    state = state._replace(**{f: np.float32(v) for f, v in zip(fields, theirs.state)})
+    for action in actions:
+        mine = draw(jax.device_get(state))
+        theirs.last_u = None
+        reference = theirs.render()
+        assert mine.shape == reference.shape and mine.dtype == np.uint8
+        assert np.mean(np.any(mine != reference, axis=-1)) < 0.002
+        state, *_ = env.step(state, np.asarray(action, env.action_space.dtype))
+        theirs.step(np.asarray(action, np.float32) if name == "Pendulum-v1" else action)
+    assert not np.array_equal(mine, draw(jax.device_get(env.reset(jax.random.key(1)))))
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    from rollax.cli import main
+
+    out = tmp_path_factory.mktemp("render-extra") / "run"
+    assert main(["train", "--json", "--env", "CartPole-v1", "--total-steps", "4096",
+                 "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_a_trained_cartpole_policy_as_a_playable_video(capsys, tmp_path, cartpole_run, suffix):
+    out = tmp_path / f"cartpole{suffix}"
+    code, text, err = run(capsys, "render", cartpole_run, "--out", out, "--max-steps", "120",
+                          "--json")
+    assert code == 0, err
+    done = json.loads(text)
+    length = done["lengths"][0]
+    assert done["frames"] == length + 1 and done["returns"] == [float(length)]  # +1 a step
+    frames = iio.imread(out) if suffix == ".mp4" else None
+    if frames is None:
+        with Image.open(out) as gif:
+            frames = []
+            for i in range(gif.n_frames):
+                gif.seek(i)
+                frames.append(np.asarray(gif.convert("RGB")))
+            frames = np.stack(frames)
+    assert len(frames) == length + 1
+    assert frames.shape[1:] == (400 + 18, 600, 3)  # Gymnasium's 600x400, the caption under it
+    assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).mean() > 0.1
+
+
+def test_record_video_on_to_gymnasium(tmp_path):
+    env = gym.wrappers.RecordVideo(rollax.to_gymnasium("CartPole-v1", render_mode="rgb_array"),
+                                   str(tmp_path / "videos"), episode_trigger=lambda e: e == 0,
+                                   disable_logger=True)
+    assert env.metadata["render_fps"] == 50  # Gymnasium's CartPole rate
+    env.reset(seed=0)
+    steps = 0
+    while True:
+        steps += 1
+        _, _, terminated, truncated, _ = env.step(steps % 2)
+        if terminated or truncated:
+            break
+    env.close()
+    videos = list((tmp_path / "videos").glob("*.mp4"))
+    assert len(videos) == 1
+    assert len(iio.imread(videos[0])) == steps + 1

@@ -1,0 +1,134 @@
+"""Watching a policy (``rollax render``, ``rollax.render_episodes``): the corridor's greedy
+episode against a hand calculation, its captions and GIF frames, MinAtar's planes, and the
+one-line refusals before anything is compiled or written. Gymnasium's classic control (drawn
+with pygame) and MP4s: tests/extras/test_render.py."""
+
+import importlib.util
+import json
+
+import jax
+import numpy as np
+import pytest
+from PIL import Image
+
+import rollax
+from helpers import run
+from rollax.envs.frames import draw_planes, frame_renderer, plane_colours
+from rollax.run.video import captions, record_episodes, render_episodes
+
+
+@pytest.fixture(scope="module")
+def corridor_run(tmp_path_factory):
+    """A tabular corridor run trained until its greedy policy walks right (40 updates)."""
+    from rollax.cli import main
+
+    out = tmp_path_factory.mktemp("render") / "run"
+    assert main(["train", "--json", "--updates", "40", "--out", str(out)]) == 0
+    return out
+
+
+def test_the_greedy_corridor_episode_is_the_hand_calculation(corridor_run, tmp_path):
+    # from the start p (0 or 1), L = 3 - p steps right: rewards -0.01 each, then +1 at the
+    # goal; the return 1 - 0.01 (L - 1)
+    loaded = rollax.load_run(corridor_run)
+    recorded = record_episodes(loaded.env, loaded.policy, loaded.lane_params(0),
+                               jax.random.key(0), 1, 8)
+    start = int(recorded.states.position[0, 0])
+    steps = 3 - start
+    assert recorded.lengths.tolist() == [steps]
+    assert recorded.actions[0, :steps].tolist() == [1] * steps
+    np.testing.assert_allclose(recorded.rewards[0],
+                               [-0.01] * (steps - 1) + [1.0] + [0.0] * (8 - steps), rtol=1e-6)
+    assert recorded.states.position[0].tolist() == [*range(start, 4), *[3] * (9 - steps - 1)]
+    returns = np.cumsum([0.0, *[-0.01] * (steps - 1), 1.0])
+    assert captions(recorded) == [f"step {t}  return {returns[t]:.6g}  action "
+                                  f"{'-' if t == 0 else 1}" for t in range(steps + 1)]
+    done = render_episodes(corridor_run, tmp_path / "walk.gif", fps=4)
+    assert done.returns == pytest.approx((returns[-1],)) and done.lengths == (steps,)
+    assert done.frames == steps + 1
+    with Image.open(done.path) as gif:
+        assert gif.n_frames == steps + 1 and gif.info["duration"] == 250
+        frames = []
+        for i in range(steps + 1):
+            gif.seek(i)
+            frames.append(np.asarray(gif.convert("RGB")))
+    assert frames[0].shape == (48 + 18, 4 * 48, 3)  # the corridor over its caption bar
+    blue = [(f[:48] == (40, 90, 200)).all(-1) for f in frames]
+    for t, mask in enumerate(blue):  # the agent walks one cell per frame
+        cell = start + t
+        assert mask[:, cell * 48:(cell + 1) * 48].any()
+        assert mask.sum() == blue[0].sum()
+    assert not np.array_equal(frames[0][48:], frames[-1][48:])  # the captions differ
+
+
+def test_several_episodes_and_sampling(corridor_run, tmp_path):
+    done = render_episodes(corridor_run, tmp_path / "three.gif", episodes=3, sample=True,
+                           seed=1)
+    assert len(done.returns) == 3 and done.frames == sum(done.lengths) + 3
+    for total, length in zip(done.returns, done.lengths):  # the goal at step L, or never
+        assert total == pytest.approx(1.0 - 0.01 * (length - 1), abs=1e-6) or (
+            length == 8 and total == pytest.approx(-0.08, abs=1e-6))
+
+
+def test_planes_are_coloured_by_their_highest_lit_plane():
+    planes = np.zeros((2, 3, 4), np.float32)
+    planes[0, 0, 1] = 1
+    planes[0, 0, 3] = 1  # two lit: the highest (3) wins
+    planes[1, 2, 0] = 1
+    colours = plane_colours(4)
+    assert len({tuple(c) for c in colours}) == 4
+    picture = draw_planes(planes, colours, cell=2)
+    assert picture.shape == (4, 6, 3) and picture.dtype == np.uint8
+    assert (picture[:2, :2] == colours[3]).all() and (picture[2:, 4:] == colours[0]).all()
+    assert (picture[:2, 2:4] == 0).all()
+
+
+def test_minatar_random_policy_video(tmp_path, capsys):
+    env = rollax.make("gymnax:Breakout-MinAtar")
+    assert frame_renderer(env) is not None
+    code, out, err = run(capsys, "render", "gymnax:Breakout-MinAtar", "--out",
+                         tmp_path / "b.gif", "--max-steps", "40", "--seed", "3", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert done["frames"] == done["lengths"][0] + 1 >= 2
+    with Image.open(tmp_path / "b.gif") as gif:
+        assert gif.n_frames == done["frames"]
+        first = np.asarray(gif.convert("RGB"))
+        gif.seek(gif.n_frames - 1)
+        last = np.asarray(gif.convert("RGB"))
+    assert first.shape == (160 + 18, 160, 3) and not np.array_equal(first[:160], last[:160])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["corridor", "--out", "x.avi"], "out must end in .gif or .mp4, got 'x.avi'"),
+    (["corridor", "--out", "missing/x.gif"], "out: the folder 'missing' does not exist"),
+    (["FrozenLake-v1"], "rollax cannot draw 'FrozenLake-v1' yet; it draws CartPole-v1, "),
+    (["corridor", "--episodes", "0"], "episodes must be"),
+    (["corridor", "--fps", "0"], "fps must be a number in (0, 240], got 0.0"),
+    (["no-such-env"], "unknown environment 'no-such-env'"),
+])
+def test_refusals_are_one_line_before_anything_is_written(capsys, tmp_path, monkeypatch, argv,
+                                                          message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "render", *argv)
+    assert code == 2 and err.startswith(f"rollax render: error: {message}"), err
+    assert err.count("\n") == 1 and out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("imageio") is not None,
+                    reason="imageio installed (tests/extras/test_render.py writes MP4s)")
+def test_an_mp4_without_imageio_names_the_install_command(capsys, tmp_path):
+    code, _, err = run(capsys, "render", "corridor", "--out", tmp_path / "x.mp4")
+    assert code == 2 and "pip install 'rollax[render]'" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_tabular_run_of_the_session_renders_with_a_lane(tabular_run, tmp_path, capsys):
+    code, out, err = run(capsys, "render", tabular_run, "--out", tmp_path / "t.gif",
+                         "--lane", "0")
+    assert code == 0, err
+    assert "episode 1: return" in out and out.rstrip().endswith("frames)")
+    code, _, err = run(capsys, "render", tabular_run, "--out", tmp_path / "u.gif", "--lane",
+                       "5")
+    assert code == 2 and "lane must be in [0, 1)" in err
