@@ -86,8 +86,7 @@ class _GymnasiumDrawing:
 
     def __call__(self, state) -> np.ndarray:
         self.env.state = self.state_of(state)
-        if hasattr(self.env, "last_u"):  # Pendulum's torque arrow: none drawn
-            self.env.last_u = None
+        self.env.last_u = None  # Pendulum draws its last torque as an arrow: none (others ignore)
         return np.asarray(self.env.render(), np.uint8)
 
 

@@ -174,11 +174,13 @@ def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
         images[0].save(path, save_all=True, append_images=images[1:], loop=0,
                        duration=max(1, round(1000 / fps)))
         return
-    iio = importlib.import_module("imageio.v3")  # the render extra
+    imageio = importlib.import_module("imageio.v2")  # the render extra (its ffmpeg plugin)
     height, width = frames[0].shape[:2]
     pad = ((0, height % 2), (0, width % 2), (0, 0))
-    iio.imwrite(path, np.stack([np.pad(f, pad, constant_values=255) for f in frames]),
-                fps=fps, codec="libx264", plugin="pyav" if _has("av") else None)
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1,
+                            ffmpeg_log_level="error") as writer:
+        for frame in frames:
+            writer.append_data(np.pad(frame, pad, constant_values=255))
 
 
 def _has(module: str) -> bool:
