@@ -24,7 +24,7 @@ import signal
 import sys
 
 COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs",
-            "render")
+            "render", "export")
 """The commands (``rollax.cli.flags.COMMANDS``; a test keeps the two equal), here without
 importing anything, to name the command in the interrupt line."""
 

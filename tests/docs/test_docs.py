@@ -15,6 +15,7 @@ skipped when the suite is not installed; tests/suites runs them in CI's suites v
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -39,6 +40,10 @@ SLOW = ("rollax.make_train(config)", "jax.vmap(run)")
 """Examples that train for real (marked slow)."""
 
 
+OPTIONAL = {"onnxruntime": "onnx"}
+"""Modules of optional extras an example may import (skipped without them), and the extra."""
+
+
 def _examples():
     for doc in DOCS:
         text = doc.read_text()
@@ -56,6 +61,9 @@ def _examples():
             marks = [pytest.mark.slow] if any(s in code for s in SLOW) else []
             missing = [s.extra for s in (suites.SUITES.get(p) for p in SUITE.findall(code))
                        if s is not None and not s.installed]
+            missing += [extra for module, extra in OPTIONAL.items()
+                        if re.search(rf"^(import|from) .*\b{module}\b", code, re.M)
+                        and importlib.util.find_spec(module) is None]
             if missing:
                 marks.append(pytest.mark.skip(reason=f"needs rollax[{missing[0]}]"))
             yield pytest.param(code, expected, approx, id=f"{doc.name}:{line}", marks=marks)

@@ -1,5 +1,5 @@
-"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``
-and ``render``; :data:`RUNNERS`, what runs each command (``train``'s:
+"""``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``,
+``render`` and ``export``; :data:`RUNNERS`, what runs each command (``train``'s:
 :func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from rollax.cli.flags import (
     EnvsCommand,
     EvalCommand,
     ExactCommand,
+    ExportCommand,
     GradientsCommand,
     PlotCommand,
     RenderCommand,
@@ -289,13 +290,28 @@ def run_render(cmd: RenderCommand) -> None:
     print(f"wrote {done.path} ({counted(done.frames, 'frame')})")
 
 
+def run_export(cmd: ExportCommand) -> None:
+    from rollax.run.export import FORMATS, export_policy
+
+    out = cmd.out or f"policy{FORMATS.get(cmd.format, '')}"
+    info = export_policy(cmd.run_dir, out, cmd.format, cmd.lane)
+    if cmd.json:
+        emit(info)
+        return
+    shape = lambda spec: f"({', '.join(map(str, spec['shape']))}) {spec['dtype']}"  # noqa: E731
+    print(f"wrote {out} ({cmd.format}): {info['input']['name']} {shape(info['input'])} -> "
+          f"{info['output']['name']} {shape(info['output'])}, lane {cmd.lane} at update "
+          f"{info['update']}; description in {out}.json")
+
+
 RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
-           CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render}
+           CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render,
+           ExportCommand: run_export}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
-            RenderCommand)
+            RenderCommand, ExportCommand)
 """The commands that compile programs with the compile cache on (``train``'s runner turns it
 on or off as ``--compile-cache`` asks)."""

@@ -333,6 +333,24 @@ class RenderCommand:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExportCommand:
+    """Write the greedy policy of a run's lane as a file that acts without rollax: a
+    jax.export artifact (stablehlo, loaded with JAX alone) or an ONNX model."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run folder."""
+    format: Literal["stablehlo", "onnx"] = "stablehlo"
+    """stablehlo: a serialized jax.export artifact (.jax); onnx: an ONNX model (.onnx; pip
+    install 'rollax[onnx]')."""
+    out: str | None = None
+    """The file (default: policy.jax or policy.onnx); a JSON description goes beside it."""
+    lane: int = 0
+    """The run's lane (seed or sweep point) whose policy is exported."""
+    json: bool = False
+    """Print the description as one JSON object."""
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvsCommand:
     """List every registered environment id, one per line (with gymnax installed, also
     gymnax:<id> for each gymnax environment)."""
@@ -343,7 +361,8 @@ class EnvsCommand:
 
 COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
             "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
-            "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand}
+            "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand,
+            "export": ExportCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""
