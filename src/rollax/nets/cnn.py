@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.distributions import Distribution, masked
+from rollax.nets.distributions import Distribution
 from rollax.nets.heads import (
     ACTIVATIONS,
-    ActorCriticHead,
     ActorCriticParams,
     FeedForwardHeads,
     linear,
@@ -47,6 +46,12 @@ def image_shape(env) -> tuple[int, int, int] | None:
         return None
     h, w, c = (int(n) for n in shape)
     return h, w, c
+
+
+def check_image_shape(shape) -> None:
+    """``ValueError`` unless ``shape`` is ``(H, W, C)`` of positive sizes."""
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f"image_shape must be (H, W, C), got {shape!r}")
 
 
 def conv(matrix: jax.Array, kernel: int, stride: int = 1) -> eqx.nn.Conv2d:
@@ -121,8 +126,7 @@ class CNNActorCritic(FeedForwardHeads):
 
     def __post_init__(self):
         super().__post_init__()
-        if len(self.image_shape) != 3 or min(self.image_shape) < 1:
-            raise ValueError(f"image_shape must be (H, W, C), got {self.image_shape!r}")
+        check_image_shape(self.image_shape)
         if not self.channels or min(self.channels) < 1 or self.kernel_size < 1:
             raise ValueError(f"channels and kernel_size must be positive, got "
                              f"{self.channels!r} and {self.kernel_size!r}")
@@ -192,7 +196,7 @@ class NatureParams(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class NatureCNNActorCritic(ActorCriticHead):
+class NatureCNNActorCritic(FeedForwardHeads):
     """The Nature-DQN network as an actor-critic (the one of CleanRL's and PureJaxRL's Atari
     PPO), for frames such as Atari's ``(84, 84, 4)``.
 
@@ -208,7 +212,8 @@ class NatureCNNActorCritic(ActorCriticHead):
 
     The distribution and the value read the torso each; compiled together (a loss, a rollout
     step) XLA computes it once. Parameters are a :class:`NatureParams`; per-network gradient
-    clipping clips the torso on its own.
+    clipping clips the torso on its own. The policy methods are
+    :class:`rollax.nets.heads.FeedForwardHeads`' (its ``forward`` unused).
 
     Example::
 
@@ -232,8 +237,7 @@ class NatureCNNActorCritic(ActorCriticHead):
 
     def __post_init__(self):
         super().__post_init__()
-        if len(self.image_shape) != 3 or min(self.image_shape) < 1:
-            raise ValueError(f"image_shape must be (H, W, C), got {self.image_shape!r}")
+        check_image_shape(self.image_shape)
         if min(self.image_shape[:2]) < 36:
             raise ValueError(f"the Nature CNN needs images of at least 36x36 pixels, got "
                              f"{self.image_shape!r}")
@@ -280,20 +284,13 @@ class NatureCNNActorCritic(ActorCriticHead):
             x = act(layer(x))
         return x
 
-    def distribution(self, params: NatureParams, observation: jax.Array) -> Distribution:
+    def distribution(self, params: Any, observation: jax.Array) -> Distribution:
+        """The actor's output layer on the shared torso's features (``params`` a
+        :class:`NatureParams`); ``sample``, ``log_prob`` and ``greedy`` read it as every
+        feed-forward network's do."""
         out = params.actor[0](self.features(params.torso, observation))
         return self.action_distribution(out, params.log_std)
 
-    def value(self, params: NatureParams, observation: jax.Array) -> jax.Array:
+    def value(self, params: Any, observation: jax.Array) -> jax.Array:
+        """The critic's output layer on the shared torso's features."""
         return params.critic[0](self.features(params.torso, observation))[0]
-
-    def sample(self, params, observation, key, mask=None):
-        dist = masked(self.distribution(params, observation), mask)
-        action = dist.sample(key)
-        return action, dist.log_prob(action)
-
-    def log_prob(self, params, observation, action, mask=None) -> jax.Array:
-        return masked(self.distribution(params, observation), mask).log_prob(action)
-
-    def greedy(self, params, observation, mask=None) -> jax.Array:
-        return masked(self.distribution(params, observation), mask).mode()
