@@ -89,10 +89,10 @@ from rollax.returns import discounted_returns, gae, reward_to_go
 if TYPE_CHECKING:
     from rollax.gymnasium_export import to_gymnasium
     from rollax.run.loaded import LoadedPolicy, load_run
-    from rollax.run.video import render_episodes
+    from rollax.run.watch import render_episodes
 
 _LAZY = {"LoadedPolicy": "rollax.run.loaded", "load_run": "rollax.run.loaded",
-         "render_episodes": "rollax.run.video", "to_gymnasium": "rollax.gymnasium_export"}
+         "render_episodes": "rollax.run.watch", "to_gymnasium": "rollax.gymnasium_export"}
 """Names imported on first use (``import rollax`` stays light): the outer ring, and the
 Gymnasium export (which imports Gymnasium)."""
 

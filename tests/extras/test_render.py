@@ -99,3 +99,15 @@ def test_record_video_on_to_gymnasium(tmp_path):
     videos = list((tmp_path / "videos").glob("*.mp4"))
     assert len(videos) == 1
     assert len(iio.imread(videos[0])) == steps + 1
+
+
+def test_video_every_on_a_neural_run(capsys, tmp_path):
+    code, _, err = run(capsys, "train", "--json", "--env", "CartPole-v1", "--total-steps",
+                         "1024", "--num-envs", "4", "--num-steps", "128", "--video-every", "1",
+                         "--out", tmp_path / "run")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["videos"] == [f"videos/update-{u:07d}.gif" for u in (1, 2)]
+    for video in summary["videos"]:
+        with Image.open(tmp_path / "run" / video) as gif:
+            assert gif.size == (600, 400 + 18) and gif.n_frames >= 2

@@ -14,7 +14,8 @@ from PIL import Image
 import rollax
 from helpers import run
 from rollax.envs.frames import draw_planes, frame_renderer, plane_colours
-from rollax.run.video import captions, record_episodes, render_episodes
+from rollax.run.video import captions, record_episodes
+from rollax.run.watch import render_episodes
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +133,31 @@ def test_the_tabular_run_of_the_session_renders_with_a_lane(tabular_run, tmp_pat
     code, _, err = run(capsys, "render", tabular_run, "--out", tmp_path / "u.gif", "--lane",
                        "5")
     assert code == 2 and "lane must be in [0, 1)" in err
+
+
+def test_video_every_writes_gifs_into_the_run_and_changes_no_result(capsys, tmp_path):
+    flags = ["--updates", "4", "--batch-size", "16", "--chunk-size", "1", "--json"]
+    code, out, err = run(capsys, "train", *flags, "--video-every", "2", "--out",
+                         tmp_path / "with")
+    assert code == 0, err
+    with_videos = json.loads(out)
+    code, out, err = run(capsys, "train", *flags, "--out", tmp_path / "without")
+    assert code == 0, err
+    assert with_videos["params_sha256"] == json.loads(out)["params_sha256"]
+    summary = json.loads((tmp_path / "with" / "summary.json").read_text())
+    assert summary["videos"] == ["videos/update-0000002.gif", "videos/update-0000004.gif"]
+    assert "videos" not in json.loads((tmp_path / "without" / "summary.json").read_text())
+    config = json.loads((tmp_path / "with" / "config.json").read_text())
+    assert config["video_every"] == 2
+    for video in summary["videos"]:
+        with Image.open(tmp_path / "with" / video) as gif:
+            assert 2 <= gif.n_frames <= 9  # one corridor episode: 1 to 8 steps, and its start
+            assert gif.size == (4 * 48, 48 + 18)
+
+
+def test_video_every_is_refused_for_what_rollax_cannot_draw(capsys, tmp_path):
+    code, _, err = run(capsys, "train", "--env", "FrozenLake-v1", "--updates", "2",
+                       "--video-every", "1", "--out", tmp_path / "run")
+    assert code == 2 and err.startswith("rollax train: error: video_every: rollax cannot draw "
+                                        "'FrozenLake-v1' yet; it draws CartPole-v1, "), err
+    assert not (tmp_path / "run").exists()

@@ -276,7 +276,7 @@ def run_envs(cmd: EnvsCommand) -> None:
 
 
 def run_render(cmd: RenderCommand) -> None:
-    from rollax.run.video import render_episodes
+    from rollax.run.watch import render_episodes
 
     done = render_episodes(cmd.target, cmd.out, episodes=cmd.episodes, lane=cmd.lane,
                            sample=cmd.sample, fps=cmd.fps, seed=cmd.seed,

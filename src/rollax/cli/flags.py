@@ -56,6 +56,10 @@ class RunFlags:
     eval_episodes: int = 32
     """Greedy evaluation episodes per lane: of each --eval-every evaluation, and of the
     evaluation after training (neural tasks)."""
+    video_every: int | None = None
+    """A GIF of one greedy episode of lane 0 every N updates (at chunk ends) and at the end,
+    in RUN/videos/, listed in summary.json; for environments rollax draws (rollax render);
+    never changes the training results (default: none)."""
     devices: int | None = None
     """Split the lanes and each lane's environment batch over this many devices (the first N
     of jax.devices(); must divide lanes x num_envs or batch size; default: one device);

@@ -26,7 +26,7 @@ from rollax.run.stored import config_from_dict, config_to_dict
 from rollax.validate import check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
-                "checked", "devices", "eval_every", "eval_episodes")
+                "checked", "devices", "eval_every", "eval_episodes", "video_every")
 """Settings of the experiment around the algorithm (its own are its config's fields; ``env``,
 ``seed``, ``algo`` and ``eval_episodes`` are also fields of some configs, which take them)."""
 
@@ -54,6 +54,10 @@ class RunConfig:
     changes the training results."""
     eval_episodes: int = 32
     """Episodes per lane of each evaluation during training."""
+    video_every: int | None = None
+    """A GIF of one greedy episode of lane 0 every this many updates, in ``videos/``
+    (:func:`rollax.run.video.training_video`; ``None``: none); never changes the training
+    results."""
 
     @property
     def spec(self) -> AlgorithmSpec:
@@ -84,7 +88,7 @@ class RunConfig:
         return {**self.identity(), "chunk_size": self.chunk_size,
                 "checkpoint_every": self.checkpoint_every, "checked": self.checked,
                 "num_devices": self.devices, "eval_every": self.eval_every,
-                "eval_episodes": self.eval_episodes}
+                "eval_episodes": self.eval_episodes, "video_every": self.video_every}
 
 
 def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfig:
@@ -98,7 +102,8 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
                          checkpoint_every=stored["checkpoint_every"],
                          checked=bool(stored.get("checked", False)),
                          devices=stored.get("num_devices"), eval_every=stored.get("eval_every"),
-                         eval_episodes=stored.get("eval_episodes", 32))
+                         eval_episodes=stored.get("eval_episodes", 32),
+                         video_every=stored.get("video_every"))
     except KeyError as err:
         raise ValueError(f"{where!r} lacks {err}: not a training run") from None
     except (TypeError, AttributeError) as err:
@@ -109,7 +114,7 @@ def _check_run_settings(settings: Mapping[str, Any]) -> None:
     seeds = settings.get("seeds", 1)
     check_count("seeds", seeds)
     check_seed(settings.get("seed", 0), seeds)
-    for name in ("chunk_size", "checkpoint_every", "eval_every", "eval_episodes"):
+    for name in ("chunk_size", "checkpoint_every", "eval_every", "eval_episodes", "video_every"):
         if settings.get(name) is not None:
             check_count(name, settings[name])
     if not isinstance(settings.get("checked", False), bool):
@@ -293,10 +298,27 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
                     sweep={k: tuple(v) for k, v in sweep.items()},
                     chunk_size=min(chunk, algo.num_updates), checkpoint_every=every,
                     checked=checked, devices=settings.get("devices"),
-                    eval_every=settings.get("eval_every"), eval_episodes=episodes)
+                    eval_every=settings.get("eval_every"), eval_episodes=episodes,
+                    video_every=settings.get("video_every"))
+    if run.video_every is not None:
+        check_drawable(env, config.env)
     check_run_devices(run, algo)
     check_memory(algo, len(run.lanes()), run.devices or 1)
     return run, algo
+
+
+def check_drawable(env, name: str) -> None:
+    """``ValueError`` naming ``video_every`` unless rollax can draw ``env``'s states
+    (:func:`rollax.envs.frames.frame_renderer`)."""
+    from rollax.envs.frames import DRAWN, frame_renderer
+
+    try:
+        drawable = not is_host(env) and frame_renderer(env, repr(name)) is not None
+    except ValueError as err:  # a drawing whose package is missing
+        raise ValueError(f"video_every: {err}") from None
+    if not drawable:
+        raise ValueError(f"video_every: rollax cannot draw {name!r} yet; it draws "
+                         f"{', '.join(DRAWN)}")
 
 
 def batch_bytes(algo: Algorithm) -> int:

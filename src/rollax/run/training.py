@@ -117,6 +117,24 @@ def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int) -> Callable:
     return at
 
 
+VIDEO_STREAM = 0x5649
+"""Folded into lane 0's key (then the update) for the episodes of ``--video-every``: apart
+from training's and the evaluations' keys."""
+
+
+def _video(run: RunConfig, algo: Algorithm, folder: RunFolder, state, update: int) -> None:
+    """``videos/update-NNNNNNN.gif`` in the run folder: one greedy episode of lane 0 at
+    ``update`` (:func:`rollax.run.video.training_video`), on a key of its own."""
+    import jax
+
+    from rollax.run.video import training_video
+
+    lane = jax.tree_util.tree_map(lambda x: x[0], state)
+    key = jax.random.fold_in(jax.random.fold_in(run.lanes().keys()[0], VIDEO_STREAM), update)
+    training_video(algo.env, algo.policy, algo.params(lane), key,
+                   folder.path / "videos" / f"update-{update:07d}.gif")
+
+
 def _first_rows(runner: Runner, state, labels: list[dict]) -> list[dict]:
     """Row 0 of every lane: the outputs of ``evaluate`` before the first update."""
     initial = {k: np.asarray(v)
@@ -213,6 +231,9 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
                 done // run.eval_every > first // run.eval_every or done == algo.num_updates):
             for row, value in zip(rows[-len(labels):], greedy(state, done)):
                 row["greedy_return"] = float(value)
+        if run.video_every is not None and (
+                done // run.video_every > first // run.video_every or done == algo.num_updates):
+            _video(run, algo, folder, state, done)
         folder.write_metrics(rows)
         clock["updates"] += done - first
         clock["steps"] += chunk_steps
@@ -251,6 +272,9 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     summary["compile_cache"] = compile_cache.current()
     summary["mesh"] = (None if runner.mesh is None else
                        {name: int(size) for name, size in runner.mesh.shape.items()})
+    videos = sorted((folder.path / "videos").glob("update-*.gif"))
+    if videos:
+        summary["videos"] = [str(v.relative_to(folder.path)) for v in videos]
     folder.write_summary(summary)
     return summary, params
 

@@ -1,6 +1,8 @@
-"""Watching a policy: :func:`render_episodes` plays episodes of a run's policy (greedy, or
-sampled) or of a uniform random policy on an environment, draws each state, captions it with
-the step, the return so far and the last action, and writes the frames as a GIF or an MP4.
+"""Videos of a policy: episodes played by one compiled program (:func:`record_episodes`), each
+state drawn and captioned with the step, the return so far and the last action
+(:func:`captioned_frames`), written as a GIF or an MP4 (:func:`write_video`); what
+``rollax render`` (:mod:`rollax.run.watch`) and ``rollax train --video-every N``
+(:func:`training_video`) write.
 
 The episodes are played by one compiled program (:func:`record_episodes`: the states of
 ``episodes`` absorbing episodes of at most ``max_steps`` steps, vmapped), and drawn afterwards
@@ -23,15 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.collect import split_key
-from rollax.contracts.probe import RandomPolicy, usable_mask
+from rollax.contracts.probe import usable_mask
 from rollax.envs.base import step_with_key
-from rollax.envs.frames import DRAWN, frame_renderer
-from rollax.envs.host import is_host
+from rollax.envs.frames import frame_renderer
 from rollax.recurrent import is_recurrent
-from rollax.validate import check_count, check_seed
 
-__all__ = ["FORMATS", "Recorded", "Rendered", "captions", "record_episodes", "render_episodes",
-           "write_video"]
+__all__ = ["FORMATS", "Recorded", "Rendered", "captions", "check_out", "record_episodes",
+           "training_video", "write_video"]
 
 FORMATS = (".gif", ".mp4")
 """The video files :func:`write_video` writes, by suffix."""
@@ -201,51 +201,16 @@ def check_out(out: str | Path) -> Path:
     return path
 
 
-def render_episodes(target: str | Path, out: str | Path = "episode.gif", *, episodes: int = 1,
-                    lane: int = 0, sample: bool = False, fps: float = 30.0, seed: int = 0,
-                    max_steps: int = 1000) -> Rendered:
-    """Play ``episodes`` episodes and write them as one video ``out`` (``.gif`` or ``.mp4``).
-
-    ``target``: a run folder (its policy at the latest checkpoint, lane ``lane``: its mode, or
-    samples with ``sample``), or an environment name (``CartPole-v1``, ``gymnax:Breakout-
-    MinAtar``, ...: a uniform random policy, for a look before training). Episodes start from
-    ``jax.random.key(seed)`` and last at most ``max_steps`` steps (or the environment's
-    horizon). ``ValueError`` in one line, before anything is compiled or written, for an
-    environment rollax cannot draw (naming those it can), a bad setting or ``out``."""
-    check_count("episodes", episodes)
-    check_count("max_steps", max_steps)
-    check_seed(seed)
-    if not (isinstance(fps, (int, float)) and 0 < fps <= 240):
-        raise ValueError(f"fps must be a number in (0, 240], got {fps!r}")
-    path = check_out(out)
-    env, policy, params, name = _target(target, lane)
-    sample = sample or isinstance(policy, RandomPolicy)  # an environment: random actions
-    if is_host(env):
-        raise ValueError(f"{name} is stepped on the host: rollax cannot draw it yet "
-                         f"(it draws {', '.join(DRAWN)})")
-    draw = frame_renderer(env, name)
-    if draw is None:
-        raise ValueError(f"rollax cannot draw {name} yet; it draws {', '.join(DRAWN)}")
-    num_steps = int(min(max_steps, env.horizon))
-    recorded = record_episodes(env, policy, params, jax.random.key(seed), episodes, num_steps,
-                               sample)
+def training_video(env, policy, params, key: jax.Array, path: Path,
+                   max_steps: int = 1000, fps: float = 30.0) -> Rendered:
+    """One greedy episode of ``policy`` with ``params`` (one lane's) on ``env`` from ``key``,
+    written as the GIF ``path`` (its folder created): what ``rollax train --video-every N``
+    writes into the run folder. Compiled once per (env, policy); reads the parameters only."""
+    draw = frame_renderer(env)
+    assert draw is not None  # checked before the run (rollax.run.config.check_drawable)
+    recorded = record_episodes(env, policy, params, key, 1, int(min(max_steps, env.horizon)))
     frames = captioned_frames(recorded, draw)
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_video(frames, path, fps)
-    returns = tuple(float(np.sum(recorded.rewards[e])) for e in range(episodes))
-    return Rendered(path, returns, tuple(int(n) for n in recorded.lengths), len(frames))
-
-
-def _target(target: str | Path, lane: int) -> tuple[Any, Any, Any, str]:
-    """``(env, policy, params, name)`` of a run folder's lane or of an environment name."""
-    from rollax.envs.registry import make
-    from rollax.run.loaded import load_run
-
-    if Path(target).is_dir():
-        loaded = load_run(target)
-        return loaded.env, loaded.policy, loaded.lane_params(lane), f"the run {str(target)!r}"
-    if not isinstance(target, str):
-        raise ValueError(f"{str(target)!r} is not a run folder")
-    env = make(target)
-    if is_host(env):
-        return env, None, None, repr(target)
-    return env, RandomPolicy.for_space(env.action_space), None, repr(target)
+    return Rendered(path, (float(np.sum(recorded.rewards[0])),), (int(recorded.lengths[0]),),
+                    len(frames))
