@@ -112,3 +112,31 @@ def test_tensorboard_has_every_evaluation_at_its_env_step(capsys, tmp_path):
     expected = [rows[0]["eval_return"], rows[2]["greedy_return"],
                 summary["lanes"][0]["eval_return"]]
     np.testing.assert_allclose([value for _, value in got], expected, rtol=1e-6)
+
+
+def test_video_every_gifs_go_to_both_trackers_at_their_steps(capsys, tmp_path, monkeypatch):
+    """Each GIF of --video-every is one video of lane 0's series in TensorBoard (its frames
+    as written) and in W&B, at the env steps of the update that drew it."""
+    pytest.importorskip("wandb")
+    pytest.importorskip("moviepy")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
+    run_dir = tmp_path / "run"
+    code = main(["train", "--json", "--updates", "4", "--batch-size", "16", "--chunk-size",
+                 "1", "--seeds", "2", "--video-every", "2", "--log", "tensorboard,wandb",
+                 "--out", str(run_dir)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [next(r["env_steps"] for r in rows if r["seed"] == 0 and r["update"] == u)
+             for u in (2, 4)]
+    acc = event_accumulator.EventAccumulator(str(run_dir / "tensorboard" / "seed0"),
+                                             size_guidance={"images": 0})
+    acc.Reload()
+    videos = acc.Images("videos/greedy_episode")
+    assert [v.step for v in videos] == steps
+    assert "videos/greedy_episode" not in event_accumulator.EventAccumulator(
+        str(run_dir / "tensorboard" / "seed1")).Reload().Tags()["images"]
+    media = list((run_dir / "wandb").glob("offline-run-*/files/media/videos/**/*.gif"))
+    assert len(media) == 2

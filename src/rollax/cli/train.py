@@ -213,10 +213,12 @@ def train(request: TrainRequest) -> int:
     from rollax.run.plots import plot_runs
 
     cmd = request.cmd
-    names = check_loggers(cmd.log)  # before anything is compiled or written
+    # before anything is compiled or written
+    names = check_loggers(cmd.log, getattr(cmd, "video_every", None) is not None)
     if cmd.resume is not None:
         stopped = training.open_resume(cmd.resume, cmd.devices, request.budget)
         folder, run = stopped.folder, stopped.run
+        check_loggers(cmd.log, run.video_every is not None)
         if stopped.start is not None and stopped.start.note is not None:
             print(f"rollax train: {stopped.start.note}", file=sys.stderr, flush=True)
         if not cmd.json:

@@ -16,6 +16,10 @@ on ``--resume`` everything before the checkpoint, replacing the events of the in
 session), and each later chunk's rows.
 Non-finite values (``null`` in ``metrics.jsonl``) are left out.
 
+The GIFs of ``--video-every`` go to lane 0's series as ``videos/greedy_episode`` at their
+update's step, each once, after the chunk that wrote it (TensorBoard's ``add_video``, which
+needs moviepy; W&B's ``wandb.Video``).
+
 Every greedy evaluation is one series, ``rollax/eval_return``: the initial one (update 0), each
 ``--eval-every`` one (``greedy_return``) and, from :meth:`Logger.finished`, the evaluation after
 training (summary.json's score) at the last step, in place of that step's ``greedy_return``.
@@ -27,7 +31,10 @@ import importlib.util
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from rollax.run.config import RunConfig
 from rollax.run.folder import RunFolder
@@ -65,9 +72,10 @@ def parse_names(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(n.strip() for v in values for n in v.split(",") if n.strip()))
 
 
-def check_loggers(values: Iterable[str]) -> list[str]:
-    """The logger names of ``--log``, each known and with its package importable; else a
-    one-line ``ValueError``. Imports nothing and writes nothing."""
+def check_loggers(values: Iterable[str], videos: bool = False) -> list[str]:
+    """The logger names of ``--log``, each known and with its package importable (TensorBoard
+    with ``videos``, the GIFs of ``--video-every``, also moviepy, which its ``add_video``
+    encodes with); else a one-line ``ValueError``. Imports nothing and writes nothing."""
     names = parse_names(values)
     for name in names:
         if name not in PACKAGES:
@@ -76,6 +84,9 @@ def check_loggers(values: Iterable[str]) -> list[str]:
         if importlib.util.find_spec(PACKAGES[name]) is None:
             raise ValueError(f"log {name} needs {PACKAGES[name]}: "
                              f"pip install \"rollax[{name}]\"")
+        if name == "tensorboard" and videos and importlib.util.find_spec("moviepy") is None:
+            raise ValueError("log tensorboard with --video-every needs moviepy (TensorBoard's "
+                             "videos): pip install \"rollax[render]\"")
     return names
 
 
@@ -110,6 +121,12 @@ class TensorBoardSink:
         for name, value in values.items():
             self.writers[lane].add_scalar(name, value, step)
 
+    def video(self, lane: str, label: Mapping[str, Any], step: int, path: Path) -> None:
+        self.write(lane, label, step, {})  # the lane's writer
+        frames = gif_frames(path)  # (T, H, W, 3) -> tensorboardX's (N, T, C, H, W)
+        self.writers[lane].add_video(VIDEO_TAG, frames.transpose(0, 3, 1, 2)[None], step,
+                                     fps=VIDEO_FPS)
+
     def close(self, failed: bool) -> None:
         for writer in self.writers.values():
             writer.close()
@@ -136,9 +153,29 @@ class WandbSink:
                 config={**self.config, "lane": dict(label)}, reinit="create_new")
         self.runs[lane].log(dict(values), step=step)
 
+    def video(self, lane: str, label: Mapping[str, Any], step: int, path: Path) -> None:
+        import wandb  # pyright: ignore[reportMissingImports]
+
+        self.write(lane, label, step, {VIDEO_TAG: wandb.Video(str(path), format="gif")})
+
     def close(self, failed: bool) -> None:
         for run in self.runs.values():
             run.finish(exit_code=1 if failed else 0)
+
+
+VIDEO_TAG = "videos/greedy_episode"
+"""The tag of ``--video-every``'s GIFs in both trackers."""
+
+VIDEO_FPS = 30
+"""The rate the GIFs were written at (:func:`rollax.run.video.training_video`'s)."""
+
+
+def gif_frames(path: Path) -> np.ndarray:
+    """A GIF's frames, ``(T, H, W, 3)`` ``uint8``."""
+    from PIL import Image, ImageSequence
+
+    with Image.open(path) as gif:
+        return np.stack([np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(gif)])
 
 
 SINKS: dict[str, Callable[[RunFolder, RunConfig], Any]] = {
@@ -157,6 +194,11 @@ class Logger:
         self.score = run.spec.report.score
         self.last: dict[str, Mapping[str, Any]] = {}
         """Each lane's last row logged."""
+        self.videos: set[str] = set()
+        """The GIFs of ``videos/`` logged (by file name)."""
+        first = run.lanes().labels()[0]
+        self.first_lane = lane_tag(first, self.keys)
+        """Lane 0's series (the one ``--video-every`` draws)."""
 
     def __call__(self, event: ChunkDone) -> None:
         if not self.sinks:
@@ -167,6 +209,24 @@ class Logger:
             rows = self.folder.read_metrics()
         for row in rows:
             self.log_row(row)
+        self.log_videos()
+
+    def log_videos(self) -> None:
+        """The GIFs of ``videos/`` not logged yet, to lane 0's series at their update's step
+        (its ``env_steps`` in ``metrics.jsonl``)."""
+        new = [p for p in sorted((self.folder.path / "videos").glob("update-*.gif"))
+               if p.name not in self.videos]
+        if not new:
+            return
+        rows = [r for r in self.folder.read_metrics()
+                if lane_tag(r, self.keys) == self.first_lane]
+        steps = {int(r["update"]): int(r.get("env_steps") or 0) for r in rows}
+        label = {k: rows[0][k] for k in self.keys} if rows else {}
+        for path in new:
+            self.videos.add(path.name)
+            step = steps.get(int(path.stem.split("-")[1]), 0)
+            for sink in self.sinks:
+                sink.video(self.first_lane, label, step, path)
 
     def log_row(self, row: Mapping[str, Any]) -> None:
         lane, step = lane_tag(row, self.keys), int(row.get("env_steps") or 0)
