@@ -6,6 +6,7 @@ and the error messages."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -368,3 +369,44 @@ def test_reset_accepts_raw_and_typed_keys():
     typed = env.reset(jax.random.key(3))
     raw = env.reset(jax.random.key_data(jax.random.key(3)))
     assert jax.tree.all(jax.tree.map(lambda x, y: bool(jnp.all(x == y)), typed, raw))
+
+
+def test_render_draws_with_jumanjis_own_viewer(tmp_path, capsys):
+    """`rollax render jumanji:Game2048-v1`: a random policy's episode drawn by Game2048's
+    viewer (into arrays), as a GIF whose first and last pictures differ, and whose caption's
+    return is the episode's: the sum of the rewards Jumanji's own step gives for its actions."""
+    from PIL import Image
+
+    from helpers import run
+    from rollax.envs.frames import frame_renderer
+    from rollax.run.video import record_episodes
+
+    env = rollax.make("jumanji:Game2048-v1")
+    draw = frame_renderer(env)
+    start = jax.device_get(env.reset(jax.random.key(0)))
+    picture = draw(start)
+    assert picture.shape == (400, 400, 3) and picture.dtype == np.uint8
+    assert env.jumanji_env._viewer._display != draw.viewer._display  # the env's left as it was
+    code, out, err = run(capsys, "render", "jumanji:Game2048-v1", "--out", tmp_path / "g.gif",
+                         "--max-steps", "30", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    with Image.open(tmp_path / "g.gif") as gif:
+        assert gif.n_frames == done["frames"] == done["lengths"][0] + 1
+        first = np.asarray(gif.convert("RGB"))
+        gif.seek(gif.n_frames - 1)
+        last = np.asarray(gif.convert("RGB"))
+    assert not np.array_equal(first, last)
+    # the same episode replayed in Jumanji itself: its rewards sum to the caption's return
+    from rollax.contracts.probe import RandomPolicy
+
+    recorded = record_episodes(env, RandomPolicy.for_space(env.action_space), None,
+                               jax.random.key(0), 1, 30, sample=True)
+    state = recorded.states.inner
+    inner0 = jax.tree.map(lambda x: x[0, 0], state)
+    total, jstate = 0.0, inner0
+    for t in range(int(recorded.lengths[0])):
+        jstate, timestep = env.jumanji_env.step(jstate, env.jumanji_action(
+            jnp.asarray(recorded.actions[0, t])))
+        total += float(timestep.reward)
+    assert total == pytest.approx(done["returns"][0])

@@ -6,6 +6,8 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
   ``Pendulum-v1``): Gymnasium's own renderer, its environment set to the rollax state, so the
   pictures are Gymnasium's (needs pygame: ``pip install 'rollax[render]'``);
 - the corridor: its four cells, the agent a disc, the goal marked;
+- Jumanji's environments (``jumanji:<id>``): the environment's own viewer (matplotlib), drawn
+  into an array instead of a window, 400x400 pixels;
 - binary image planes (MinAtar's 10x10xC through gymnax or Pgx, any environment whose
   ``raw_observation_shape`` is ``(H, W, C)`` with sides of at most 32 and bounds ``[0, 1]``):
   each cell coloured by its highest lit plane, one colour per plane, on black.
@@ -17,6 +19,7 @@ Nothing here runs inside a compiled program: states are collected by one (see
 from __future__ import annotations
 
 import colorsys
+import copy
 import importlib.util
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +34,8 @@ Renderer = Callable[[Any], np.ndarray]
 """One state (NumPy leaves) -> an RGB frame ``(H, W, 3)``, ``uint8``."""
 
 DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
-         "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)")
+         "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
+         "Jumanji's environments (jumanji:<id>)")
 """What :func:`frame_renderer` draws, as the refusal of anything else names it."""
 
 PLANE_CELL = 16
@@ -62,6 +66,9 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
             return _GymnasiumDrawing(cls, state_of)
     if isinstance(env, Corridor):
         return _draw_corridor
+    viewer = getattr(getattr(env, "jumanji_env", None), "_viewer", None)
+    if hasattr(viewer, "_display_rgb_array"):
+        return _JumanjiDrawing(viewer)
     planes = _plane_shape(env)
     if planes is not None:
         colours = plane_colours(planes[2])
@@ -104,6 +111,23 @@ def _mountain_car_state(s) -> np.ndarray:
 
 def _pendulum_state(s) -> np.ndarray:
     return np.array([s.theta, s.theta_dot], np.float64)
+
+
+# --- Jumanji ------------------------------------------------------------------------------------
+
+class _JumanjiDrawing:
+    """A copy of a Jumanji environment's matplotlib viewer that returns its pictures as arrays
+    (Jumanji's own ``rgb_array`` display, chosen on the copy: the environment's viewer is left
+    as it was), on a figure of 4x4 inches (400x400 pixels). Reads Jumanji's private
+    ``_viewer``, ``_display`` and ``figure_size`` (jumanji 1.1)."""
+
+    def __init__(self, viewer):
+        self.viewer = copy.copy(viewer)
+        self.viewer._display = self.viewer._display_rgb_array
+        self.viewer.figure_size = (4.0, 4.0)
+
+    def __call__(self, state) -> np.ndarray:
+        return np.asarray(self.viewer.render(state.inner))[..., :3].copy()
 
 
 # --- the corridor ------------------------------------------------------------------------------
