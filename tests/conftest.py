@@ -54,6 +54,11 @@ _owned = pytest.StashKey[str]()
 
 
 def pytest_configure(config):
+    # MuJoCo picks its OpenGL platform when first imported (a test module importing brax or
+    # Gymnasium's MuJoCo tasks at collection, before rollax's adapter could choose EGL for a
+    # machine without a display): pictures of Brax states (rollax render) need EGL here
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and _KEY in workerinput:
         folder = workerinput[_KEY]  # an xdist worker: the controller's folder

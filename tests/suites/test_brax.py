@@ -153,3 +153,30 @@ def test_train_tiny(name, tmp_path):
 # Bit-identity with the suite's own step and documentation output are claims about the program
 # rollax compiles (tests/conftest.py): compiled with the defaults, not the session's cheap ones.
 pytestmark = pytest.mark.optimized
+
+
+def test_render_draws_brax_with_mujocos_renderer(tmp_path, capsys):
+    """`rollax render brax:inverted_pendulum`: a random policy's episode drawn by MuJoCo's
+    offscreen renderer (EGL on this headless machine) as a GIF; the pole moves, so the first
+    and last pictures differ; the picture of a state is MuJoCo's of the same positions drawn
+    by Brax's own brax.io.image.render_array."""
+    from brax.io import image
+    from PIL import Image
+
+    from helpers import run
+    from rollax.envs.frames import frame_renderer
+
+    env = rollax.make("brax:inverted_pendulum")
+    state = jax.device_get(env.reset(jax.random.key(0)))
+    mine = frame_renderer(env)(state)
+    theirs = image.render_array(env.suite_env.sys, state.inner.pipeline_state, 240, 320)
+    assert mine.shape == (240, 320, 3) and mine.std() > 0
+    np.testing.assert_array_equal(mine, theirs)
+    code, _, err = run(capsys, "render", "brax:inverted_pendulum", "--out",
+                       tmp_path / "p.gif", "--max-steps", "40", "--json")
+    assert code == 0, err
+    with Image.open(tmp_path / "p.gif") as gif:
+        first = np.asarray(gif.convert("RGB"))
+        gif.seek(gif.n_frames - 1)
+        last = np.asarray(gif.convert("RGB"))
+    assert not np.array_equal(first, last)

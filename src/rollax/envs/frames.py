@@ -8,6 +8,9 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
 - the corridor: its four cells, the agent a disc, the goal marked;
 - Jumanji's environments (``jumanji:<id>``): the environment's own viewer (matplotlib), drawn
   into an array instead of a window, 400x400 pixels;
+- Brax's environments (``brax:<name>``): MuJoCo's renderer (offscreen, EGL on a machine
+  without a display) on the state's positions and velocities, as Brax's own
+  ``brax.io.image.render_array`` draws them, 240x320 pixels;
 - binary image planes (MinAtar's 10x10xC through gymnax or Pgx, any environment whose
   ``raw_observation_shape`` is ``(H, W, C)`` with sides of at most 32 and bounds ``[0, 1]``):
   each cell coloured by its highest lit plane, one colour per plane, on black.
@@ -35,7 +38,7 @@ Renderer = Callable[[Any], np.ndarray]
 
 DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
          "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
-         "Jumanji's environments (jumanji:<id>)")
+         "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)")
 """What :func:`frame_renderer` draws, as the refusal of anything else names it."""
 
 PLANE_CELL = 16
@@ -66,6 +69,8 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
             return _GymnasiumDrawing(cls, state_of)
     if isinstance(env, Corridor):
         return _draw_corridor
+    if getattr(env, "prefix", None) == "brax" and hasattr(env.suite_env, "sys"):
+        return _BraxDrawing(env.suite_env.sys)
     viewer = getattr(getattr(env, "jumanji_env", None), "_viewer", None)
     if hasattr(viewer, "_display_rgb_array"):
         return _JumanjiDrawing(viewer)
@@ -128,6 +133,35 @@ class _JumanjiDrawing:
 
     def __call__(self, state) -> np.ndarray:
         return np.asarray(self.viewer.render(state.inner))[..., :3].copy()
+
+
+# --- Brax ---------------------------------------------------------------------------------------
+
+class _BraxDrawing:
+    """MuJoCo's offscreen renderer for a Brax system (its ``mj_model``), made at the first
+    picture and reused: a state's ``q`` and ``qd`` set into MuJoCo's data, forward kinematics,
+    the default free camera, 240x320 pixels (``brax.io.image.render_array``'s way)."""
+
+    def __init__(self, system):
+        self.system = system
+        self.renderer = None
+
+    def __call__(self, state) -> np.ndarray:
+        import mujoco  # pyright: ignore[reportMissingImports]  (the brax extra)
+
+        model = self.system.mj_model
+        if self.renderer is None:
+            try:
+                self.renderer = mujoco.Renderer(model, height=240, width=320)
+            except Exception as err:  # no OpenGL context: MuJoCo imported before MUJOCO_GL
+                raise ValueError(f"drawing Brax needs MuJoCo's offscreen OpenGL: set "
+                                 f"MUJOCO_GL=egl before importing mujoco ({err})") from None
+        physics = state.inner.pipeline_state
+        data = mujoco.MjData(model)
+        data.qpos, data.qvel = np.asarray(physics.q), np.asarray(physics.qd)
+        mujoco.mj_forward(model, data)
+        self.renderer.update_scene(data, camera=-1)
+        return np.asarray(self.renderer.render(), np.uint8)
 
 
 # --- the corridor ------------------------------------------------------------------------------
