@@ -136,6 +136,26 @@ def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def _refuses_this_mujoco():
+    raise ImportError("`Old-v4` is only supported on `mujoco<3`, for more information ...")
+
+
+def test_an_environment_gymnasium_cannot_build_here_is_one_line(capsys, tmp_path):
+    """Gymnasium refuses some registered ids at construction (Pusher-v4 on mujoco>=3, with an
+    ImportError): rollax says so in one line, exit 2, nothing written."""
+    gymnasium.register("RollaxOldOnly-v4", entry_point=_refuses_this_mujoco)
+    try:
+        with pytest.raises(ValueError, match="gymnasium:RollaxOldOnly-v4 cannot be built with "
+                           "the packages installed here: `Old-v4` is only supported on"):
+            rollax.make("gymnasium:RollaxOldOnly-v4")
+        code, _, err = run(capsys, "train", "--env", "gymnasium:RollaxOldOnly-v4",
+                           "--out", tmp_path / "run")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "mujoco<3" in err
+        assert not (tmp_path / "run").exists()
+    finally:
+        del gymnasium.registry["RollaxOldOnly-v4"]
+
+
 @pytest.mark.slow
 def test_a_users_gymnasium_factory_trains_from_the_command_line(capsys, tmp_path):
     """``package.module:factory`` returning a ``gymnasium.Env``: a host environment of the

@@ -65,6 +65,9 @@ def _build(env_id: str, kwargs: dict) -> HostEnvironment:
                     "see the error")
         raise ValueError(f"gymnasium:{env_id} needs more than Gymnasium: `{hint}` "
                          f"({str(error).splitlines()[0]})") from error
+    except ImportError as error:  # e.g. Pusher-v4, which Gymnasium builds only on mujoco<3
+        raise ValueError(f"gymnasium:{env_id} cannot be built with the packages installed "
+                         f"here: {str(error).splitlines()[0]}") from error
     except TypeError as error:  # an option the environment does not take
         raise rejected_options(PREFIX, env_id, kwargs, error) from error
 
