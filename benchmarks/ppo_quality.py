@@ -49,6 +49,9 @@ FAMILY = HERE / "quality_family.md"
 HOST = HERE / "quality_host.md"
 """Environments stepped on the host beside their peers (benchmarks/host_sb3.py,
 benchmarks/mujoco_cleanrl.py), written by hand from their tables."""
+BUDGET = HERE / "quality_minatar_budget.md"
+"""MinAtar at the published budget, one resumable process per seed, written by
+``benchmarks/minatar_budget.py table``."""
 A2C_SB3 = HERE / "a2c_sb3.md"
 """A2C beside Stable-Baselines3's own A2C, from ``benchmarks/a2c_sb3.py``'s tables."""
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1")
@@ -368,7 +371,9 @@ def render(stored: dict, out: Path) -> None:
         text += ["", MINATAR_NOTES.rstrip()]
         full = sorted({r["task"] for r in done if r["task"] in MINATAR and not short_budget(r)})
         missing = [t for t in MINATAR if t not in full]
-        if missing:
+        if BUDGET.exists():  # the 1e7 runs, one process per seed, resumable
+            text += ["", BUDGET.read_text().rstrip()]
+        elif missing:
             text += ["", "Not yet run at the published budget (1e7 env steps per seed): "
                      + ", ".join(missing) + ". The rows above for them are short-budget runs; "
                      "the throughput table says how long a full run would take on their "
