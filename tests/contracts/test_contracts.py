@@ -811,9 +811,9 @@ def test_unhashable_environment_fails_runs():
 
 
 def test_dict_observations_are_refused_or_reported():
-    with pytest.raises(ValueError, match=r"^environment 'DictSpacePointMass\(horizon=4\)': its "
-                                         r"observation_space is a dict; the supported spaces "
-                                         r"are rollax.Discrete, rollax.Box, "
+    with pytest.raises(ValueError, match=r"^environment 'DictSpacePointMass\(horizon=4, "
+                                         r"dt=0.05\)': its observation_space is a dict; "
+                                         r"the supported spaces are rollax.Discrete, rollax.Box, "
                                          r"rollax.MultiDiscrete and rollax.MultiBinary, and for "
                                          r"observations rollax.Dict and rollax.Tuple of them"):
         check_env(DictSpacePointMass(horizon=4), batch_size=2)

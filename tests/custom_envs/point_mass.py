@@ -30,6 +30,8 @@ class PointMass(rollax.Environment):
     a**2`` at the position it reaches."""
 
     horizon: int = 100
+    dt: float = DT
+    """The step's duration (an option: ``make(..., dt=0.1)``, ``--env-options dt=0.1``)."""
 
     def reset(self, key):
         x = jax.random.uniform(key, (), jnp.float32, -1.0, 1.0)
@@ -37,8 +39,8 @@ class PointMass(rollax.Environment):
 
     def transition(self, state, action, key):
         a = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-        v = state.v + DT * a[0]
-        x = state.x + DT * v
+        v = state.v + self.dt * a[0]
+        x = state.x + self.dt * v
         reward = -(x**2) - 0.01 * jnp.sum(a**2)
         return state._replace(x=x, v=v), reward, jnp.zeros((), bool)
 
@@ -54,8 +56,8 @@ class PointMass(rollax.Environment):
         return rollax.Box(np.float32(-1.0), np.float32(1.0), (1,))
 
 
-def make(horizon: int = 100) -> PointMass:
-    return PointMass(horizon=horizon)
+def make(horizon: int = 100, dt: float = DT) -> PointMass:
+    return PointMass(horizon=horizon, dt=dt)
 
 
 def continuing(horizon: int = 10**9) -> PointMass:

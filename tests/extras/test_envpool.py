@@ -167,3 +167,28 @@ def test_atari_frames_are_envpools_with_channels_last():
     assert_gymnasium_rows(traj, envpool_rows("Breakout-v5", envpool_seed(key, 2),
                                              np.asarray(traj.action), image=True,
                                              max_episode_steps=20))
+
+
+def test_atari_trained_per_life_continues_the_game_and_is_scored_on_whole_games():
+    """With ``episodic_life`` a lost life ends the training episode (terminated) and the game
+    goes on, as EnvPool's own next step continues it (a reset would restart the game at 5
+    lives): the rows equal EnvPool's with its continuation steps dropped, rewards clipped.
+    Evaluation plays the whole, unclipped game (the same environment made without the two
+    options), whatever the training environment's options."""
+    options = {"episodic_life": True, "reward_clip": True}
+    env = rollax.make("envpool:Breakout-v5", horizon=200, **options)
+    policy = RandomPolicy.for_space(env.action_space)
+    key = jax.random.key(8)
+    state = reset_batch(env, key, 2)
+    _, traj = collect_autoreset(env, policy, policy.init(), state, jax.random.key(9), 130)
+    assert int(traj.terminated.sum()) >= 4  # lives lost, the games going on
+    assert_gymnasium_rows(traj, envpool_rows("Breakout-v5", envpool_seed(key, 2),
+                                             np.asarray(traj.action), image=True,
+                                             max_episode_steps=200, **options))
+    game = rollax.make("envpool:Breakout-v5", horizon=200)
+    assert env.scoring is game and game.scoring is None
+    net = actor_critic(env, "nature", (16,), "relu", 0.0, 1)
+    params = net.init(jax.random.key(10))
+    scored = rollax.evaluate_policy(env, net, params, jax.random.key(11), 2, greedy=False)
+    assert float(scored) == float(rollax.evaluate_policy(game, net, params, jax.random.key(11),
+                                                         2, greedy=False))

@@ -37,6 +37,7 @@ from rollax.algos.base import (
     Algorithm,
     AlgorithmSpec,
     Report,
+    added,
     budget,
     env_batch,
     hyperparams_type,
@@ -70,6 +71,9 @@ class A2CConfig:
     """Registered environment with a Box observation space."""
     horizon: int | None = None
     """Episode time limit (default: the task's own, e.g. 500 for CartPole-v1)."""
+    env_options: tuple[str, ...] = added((), stored=())
+    """Keyword options of the environment's constructor, each KEY=VALUE (true/false, a number
+    or text), e.g. episodic_life=true reward_clip=true for EnvPool's Atari games."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
     total_steps: int = budget(500_000)
@@ -188,7 +192,7 @@ def validate(config: A2CConfig, env: Environment | None = None) -> Environment:
                  "normalize_rewards"):
         if not isinstance(getattr(config, name), bool):
             raise ValueError(f"{name} must be true or false, got {getattr(config, name)!r}")
-    env = environment(config.env, config.horizon, env, "A2C")
+    env = environment(config, env, "A2C")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
     return env

@@ -35,6 +35,7 @@ from rollax.algos.base import (
     NEURAL,
     AlgorithmSpec,
     Report,
+    added,
     budget,
     encodable,
     env_batch,
@@ -44,7 +45,7 @@ from rollax.algos.base import (
 from rollax.collect import Trajectory, collect_groups
 from rollax.envs.base import Environment
 from rollax.envs.host import is_host
-from rollax.envs.registry import make
+from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.nets.distributions import masked
 from rollax.recurrent import initial_carries, is_recurrent, unroll
@@ -74,6 +75,9 @@ class EpisodicConfig:
     horizon: int | None = None
     """Episode time limit and rollout length T (default: the task's own, e.g. 500 for
     CartPole-v1)."""
+    env_options: tuple[str, ...] = added((), stored=())
+    """Keyword options of the environment's constructor, each KEY=VALUE (true/false, a number
+    or text), e.g. episodic_life=true reward_clip=true for EnvPool's Atari games."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
     updates: int = budget(100)
@@ -126,7 +130,7 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     check_real("ent_coef", config.ent_coef, 0, inf, high_open=True)
     check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
     if env is None:
-        env = make(config.env, **({} if config.horizon is None else {"horizon": config.horizon}))
+        env = make_configured(config.env, config.horizon, config.env_options)
     if not encodable(env):
         raise ValueError(f"env {config.env!r} has no observations the networks read (Box, "
                          f"Discrete, or a Dict / Tuple of them)")

@@ -75,6 +75,9 @@ class PPOConfig:
     """Registered environment with a Box observation space."""
     horizon: int | None = None
     """Episode time limit (default: the task's own, e.g. 500 for CartPole-v1)."""
+    env_options: tuple[str, ...] = added((), stored=())
+    """Keyword options of the environment's constructor, each KEY=VALUE (true/false, a number
+    or text), e.g. episodic_life=true reward_clip=true for EnvPool's Atari games."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
     total_steps: int = budget(500_000)
@@ -177,7 +180,7 @@ def validate(config: PPOConfig, env: Environment | None = None) -> Environment:
     check_real("max_grad_norm", config.max_grad_norm, 0, inf, low_open=True, high_open=True)
     check_real("reward_scale", config.reward_scale, 0, inf, low_open=True, high_open=True)
     check_real("reward_clip", config.reward_clip, 0, inf, low_open=True, high_open=True)
-    env = environment(config.env, config.horizon, env, "PPO")
+    env = environment(config, env, "PPO")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
     if config.network in RECURRENT and config.num_envs % config.minibatches:

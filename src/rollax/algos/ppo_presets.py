@@ -38,6 +38,32 @@ MUJOCO_TASKS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
 """Gymnasium's MuJoCo tasks, ``envpool:<task>-v4``/``-v5`` and ``gymnasium:<task>-v4``/``-v5``:
 the same preset for each."""
 
+ATARI: dict = dict(
+    total_steps=10_000_000, num_envs=8, num_steps=128, epochs=4, minibatches=4, lr=2.5e-4,
+    anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.1, clip_value=True, vf_coef=0.5,
+    ent_coef=0.01, max_grad_norm=0.5, normalize_advantages=True, network="nature",
+    hidden=(512,), activation="relu", env_options=("episodic_life=true", "reward_clip=true"),
+)
+"""Atari: CleanRL's ``ppo_atari_envpool_xla_jax.py`` settings (its defaults, the same for every
+game; Adam eps 1e-5): EnvPool's frames (84x84 grey, 4 stacked, 4 frames per step, up to 30
+no-ops at reset, fire at reset, 27,000 steps at most) trained an episode per life with rewards
+clipped to their signs (``env_options``), the Nature-DQN CNN (a shared torso, 512 units) and
+10M agent steps (40M frames). Evaluation scores whole games, unclipped. Not mapped: CleanRL
+clips the gradient's global norm over all parameters (here the torso, actor and critic
+apart)."""
+
+ATARI_GAMES = ("Alien", "Amidar", "Assault", "Asterix", "Asteroids", "Atlantis", "BankHeist",
+               "BattleZone", "BeamRider", "Bowling", "Boxing", "Breakout", "Centipede",
+               "ChopperCommand", "CrazyClimber", "DemonAttack", "DoubleDunk", "Enduro",
+               "FishingDerby", "Freeway", "Frostbite", "Gopher", "Gravitar", "Hero",
+               "IceHockey", "Jamesbond", "Kangaroo", "Krull", "KungFuMaster",
+               "MontezumaRevenge", "MsPacman", "NameThisGame", "Pitfall", "Pong", "PrivateEye",
+               "Qbert", "Riverraid", "RoadRunner", "Robotank", "Seaquest", "SpaceInvaders",
+               "StarGunner", "Tennis", "TimePilot", "Tutankham", "UpNDown", "Venture",
+               "VideoPinball", "WizardOfWor", "Zaxxon")
+"""The Atari games of the Nature-DQN benchmark, ``envpool:<game>-v5``: the same preset for
+each."""
+
 PRESETS: dict[str, dict] = {
     "CartPole-v1": {},
     "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
@@ -51,5 +77,6 @@ PRESETS: dict[str, dict] = {
     **{f"pgx:minatar-{game}": dict(MINATAR) for game in MINATAR_GAMES.values()},
     **{f"{suite}:{task}-{version}": dict(MUJOCO) for task in MUJOCO_TASKS
        for suite in ("envpool", "gymnasium") for version in ("v4", "v5")},
+    **{f"envpool:{game}-v5": dict(ATARI) for game in ATARI_GAMES},
 }
 """Tuned settings per task (overrides of the PPOConfig defaults)."""

@@ -35,7 +35,7 @@ from rollax import guards
 from rollax.algos.base import Algorithm, encodable, neural_algorithm
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
 from rollax.envs.base import Environment
-from rollax.envs.registry import make
+from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.distributions import masked
 from rollax.nets.rnn import RecurrentActorCritic
@@ -83,14 +83,14 @@ def check_sizes(total_steps: int, num_envs: int, num_steps: int) -> None:
                          f"got {total_steps}")
 
 
-def environment(name: str, horizon: int | None, env: Environment | None,
-                algorithm: str) -> Environment:
-    """The environment ``name`` (``env`` when given: the one already built from ``name`` and
-    ``horizon``), refused unless the networks read its observations
-    (:func:`rollax.algos.base.encodable`; ``algorithm`` names who needs them in the
-    message)."""
+def environment(config, env: Environment | None, algorithm: str) -> Environment:
+    """The environment ``config`` names (its ``env``, ``horizon`` and ``env_options``; ``env``
+    when given: the one already built from them), refused unless the networks read its
+    observations (:func:`rollax.algos.base.encodable`; ``algorithm`` names who needs them in
+    the message)."""
+    name = config.env
     if env is None:
-        env = make(name, **({} if horizon is None else {"horizon": horizon}))
+        env = make_configured(name, config.horizon, config.env_options)
     if not encodable(env):
         raise ValueError(f"env {name!r} has no observations the networks read (Box, Discrete, "
                          f"or a Dict / Tuple of them): {algorithm} needs them")

@@ -32,6 +32,7 @@ from rollax.algos.base import (
     AlgorithmSpec,
     Report,
     Task,
+    added,
     budget,
     env_batch,
     hyperparams_type,
@@ -40,7 +41,7 @@ from rollax.algos.base import (
 from rollax.collect import Trajectory, collect
 from rollax.envs.base import Environment
 from rollax.envs.masks import has_action_mask
-from rollax.envs.registry import make
+from rollax.envs.registry import make_configured
 from rollax.exact import policy_return
 from rollax.losses import live_mean, ppo_clip_loss, ratio_stats, reinforce_loss
 from rollax.policies import default_policy
@@ -67,6 +68,9 @@ class TabularConfig:
     """Episodes (environments) per batch, B."""
     horizon: int | None = None
     """Episode time limit and rollout length T (default: the environment's, 8 for corridor)."""
+    env_options: tuple[str, ...] = added((), stored=())
+    """Keyword options of the environment's constructor, each KEY=VALUE (true/false, a number
+    or text), e.g. is_slippery=false for FrozenLake-v1."""
     epochs: int | None = None
     """Full-batch gradient steps per batch (default: 3 for ppo, 1 for reinforce)."""
     lr: float = traced(0.5)
@@ -150,8 +154,7 @@ def resolve_config(config: TabularConfig, env: Environment | None = None) -> Tab
     if not is_real(config.clip_eps) or not 0 < config.clip_eps < 1:
         raise ValueError(f"clip_eps must be a number in (0, 1), got {config.clip_eps!r}")
     if env is None:
-        env = make(config.env) if config.horizon is None else make(config.env,
-                                                                  horizon=config.horizon)
+        env = make_configured(config.env, config.horizon, config.env_options)
     if not hasattr(env, "to_mdp"):
         raise ValueError(f"env must be a finite (tabular) task, {config.env!r} is not")
     if has_action_mask(env):
@@ -256,7 +259,7 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     config = resolve_config(config, env)
     if env is None or env.horizon != config.horizon:
-        env = make(config.env, horizon=config.horizon)
+        env = make_configured(config.env, config.horizon, config.env_options)
     parts = TabularParts(config, env, checked)
 
     def exact(state: TabularTrainState, hp) -> dict:

@@ -289,7 +289,8 @@ def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
         budget = getattr(cmd, spec.budget) if spec.budget in flags else None
         return TrainRequest(cmd, choice, budget=budget)
     config = configure(spec, name, {f.name: getattr(cmd, f.name) for f in fields})
-    env = choice.env if cmd.horizon == choice.horizon else make_env(name, cmd.horizon)
+    env = (choice.env if cmd.horizon == choice.horizon and not getattr(config, "env_options", ())
+           else make_env(name, cmd.horizon, getattr(config, "env_options", ())))
     from_file = {n for n, source in sources.items() if source == "file"}
     return TrainRequest(cmd, choice, sources,
                         FileSettings(path, from_file) if path is not None else None,

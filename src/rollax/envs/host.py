@@ -144,6 +144,10 @@ class HostEnvironment:
     """The episode's step limit (evaluation cuts its episodes there)."""
     spaces: tuple = dataclasses.field(repr=False)
     """``(observation space, action space, raw observation shape)`` as rollax reads them."""
+    scoring: HostEnvironment | None = dataclasses.field(default=None, repr=False)
+    """The environment evaluation plays when training's rewards or episodes are not the
+    task's own score (EnvPool's Atari with ``episodic_life`` or ``reward_clip``: the whole game,
+    unclipped); ``None``: this one (:func:`rollax.evaluation.scoring_env`)."""
     pools: dict = dataclasses.field(default_factory=dict, repr=False)
     """The host's open pools by number (training and evaluation)."""
     numbers: Iterator[int] = dataclasses.field(default_factory=itertools.count, repr=False)

@@ -165,7 +165,59 @@ def make(name: str, **kwargs) -> Environment:
             f"unknown environment {name!r}{hint} (registered: {', '.join(registered())}; "
             f"suites as <suite>:<id>: {', '.join(SUITES)})"
         )
-    return _REGISTRY[name](**kwargs)
+    try:
+        return _REGISTRY[name](**kwargs)
+    except TypeError as error:  # an option the environment's constructor does not take
+        if "unexpected keyword argument" not in str(error):
+            raise
+        given = sorted(k for k in kwargs if k != "horizon")
+        raise ValueError(f"env {name!r} does not take the option(s) {given}: {error}") from None
+
+
+def parse_options(items) -> dict:
+    """A config's ``env_options``, ``KEY=VALUE`` strings, as the keyword arguments of the
+    environment's constructor: ``true``/``false`` become booleans, integers and decimal
+    numbers numbers, anything else stays text; ``ValueError`` naming ``env_options`` for an
+    item that is not ``KEY=VALUE``, a key given twice, or ``horizon`` (its own setting).
+
+    >>> parse_options(("episodic_life=true", "noop_max=30", "mode=easy", "scale=0.5"))
+    {'episodic_life': True, 'noop_max': 30, 'mode': 'easy', 'scale': 0.5}
+    """
+    if isinstance(items, str) or not isinstance(items, (tuple, list)):
+        raise ValueError(f"env_options must be a list of KEY=VALUE strings, got {items!r}")
+    options: dict = {}
+    for item in items:
+        key, sep, text = item.partition("=") if isinstance(item, str) else ("", "", "")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"env_options must be KEY=VALUE items (e.g. episodic_life=true), "
+                             f"got {item!r}")
+        if key in options:
+            raise ValueError(f"env_options gives {key} twice")
+        if key == "horizon":
+            raise ValueError("env_options cannot give horizon: it is a setting of its own "
+                             "(--horizon)")
+        options[key] = _option_value(text)
+    return options
+
+
+def _option_value(text: str):
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def make_configured(name: str, horizon: int | None = None, env_options=()) -> Environment:
+    """The environment a config names: ``make(name, horizon=horizon, **options)`` with
+    ``horizon`` left out when ``None`` and ``options`` from :func:`parse_options`."""
+    kwargs = parse_options(env_options)
+    if horizon is not None:
+        kwargs["horizon"] = horizon
+    return make(name, **kwargs)
 
 
 def _corridor(horizon: int = 8) -> Environment:

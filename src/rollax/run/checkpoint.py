@@ -17,6 +17,7 @@ at any moment leaves the previous checkpoint as the latest, never a half-written
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -71,8 +72,23 @@ def leaf_names(tree) -> list[str]:
 
 
 def fingerprint(config: dict) -> str:
-    """SHA-256 of a JSON-able config (sorted keys): what a checkpoint must match."""
+    """SHA-256 of a JSON-able config (sorted keys; its ``older`` entry left out): what a
+    checkpoint must match."""
+    config = {k: v for k, v in config.items() if k != "older"}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprints(config: dict) -> set[str]:
+    """The fingerprints a checkpoint of ``config`` may carry: its own, and those of the same
+    config without any of the settings in ``config["older"]`` (added after older checkpoints
+    were written, at the value those were trained with)."""
+    older = sorted(config.get("older", {}))
+    found = set()
+    for dropped in itertools.chain.from_iterable(
+            itertools.combinations(older, n) for n in range(len(older) + 1)):
+        settings = {k: v for k, v in config["config"].items() if k not in dropped}
+        found.add(fingerprint({**config, "config": settings}))
+    return found
 
 
 def _sha256(path: Path) -> str:
@@ -150,7 +166,7 @@ def load(path: Path, template, config: dict, budget: str | None = None):
     if budget is not None and isinstance(recorded_budget, dict) and set(recorded_budget) == {
             budget}:
         config = {**config, "config": {**config["config"], **recorded_budget}}
-    if meta.get("fingerprint") != fingerprint(config):
+    if meta.get("fingerprint") not in fingerprints(config):
         raise CheckpointError(f"checkpoint {str(path)!r} was written for another config")
     leaves, treedef = jax.tree_util.tree_flatten(template)
     names = leaf_names(template)

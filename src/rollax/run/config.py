@@ -20,9 +20,9 @@ from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.contracts.preflight import check_before_run
 from rollax.envs.host import is_host
-from rollax.envs.registry import factory_of, is_import_path, make, takes_horizon
+from rollax.envs.registry import factory_of, is_import_path, make_configured, takes_horizon
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
-from rollax.run.stored import config_from_dict, config_to_dict
+from rollax.run.stored import config_from_dict, config_to_dict, older_fields
 from rollax.validate import check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
@@ -74,7 +74,8 @@ class RunConfig:
         """The algorithm; a user's environment is rebuilt and checked first
         (:func:`user_env`)."""
         name = self.config.env
-        env = user_env(name, self.config.horizon) if is_import_path(name) else None
+        env = (user_env(name, self.config.horizon, self.config.env_options)
+               if is_import_path(name) else None)
         return self.spec.build(self.config, checked=self.checked, env=env)
 
     def identity(self) -> dict:
@@ -82,10 +83,12 @@ class RunConfig:
         device count excluded: they never change results beyond float tolerance)."""
         return {"kind": self.spec.name, "config": config_to_dict(self.config),
                 "seed": self.seed, "seeds": self.seeds,
-                "sweep": {k: list(v) for k, v in self.sweep.items()}}
+                "sweep": {k: list(v) for k, v in self.sweep.items()},
+                "older": older_fields(self.config)}
 
     def to_json(self) -> dict:
-        return {**self.identity(), "chunk_size": self.chunk_size,
+        identity = {k: v for k, v in self.identity().items() if k != "older"}
+        return {**identity, "chunk_size": self.chunk_size,
                 "checkpoint_every": self.checkpoint_every, "checked": self.checked,
                 "num_devices": self.devices, "eval_every": self.eval_every,
                 "eval_episodes": self.eval_episodes, "video_every": self.video_every}
@@ -207,28 +210,29 @@ def settings_names() -> list[str]:
     return names
 
 
-def user_env(name: str, horizon: int | None = None):
+def user_env(name: str, horizon: int | None = None, env_options=()):
     """A user's environment ``package.module:factory`` (``horizon`` passed when the factory
-    takes one: :func:`~rollax.envs.registry.make_from_path`), checked before anything is
-    compiled or written: one reset and one step traced against its declared spaces
-    (:func:`~rollax.contracts.preflight.check_before_run`). ``ValueError`` in one line."""
-    env = make(name) if horizon is None else make(name, horizon=horizon)
+    takes one: :func:`~rollax.envs.registry.make_from_path`; ``env_options`` as keyword
+    arguments), checked before anything is compiled or written: one reset and one step traced
+    against its declared spaces (:func:`~rollax.contracts.preflight.check_before_run`).
+    ``ValueError`` in one line."""
+    env = make_configured(name, horizon, env_options)
     if not is_host(env):  # a Gymnasium environment's spaces were converted when built
         check_before_run(env, name)
     return env
 
 
-def make_env(name: str, horizon: int | None = None):
-    """The environment ``name`` (with ``horizon`` when given), built once per run. A user's
-    environment is refused when ``horizon`` is given but its factory takes none, and checked
-    by :func:`user_env`."""
+def make_env(name: str, horizon: int | None = None, env_options=()):
+    """The environment ``name`` (with ``horizon`` when given, and ``env_options``: a config's
+    ``KEY=VALUE`` strings), built once per run. A user's environment is refused when
+    ``horizon`` is given but its factory takes none, and checked by :func:`user_env`."""
     if not is_import_path(name):
-        return make(name) if horizon is None else make(name, horizon=horizon)
+        return make_configured(name, horizon, env_options)
     if horizon is not None and not takes_horizon(factory_of(name)):
         raise ValueError(f"environment {name!r}: {name.partition(':')[2]} takes no horizon "
                          f"parameter, so --horizon cannot be given (its environment's own "
                          f"horizon is used)")
-    return user_env(name, horizon)
+    return user_env(name, horizon, env_options)
 
 
 class Chosen(NamedTuple):
@@ -270,7 +274,10 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
         raise ValueError(f"unknown setting {unknown[0]!r}{hint}")
     name = settings.setdefault("env", "corridor")
     env, spec = make_and_choose(name, settings.get("horizon"), settings.get("algo"))
-    return assemble(configure(spec, name, settings), env, settings, given=set(settings))
+    config = configure(spec, name, settings)
+    if getattr(config, "env_options", ()):  # given, or the preset's: the environment they make
+        env = make_env(name, config.horizon, config.env_options)
+    return assemble(config, env, settings, given=set(settings))
 
 
 def assemble(config, env, settings: Mapping[str, Any], given: set[str]

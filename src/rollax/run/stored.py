@@ -9,6 +9,7 @@ were written carries the value such a folder was trained with (its ``stored`` me
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import Mapping
@@ -20,6 +21,15 @@ from rollax.algos.base import STORED
 def config_to_dict(config) -> dict:
     """A JSON-able dict of an algorithm's ``config``."""
     return dataclasses.asdict(config)
+
+
+def older_fields(config) -> dict:
+    """The fields of ``config`` added after run folders were written (:func:`added`) that hold
+    the value such a folder was trained with, by name: a checkpoint written before a field
+    existed matches a config that has it at that value (:func:`rollax.run.checkpoint.load`)."""
+    return {f.name: f.metadata[STORED] for f in dataclasses.fields(config)
+            if STORED in f.metadata
+            and json.dumps(getattr(config, f.name)) == json.dumps(f.metadata[STORED])}
 
 
 def config_from_dict(config_type: type, data: Mapping[str, Any]):

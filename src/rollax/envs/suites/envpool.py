@@ -46,6 +46,12 @@ FAMILIES = ("mujoco.gym", "atari", "box2d", "classic_control", "toy_text")
 does not take yet)."""
 
 
+TRAINING_SIGNAL = ("episodic_life", "reward_clip")
+"""EnvPool's Atari options that change what training sees, not the game: an episode per
+life, rewards clipped to their signs. An environment made with either is evaluated on the
+whole game's unclipped score (its ``scoring`` environment, made without them)."""
+
+
 def ids() -> tuple[str, ...]:
     """EnvPool's tasks of :data:`FAMILIES` (none when EnvPool is not installed) with spaces
     rollax trains on (Blackjack's observation is a ``Tuple``: not yet); any other task EnvPool
@@ -83,10 +89,16 @@ def _build(env_id: str, kwargs: dict) -> HostEnvironment:
         observation_space = Box(np.moveaxis(observation_space.low, 0, -1),
                                 np.moveaxis(observation_space.high, 0, -1),
                                 dtype=observation_space.dtype)
+    scoring = None
+    if any(kwargs.get(option) for option in TRAINING_SIGNAL):  # scored on the whole game
+        scoring = _make(env_id, kwargs.get("max_episode_steps"),
+                        {k: v for k, v in kwargs.items()
+                         if k not in (*TRAINING_SIGNAL, "max_episode_steps")})
     return HostEnvironment(
         name=name, open_pool=functools.partial(SameStepPool.open, env_id, kwargs, image),
         horizon=int(spec.config.max_episode_steps),
-        spaces=read_spaces(name, observation_space, spec.gymnasium_action_space))
+        spaces=read_spaces(name, observation_space, spec.gymnasium_action_space),
+        scoring=scoring)
 
 
 _make = host_maker(PREFIX, _build)
@@ -100,9 +112,10 @@ class SameStepPool:
     channel-first frames (Atari's ``(4, 84, 84)``) are handed over channel-last, ``(H, W, C)``,
     as rollax's convolutional networks read images."""
 
-    def __init__(self, pool: Any, image: bool):
+    def __init__(self, pool: Any, image: bool, lives: bool = False):
         self.pool = pool
         self.image = image
+        self.lives = lives
         self.action_dtype = pool.action_space.dtype
 
     @classmethod
@@ -113,7 +126,8 @@ class SameStepPool:
         and their first observations."""
         envpool = import_suite("envpool", PREFIX)
         pool = cls(envpool.make_gymnasium(task, num_envs=batch_size, batch_size=batch_size,
-                                          seed=seed % (2**31 - batch_size), **options), image)
+                                          seed=seed % (2**31 - batch_size), **options), image,
+                   lives=bool(options.get("episodic_life")))
         observation, _ = pool.pool.reset()
         return pool, pool._observation(observation)
 
@@ -128,7 +142,13 @@ class SameStepPool:
         ended = np.asarray(terminated) | np.asarray(truncated)
         info = {}
         if ended.any():
-            first, _ = self.pool.reset(env_id=np.flatnonzero(ended).astype(np.int32))
+            ids = np.flatnonzero(ended).astype(np.int32)
+            if self.lives:  # EnvPool's own next step: a lost life continues the game
+                space = self.pool.action_space
+                first, *_ = self.pool.step(np.zeros((ids.size, *space.shape), self.action_dtype),
+                                           env_id=ids)
+            else:
+                first, _ = self.pool.reset(env_id=ids)
             info = {"final_obs": observation.copy(), "_final_obs": ended}
             observation[ended] = self._observation(first)
         return observation, np.array(reward), np.array(terminated), np.array(truncated), info
