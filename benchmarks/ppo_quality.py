@@ -48,7 +48,7 @@ FAMILY = HERE / "quality_family.md"
 ``benchmarks/family_quality.py``."""
 HOST = HERE / "quality_host.md"
 """Environments stepped on the host beside their peers (benchmarks/host_sb3.py,
-benchmarks/mujoco_cleanrl.py), written by hand from their tables."""
+benchmarks/cleanrl_side_by_side.py), written by hand from their tables."""
 BUDGET = HERE / "quality_minatar_budget.md"
 """MinAtar at the published budget, one resumable process per seed, written by
 ``benchmarks/minatar_budget.py table``."""

@@ -259,24 +259,48 @@ def episode_returns(env, policy, params, key, batch_size: int, num_steps: int) -
 def _host_returns(env, policy, params, key, batch_size, num_steps):
     """:func:`episode_returns` on a host environment: a pool of its own seeded from the reset
     stream, the first episode of each environment summed (its later ones, after Gymnasium's
-    reset, add nothing), the pool closed at the end. Every step is a host call; once every
-    episode has ended the calls return at once."""
+    reset, add nothing), the pool closed at the end. The loop stops once every episode has
+    ended. JAX refuses host calls in a loop whose stop is batched, so under ``vmap`` (lanes)
+    the lanes run one after another (``lax.map``), each stopping when its episodes end: a host
+    environment's lanes step one after another anyway."""
+
+    @jax.custom_batching.custom_vmap
+    def returns(params, key):
+        return _host_loop(env, policy, params, key, batch_size, num_steps)
+
+    @returns.def_vmap
+    def _lanes(axis_size, in_batched, params, key):
+        params_batched, key_batched = in_batched
+
+        def lane(i):
+            take = lambda x, batched: x[i] if batched else x  # noqa: E731
+            return returns(jax.tree.map(take, params, params_batched), take(key, key_batched))
+
+        return jax.lax.map(lane, jnp.arange(axis_size)), True
+
+    return returns(params, key)
+
+
+def _host_loop(env, policy, params, key, batch_size, num_steps):
     streams = split_key(key, False)
     state = env.reset_batch(streams.reset, batch_size)
     carry = _start_carry(policy, params, batch_size)
     action_steps = per_step(streams.action, num_steps)
 
-    def body(loop, action_step):
-        state, carry, live, total = loop
-        (state, carry), row = _host_step(env, policy, params, state, carry,
-                                         per_env(action_step, batch_size), live)
-        total = total + jnp.where(live, row.reward, 0.0)
-        return (state, carry, live & ~(row.terminated | row.truncated), total), None
+    def running(loop):
+        t, _, _, live, _ = loop
+        return (t < num_steps) & jnp.any(live)
 
-    # a scan, not a while loop (lanes vmap it): the host stops stepping once all have ended
+    def body(loop):
+        t, state, carry, live, total = loop
+        (state, carry), row = _host_step(env, policy, params, state, carry,
+                                         per_env(action_steps[t], batch_size), live)
+        total = total + jnp.where(live, row.reward, 0.0)
+        return t + 1, state, carry, live & ~(row.terminated | row.truncated), total
+
     live = jnp.ones((batch_size,), bool)
     total = jnp.zeros((batch_size,), jnp.float32)
-    (state, _, _, total), _ = jax.lax.scan(body, (state, carry, live, total), action_steps)
+    _, state, _, _, total = jax.lax.while_loop(running, body, (0, state, carry, live, total))
     return total + env.close_batch(state, total).astype(jnp.float32)  # closed once summed
 
 

@@ -1,6 +1,7 @@
 """Gymnasium environments stepped on the host (``gymnasium:<id>``, rollax.envs.host), checked
 against Gymnasium's own environments stepped by hand in plain Python loops."""
 
+import dataclasses
 import json
 
 import gymnasium
@@ -105,6 +106,34 @@ def test_evaluation_sums_each_first_episode(cartpole, cartpole_net):
         expected.append(total)
     np.testing.assert_array_equal(returns, expected)
     assert set(cartpole.pools) == pools  # the evaluation's pool is closed
+
+
+@dataclasses.dataclass(frozen=True)
+class CountingGreedy:
+    """A greedy policy that counts the steps it is asked for (one host callback per call)."""
+
+    inner: rollax.GreedyPolicy
+    calls: list = dataclasses.field(default_factory=list, hash=False, compare=False)
+
+    def sample(self, params, observation, key):
+        jax.debug.callback(lambda: self.calls.append(1))
+        return self.inner.sample(params, observation, key)
+
+
+def test_evaluation_stops_when_its_episodes_have_ended(cartpole, cartpole_net):
+    """A budget of 1,000 steps on episodes cut at 15: the loop ends with the episodes (at most
+    15 policy steps per environment, not 1,000), the returns the same; lanes under ``vmap``
+    each return what they return alone."""
+    net, params = cartpole_net
+    policy = CountingGreedy(rollax.GreedyPolicy(net))
+    keys = jax.random.split(jax.random.key(9), 2)
+    alone = [episode_returns(cartpole, policy, params, k, 4, 15) for k in keys]
+    policy.calls.clear()
+    long = episode_returns(cartpole, policy, params, keys[0], 4, 1_000)
+    np.testing.assert_array_equal(long, alone[0])
+    assert 0 < len(policy.calls) <= 4 * 15
+    both = jax.vmap(lambda k: episode_returns(cartpole, policy, params, k, 4, 1_000))(keys)
+    np.testing.assert_array_equal(both, np.stack(alone))
 
 
 @pytest.mark.slow
