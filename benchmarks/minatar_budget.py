@@ -101,16 +101,31 @@ def eval_mean(path: Path) -> float:
     return float(json.loads(path.read_text())["lanes"][0]["mean_return"])
 
 
+def training_time(run: Path) -> tuple[float, int]:
+    """``(seconds, env steps)`` of a run's updates from its metrics.jsonl: each update's steps
+    over its chunk's rate (``env_steps_per_second``), summed. Every update is counted once,
+    whichever segment ran it (a resume cuts the rows after its checkpoint), and compilation
+    and evaluation are not counted."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = sorted((r for r in rows if "env_steps_per_second" in r), key=lambda r: r["update"])
+    seconds, before = 0.0, 0
+    for row in rows:
+        seconds += (row["env_steps"] - before) / row["env_steps_per_second"]
+        before = row["env_steps"]
+    return seconds, before
+
+
 def table(root: Path) -> str:
     lines = ["## MinAtar at the published budget (1e7 env steps per seed)", "",
              "`python benchmarks/minatar_budget.py run` then `... table`: each seed its own "
              "`rollax train --env gymnax:<game>-MinAtar --network <network> --seed S` "
              "(gymnax-blines' settings, the table above), resumed across interruptions; "
              f"evaluated after training on {EPISODES} episodes per seed, greedy (the policy's "
-             "mode) and sampled (gymnax-blines' own evaluation). Wall time is the training "
-             "time summed over a run's finished segments (compile and evaluation excluded; "
-             "a segment stopped midway is not counted); env steps/s is the last "
-             "segment's. The runs shared the 2-core machine with other work at low priority "
+             "mode) and sampled (gymnax-blines' own evaluation). Train wall is the time of the "
+             "run's updates, read from its metrics.jsonl (each update's env steps over its "
+             "chunk's rate, summed; compilation and evaluation excluded; an update redone "
+             "after a resume counted once); env steps/s is the run's steps over it. The runs "
+             "shared the 2-core machine with other work at low priority "
              "(`nice`), so their times are upper bounds.", "",
              "| game | network | seeds | greedy mean [95% CI] | sampled mean [95% CI] | "
              "per seed (greedy / sampled) | target | met (sampled) | train wall | env steps/s "
@@ -132,9 +147,8 @@ def table(root: Path) -> str:
             segments = [[json.loads(s) for s in
                          (d.parent / f"{d.name}.segments.jsonl").read_text().splitlines()]
                         for d in done]
-            wall = [sum(s.get("run_time_s", 0.0) for s in seg) for seg in segments]
-            rate = [json.loads((d / "summary.json").read_text())["env_steps_per_second"]
-                    for d in done]
+            wall, steps = np.array([training_time(d) for d in done]).T
+            rate = steps / wall
             commits = sorted({s["commit"] for seg in segments for s in seg})
             g_lo, g_hi = bootstrap(greedy)
             s_lo, s_hi = bootstrap(sampled)

@@ -12,7 +12,7 @@ import pytest
 
 import rollax
 from rollax.algos import optim, ppo, rollout
-from rollax.nets import MLPActorCritic
+from rollax.nets import MLPActorCritic, NatureCNNActorCritic
 
 
 def seeds(n, start=0):
@@ -103,6 +103,36 @@ def test_critic_values_in_chunks_equal_one_vmap(monkeypatch, chunk):
     want = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, obs)
     assert got.shape == (5, 4)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk", [3, 10**6], ids=["chunks-with-remainder", "one-call"])
+def test_a_nature_minibatch_read_in_chunks_equals_one_vmap(monkeypatch, chunk):
+    """The Nature CNN's minibatch, ``cells_per_call`` cells at a time: the same log-probs,
+    values and entropies, and the same gradient, as all cells in one ``vmap``."""
+    net = NatureCNNActorCritic(image_shape=(36, 37, 2), num_actions=3, hidden=(8,),
+                               input_scale=1 / 255)
+    params = net.init(jax.random.key(0))
+    n = 10
+    obs = jax.random.uniform(jax.random.key(1), (n, net.observation_size), maxval=255.0)
+    zeros = jnp.zeros(n)
+    data = rollout.Batch(obs, jnp.arange(n) % 3, zeros, zeros, zeros, zeros, None)
+
+    def read(params):
+        scored = rollout.score_cells(net, params, data)
+        return jnp.sum(scored.log_prob + scored.value + scored.entropy), scored
+
+    monkeypatch.setattr(NatureCNNActorCritic, "cells_per_call", chunk)
+    (_, got), g_got = jax.jit(jax.value_and_grad(read, has_aux=True))(params)
+    dist, value = jax.vmap(net.distribution_value, (None, 0))(params, obs)
+    np.testing.assert_allclose(got.value, value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.log_prob, dist.log_prob(data.action), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.entropy, dist.entropy(), rtol=1e-5, atol=1e-6)
+    g_want = jax.grad(lambda p: jnp.sum(
+        jax.vmap(net.log_prob, (None, 0, 0))(p, obs, data.action)
+        + jax.vmap(net.value, (None, 0))(p, obs)
+        + jax.vmap(lambda o: net.distribution(p, o).entropy())(obs)))(params)
+    for a, b in zip(jax.tree.leaves(g_got), jax.tree.leaves(g_want)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_network_shapes_and_initialisation():

@@ -48,6 +48,7 @@ from rollax.envs.host import is_host
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.nets.distributions import masked
+from rollax.nets.heads import FeedForwardHeads
 from rollax.recurrent import initial_carries, is_recurrent, unroll
 from rollax.validate import check_count, check_real, check_seed
 
@@ -208,8 +209,9 @@ def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
         return Replayed(cast(jax.Array, out.log_prob), cast(jax.Array, out.entropy), value)
 
     def cell(observation, action, mask):
-        dist = masked(parts.net.distribution(params, observation), mask)
-        return dist.log_prob(action), dist.entropy(), parts.net.value(params, observation)
+        dist, value = cast(FeedForwardHeads, parts.net).distribution_value(params, observation)
+        dist = masked(dist, mask)
+        return dist.log_prob(action), dist.entropy(), value
 
     return Replayed(*jax.vmap(jax.vmap(cell))(traj.observation, traj.action, traj.action_mask))
 

@@ -38,6 +38,7 @@ from rollax.envs.base import Environment
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.distributions import masked
+from rollax.nets.heads import FeedForwardHeads
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
     NormalizedPolicy,
@@ -357,12 +358,13 @@ CRITIC_CHUNK = 1024
 
 
 def critic_values(net: Network, params, obs: jax.Array) -> jax.Array:
-    """The critic's values ``(T, B)`` of ``(T, B, ...)`` observations, ``max(1,
-    CRITIC_CHUNK // B)`` steps at a time (``lax.map``; all ``B`` environments in every call, so
-    a split of the environments over devices stays): the CNN's patches of 8,192 observations at
-    once would not stay in the CPU's caches (benchmarks/NOTES.md)."""
+    """The critic's values ``(T, B)`` of ``(T, B, ...)`` observations, ``max(1, chunk // B)``
+    steps at a time (``lax.map``; all ``B`` environments in every call, so a split of the
+    environments over devices stays), ``chunk`` the network's ``cells_per_call`` (the Nature
+    CNN's) or :data:`CRITIC_CHUNK`: the CNNs' patches of thousands of observations at once
+    would not stay in the CPU's caches (benchmarks/NOTES.md)."""
     T, B = jax.tree.leaves(obs)[0].shape[:2]
-    steps = max(1, min(T, CRITIC_CHUNK // B))
+    steps = max(1, min(T, getattr(net, "cells_per_call", CRITIC_CHUNK) // B))
     return jax.lax.map(lambda row: jax.vmap(net.value, (None, 0))(params, row), obs,
                        batch_size=steps)
 
@@ -437,10 +439,16 @@ def sequence_minibatches(data: Sequences, key: jax.Array, count: int) -> Sequenc
 
 def score_cells(net: Network, params, data: Batch) -> Scored:
     """Each cell of a flat batch read by the network on its own (under its stored action
-    mask, if any)."""
-    dist = masked(jax.vmap(net.distribution, (None, 0))(params, data.observation),
-                  data.action_mask)
-    value = jax.vmap(net.value, (None, 0))(params, data.observation)
+    mask, if any); a network with ``cells_per_call`` reads the batch that many cells at a
+    time (``lax.map``), gradient included."""
+    heads = cast(FeedForwardHeads, net)
+    chunk = getattr(net, "cells_per_call", None)
+    if chunk is None or chunk >= len(data.advantage):
+        dist, value = jax.vmap(heads.distribution_value, (None, 0))(params, data.observation)
+    else:  # chunk by chunk, forward and backward (the Nature CNN's patches stay in cache)
+        dist, value = jax.lax.map(lambda o: heads.distribution_value(params, o),
+                                  data.observation, batch_size=chunk)
+    dist = masked(dist, data.action_mask)
     return Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value, data.value,
                   data.target, dist.entropy())
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -210,8 +210,8 @@ class NatureCNNActorCritic(FeedForwardHeads):
     :data:`rollax.nets.heads.ACTOR_OUT_GAIN`, 1.0 for the critic's, zero biases. The images
     need at least 36x36 pixels.
 
-    The distribution and the value read the torso each; compiled together (a loss, a rollout
-    step) XLA computes it once. Parameters are a :class:`NatureParams`; per-network gradient
+    ``distribution`` and ``value`` read the torso each; ``distribution_value``, what the losses
+    call, reads it once. Parameters are a :class:`NatureParams`; per-network gradient
     clipping clips the torso on its own. The policy methods are
     :class:`rollax.nets.heads.FeedForwardHeads`' (its ``forward`` unused).
 
@@ -234,6 +234,12 @@ class NatureCNNActorCritic(FeedForwardHeads):
     """``MultiDiscrete`` actions: the number of choices of each component."""
     action_bits: int | None = None
     """``MultiBinary`` actions: the number of bits."""
+
+    cells_per_call: ClassVar[int] = 16
+    """How many observations the losses and the critic over a rollout read at a time: an
+    84x84x4 frame's first-layer patches are 400 KB, so a 256-frame minibatch at once leaves
+    the CPU's caches (here 1.3 ms a frame forward at 1,024 frames, 0.35 ms at 8; a minibatch
+    gradient 0.42 s at once, 0.32 s 16 frames at a time)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -294,3 +300,11 @@ class NatureCNNActorCritic(FeedForwardHeads):
     def value(self, params: Any, observation: jax.Array) -> jax.Array:
         """The critic's output layer on the shared torso's features."""
         return params.critic[0](self.features(params.torso, observation))[0]
+
+    def distribution_value(self, params: Any, observation: jax.Array) -> tuple[Distribution,
+                                                                               jax.Array]:
+        """Both heads on one pass of the torso (a loss's gradient then runs the torso's
+        backward pass once, not once per head)."""
+        features = self.features(params.torso, observation)
+        return (self.action_distribution(params.actor[0](features), params.log_std),
+                params.critic[0](features)[0])

@@ -195,6 +195,13 @@ class FeedForwardHeads(ActorCriticHead):
     def value(self, params: ActorCriticParams, observation: jax.Array) -> jax.Array:
         return self.forward(params.critic, observation)[0]
 
+    def distribution_value(self, params, observation: jax.Array) -> tuple[Distribution,
+                                                                          jax.Array]:
+        """``(distribution, value)`` of one observation, as a loss reads both: a network whose
+        actor and critic share a torso computes it once here, so its gradient flows back
+        through the torso once (separate calls would run the torso's backward pass twice)."""
+        return self.distribution(params, observation), self.value(params, observation)
+
     def sample(self, params, observation, key, mask=None):
         dist = masked(self.distribution(params, observation), mask)
         action = dist.sample(key)
