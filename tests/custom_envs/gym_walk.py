@@ -36,3 +36,24 @@ def make(size: int = 7, horizon: int = 50) -> gymnasium.Env:
 
 def make_unlimited(size: int = 7) -> gymnasium.Env:
     return Walk(size)
+
+
+class DictWalk(Walk):
+    """The same walk observed as a ``Dict``: the one-hot row, and a ``Tuple`` of the position
+    (``Discrete``) and the distances to both edges (a 1x2 ``Box``)."""
+
+    def __init__(self, size: int = 7):
+        super().__init__(size)
+        spaces = gymnasium.spaces
+        self.observation_space = spaces.Dict({
+            "row": spaces.Box(0.0, 1.0, (size,), np.float32),
+            "where": spaces.Tuple((spaces.Discrete(size),
+                                   spaces.Box(0.0, float(size), (1, 2), np.float32)))})
+
+    def _obs(self):
+        edges = np.array([[self.position, self.size - 1 - self.position]], np.float32)
+        return {"row": super()._obs(), "where": (self.position, edges)}
+
+
+def make_dict(size: int = 7, horizon: int = 50) -> gymnasium.Env:
+    return gymnasium.wrappers.TimeLimit(DictWalk(size), horizon)

@@ -13,6 +13,7 @@ import pytest
 import rollax
 from helpers import assert_gymnasium_rows, gymnasium_rows, run, seed_of, train_json
 from rollax.collect import collect_autoreset, episode_returns, reset_batch
+from rollax.envs.base import space_leaves
 from rollax.envs.host import HostState, is_host
 
 B, T = 3, 40
@@ -185,6 +186,45 @@ def test_an_environment_gymnasium_cannot_build_here_is_one_line(capsys, tmp_path
         del gymnasium.registry["RollaxOldOnly-v4"]
 
 
+def test_dict_and_tuple_observations_keep_their_leaves(cartpole_net):
+    """Gymnasium's ``Dict``/``Tuple`` observations as rollax's (tests/custom_envs/gym_walk.py's
+    DictWalk): each leaf its own space, shape and dtype; the recorded rows, next observations
+    included (the true final one where an episode ended), equal Gymnasium's own environments
+    stepped by hand."""
+    from custom_envs.gym_walk import make_dict
+
+    env = rollax.make("custom_envs.gym_walk:make_dict", horizon=4)
+    space = env.observation_space
+    assert isinstance(space, rollax.Dict) and env.raw_observation_shape is None
+    assert [(path, type(s).__name__, s.shape) for path, s in space_leaves(space)] == [
+        ("['row']", "Box", (7,)), ("['where'][0]", "Discrete", ()),
+        ("['where'][1]", "Box", (1, 2))]
+    state = reset_batch(env, jax.random.key(11), 3)
+    T = 10
+    actions = np.asarray(jax.random.bernoulli(jax.random.key(12), 0.7, (T, 3)), np.int32)
+    rows = []
+    for t in range(T):
+        state, out = env.step_batch(state, jnp.asarray(actions[t]))
+        rows.append(out)
+    assert any(np.asarray(r.truncated).any() for r in rows)
+    assert any(np.asarray(r.terminated).any() for r in rows)
+    seed = seed_of(jax.random.key(11))
+    for b in range(3):
+        gym_env = make_dict(horizon=4)
+        obs = gym_env.reset(seed=seed + b)[0]
+        for t in range(T):
+            nxt, reward, term, trunc, _ = gym_env.step(int(actions[t, b]))
+            out = jax.tree.map(lambda x: np.asarray(x)[b], rows[t])
+            np.testing.assert_array_equal(out.final_observation["row"], nxt["row"])
+            assert int(out.final_observation["where"][0]) == nxt["where"][0]
+            assert out.final_observation["where"][0].dtype == np.int32
+            np.testing.assert_array_equal(out.final_observation["where"][1], nxt["where"][1])
+            assert out.reward == np.float32(reward) and bool(out.terminated) == term
+            obs = gym_env.reset()[0] if term or trunc else nxt
+            np.testing.assert_array_equal(out.observation["row"], obs["row"])
+            assert int(out.observation["where"][0]) == obs["where"][0]
+
+
 @pytest.mark.slow
 def test_a_users_gymnasium_factory_trains_from_the_command_line(capsys, tmp_path):
     """``package.module:factory`` returning a ``gymnasium.Env``: a host environment of the
@@ -212,3 +252,19 @@ def test_a_users_gymnasium_factory_trains_from_the_command_line(capsys, tmp_path
                          "--total-steps", "4096", "--num-envs", "4", "--num-steps", "32",
                          "--lr", "0.003", "--eval-episodes", "4", "--out", tmp_path / "run")
     assert summary["eval_return_mean"] == pytest.approx(0.8)
+
+
+@pytest.mark.slow
+def test_a_dict_observation_environment_trains_and_evaluates(capsys, tmp_path):
+    """PPO from the command line on the Dict-observed walk (its leaves encoded and
+    concatenated, as for a JAX environment's ``Dict``): the best return, 0.8; ``rollax eval``
+    and ``load_run`` read the run back."""
+    summary = train_json(capsys, "--env", "custom_envs.gym_walk:make_dict", "--horizon", "20",
+                         "--total-steps", "4096", "--num-envs", "4", "--num-steps", "32",
+                         "--lr", "0.003", "--eval-episodes", "4", "--out", tmp_path / "run")
+    assert summary["eval_return_mean"] == pytest.approx(0.8)
+    code, out, _ = run(capsys, "eval", tmp_path / "run", "--episodes", "3", "--json")
+    assert code == 0 and json.loads(out)["aggregate"]["mean"] == pytest.approx(0.8)
+    loaded = rollax.load_run(tmp_path / "run")
+    obs = {"row": jnp.eye(7)[3], "where": (jnp.int32(3), jnp.array([[3.0, 3.0]]))}
+    assert int(loaded.act(obs)) == 1  # right, toward the reward

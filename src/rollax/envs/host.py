@@ -46,7 +46,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
-from rollax.envs.base import Box, Discrete, MultiBinary, MultiDiscrete
+from rollax.envs.base import (
+    Box,
+    Dict,
+    Discrete,
+    MultiBinary,
+    MultiDiscrete,
+    Tuple,
+    space_leaves,
+    space_tree,
+)
 
 __all__ = ["BatchStep", "HostEnvironment", "HostState", "is_host", "read_spaces",
            "space_from_gymnasium"]
@@ -102,11 +111,42 @@ def space_from_gymnasium(space: Any, what: str) -> Box | Discrete | MultiDiscret
                      f"MultiDiscrete from 0, MultiBinary)")
 
 
+def observation_space_from_gymnasium(space: Any, what: str) -> Any:
+    """rollax's observation space for one of Gymnasium's: :func:`space_from_gymnasium`'s
+    spaces, and Gymnasium's ``Dict`` and ``Tuple`` of them (nestable) as rollax's
+    :class:`~rollax.envs.base.Dict` and :class:`~rollax.envs.base.Tuple` (each ``Box`` leaf
+    keeps its shape)."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return Dict({k: observation_space_from_gymnasium(s, f"{what}[{k!r}]")
+                     for k, s in space.spaces.items()})
+    if isinstance(space, spaces.Tuple):
+        return Tuple(tuple(observation_space_from_gymnasium(s, f"{what}[{i}]")
+                           for i, s in enumerate(space.spaces)))
+    return space_from_gymnasium(space, what)
+
+
+def gymnasium_leaves(observation: Any, space: Any) -> list:
+    """The arrays of a Gymnasium observation (a batch's or one environment's) in the order of
+    :func:`rollax.envs.base.space_leaves` of its rollax ``space``: a ``Dict``'s by name, sorted;
+    a ``Tuple``'s in order."""
+    if isinstance(space, Dict):
+        return [leaf for k, s in space.spaces.items()
+                for leaf in gymnasium_leaves(observation[k], s)]
+    if isinstance(space, Tuple):
+        return [leaf for i, s in enumerate(space.spaces)
+                for leaf in gymnasium_leaves(observation[i], s)]
+    return [observation]
+
+
 def read_spaces(name: str, observation_space: Any, action_space: Any) -> tuple:
     """``(observation space, action space, raw observation shape)`` of a host environment from
-    its Gymnasium spaces: an observation that is not a vector (an image, a grid) is flattened in
-    C order for the policy and its shape kept (``None`` for a vector)."""
-    observation = space_from_gymnasium(observation_space, f"{name}'s observation space")
+    its Gymnasium spaces: an observation of one array that is not a vector (an image, a grid)
+    is flattened in C order for the policy and its shape kept (``None`` for a vector, or a
+    ``Dict``/``Tuple`` observation, whose leaves keep their shapes)."""
+    observation = observation_space_from_gymnasium(observation_space,
+                                                   f"{name}'s observation space")
     action = space_from_gymnasium(action_space, f"{name}'s action space")
     raw = None
     if isinstance(observation, Box) and len(observation.shape) != 1:
@@ -196,10 +236,24 @@ class HostEnvironment:
         self.pools[number] = pool
         return np.full(batch_size, number, np.int32), self._observation(observation)
 
-    def _observation(self, observation) -> np.ndarray:
+    def _observation(self, observation) -> Any:
+        """A pool's batch of observations as the compiled side takes them (a pytree of
+        arrays for a ``Dict``/``Tuple``; NumPy only, no JAX call on the host side)."""
         space = self.observation_space
-        batch = np.asarray(observation).reshape(-1, *space.shape)
-        return batch.astype(np.dtype(space.dtype), copy=False)  # no JAX call on the host side
+        leaves = iter(gymnasium_leaves(observation, space))
+
+        def leaf(s):
+            batch = np.asarray(next(leaves)).reshape(-1, *s.shape)
+            return batch.astype(np.dtype(s.dtype), copy=False)
+
+        return space_tree(space, leaf)
+
+    def _flat(self, observation, batch_size: int) -> np.ndarray:
+        """``(batch_size, D)``: the observation's leaves flattened side by side."""
+        leaves = [np.reshape(x, (batch_size, -1)) for x in
+                  gymnasium_leaves(observation, self.observation_space)]
+        return leaves[0] if len(leaves) == 1 else np.concatenate(leaves, axis=1,
+                                                                 dtype=np.float32)
 
     def _step(self, packed):
         """One step of a pool, in and out as one float32 array each (every argument and
@@ -207,7 +261,7 @@ class HostEnvironment:
         A)`` = pool number, wanted, the action's ``A`` numbers; out, ``(B, 2 D + 3)`` = the
         observation's ``D`` numbers, the final observation's, reward, terminated, truncated."""
         packed = np.asarray(packed)  # JAX hands a callback a jax.Array: read it once
-        size = math.prod(self.observation_space.shape)
+        size = self._size
         out = np.zeros((len(packed), 2 * size + 3), np.float32)
         if not packed[:, 1].any():  # nothing left to step (an evaluation whose episodes ended)
             return out
@@ -219,10 +273,10 @@ class HostEnvironment:
         else:
             action = action.astype(np.int64)
         observation, reward, terminated, truncated, info = envs.step(action)
-        out[:, :size] = np.reshape(observation, (len(packed), size))
+        out[:, :size] = self._flat(observation, len(packed))
         out[:, size:2 * size] = out[:, :size]
         for b in np.flatnonzero(info.get("_final_obs", ())):
-            out[b, size:2 * size] = np.reshape(info["final_obs"][b], size)
+            out[b, size:2 * size] = self._flat(info["final_obs"][b], 1)[0]
         out[:, -3], out[:, -2], out[:, -1] = reward, terminated, truncated
         return out
 
@@ -234,9 +288,25 @@ class HostEnvironment:
 
     # -- the compiled side -------------------------------------------------------------------------
 
-    def _observation_shape(self, batch_size: int) -> jax.ShapeDtypeStruct:
-        space = self.observation_space
-        return jax.ShapeDtypeStruct((batch_size, *space.shape), space.dtype)
+    @property
+    def _size(self) -> int:
+        """The numbers of one observation, all its leaves."""
+        return sum(math.prod(s.shape) for _, s in space_leaves(self.observation_space))
+
+    def _observation_shape(self, batch_size: int) -> Any:
+        return space_tree(self.observation_space,
+                          lambda s: jax.ShapeDtypeStruct((batch_size, *s.shape), s.dtype))
+
+    def _unflat(self, numbers: jax.Array) -> Any:
+        """``(B, D)`` numbers as the observation's pytree (each leaf its shape and dtype)."""
+        batch_size, start, parts = numbers.shape[0], 0, []
+        for _, s in space_leaves(self.observation_space):
+            size = math.prod(s.shape)
+            parts.append(numbers[:, start:start + size].reshape(batch_size, *s.shape)
+                         .astype(s.dtype))
+            start += size
+        leaves = iter(parts)
+        return space_tree(self.observation_space, lambda s: next(leaves))
 
     def reset_batch(self, key: jax.Array, batch_size: int) -> HostState:
         """A new pool of ``batch_size`` environments, reset with ``seed = bits(key)``."""
@@ -259,17 +329,12 @@ class HostEnvironment:
         packed = jnp.concatenate([state.pool[:, None].astype(jnp.float32),
                                   wanted[:, None].astype(jnp.float32),
                                   action.reshape(batch_size, -1).astype(jnp.float32)], axis=1)
-        space = self.observation_space
-        size = math.prod(space.shape)
+        size = self._size
         out = io_callback(self._step, jax.ShapeDtypeStruct((batch_size, 2 * size + 3),
                                                            jnp.float32), packed)
-
-        def observation(numbers):
-            return numbers.reshape(batch_size, *space.shape).astype(space.dtype)
-
         terminated = out[:, -2] > 0
-        step = BatchStep(observation(out[:, :size]), out[:, -3], terminated,
-                         (out[:, -1] > 0) & ~terminated, observation(out[:, size:2 * size]))
+        step = BatchStep(self._unflat(out[:, :size]), out[:, -3], terminated,
+                         (out[:, -1] > 0) & ~terminated, self._unflat(out[:, size:2 * size]))
         return HostState(state.pool, step.observation), step
 
     def close_batch(self, state: HostState, after: jax.Array) -> jax.Array:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
 from rollax.contracts.preflight import check_before_run
+from rollax.envs.base import space_tree
 from rollax.envs.host import is_host
 from rollax.envs.registry import factory_of, is_import_path, make_configured, takes_horizon
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
@@ -337,8 +338,7 @@ def batch_bytes(algo: Algorithm) -> int:
 
     env = algo.env
     if is_host(env):  # no state to trace: the observations its space declares
-        space = env.observation_space
-        obs = jax.ShapeDtypeStruct(space.shape, space.dtype)
+        obs = space_tree(env.observation_space, lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype))
     else:
         obs = jax.eval_shape(lambda k: env.observation(env.reset(k)), jax.random.key(0))
     obs_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(obs))
