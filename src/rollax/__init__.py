@@ -31,6 +31,7 @@ from rollax.contracts import (
     EnvContractError,
     check_collector,
     check_env,
+    check_host_env,
     check_recurrent,
 )
 from rollax.envs import (
@@ -143,6 +144,7 @@ __all__ = [
     "actor_critic_loss",
     "check_collector",
     "check_env",
+    "check_host_env",
     "check_recurrent",
     "clipped_value_loss",
     "collect",

@@ -20,6 +20,7 @@ from rollax.collect import Trajectory
 from rollax.contracts import (
     COLLECTOR_CHECKS,
     ENV_CHECKS,
+    HOST_CHECKS,
     RECURRENT_CHECKS,
     EnvContractError,
     RandomPolicy,
@@ -29,7 +30,12 @@ from rollax.contracts import (
 from rollax.contracts.env_checks import batch_permutation, determinism
 from rollax.contracts.env_run import EnvRun
 from rollax.contracts.probe import MAX_DEFAULT_STEPS, default_steps
-from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY, RECURRENT_REGISTRY
+from rollax.contracts.registry import (
+    COLLECTOR_REGISTRY,
+    ENV_REGISTRY,
+    HOST_REGISTRY,
+    RECURRENT_REGISTRY,
+)
 from rollax.contracts.trees import ULPS, cell_mismatch, ulps_apart
 from rollax.envs.base import Box, Discrete, start_counters
 from rollax.envs.corridor import GOAL, Corridor
@@ -393,6 +399,7 @@ def docs_block(marker):
     ("env-checks", ENV_REGISTRY, ENV_CHECKS),
     ("collector-checks", COLLECTOR_REGISTRY, COLLECTOR_CHECKS),
     ("recurrent-checks", RECURRENT_REGISTRY, RECURRENT_CHECKS),
+    ("host-checks", HOST_REGISTRY, HOST_CHECKS),
 ])
 def test_docs_list_the_registered_checks(marker, registry, names):
     block = docs_block(marker)
@@ -405,7 +412,7 @@ def test_docstring_lists_the_registered_checks():
     from rollax import contracts
 
     listed = re.findall(r"^``([a-z_]+)``$", contracts.__doc__, re.MULTILINE)
-    assert tuple(listed) == ENV_CHECKS + COLLECTOR_CHECKS + RECURRENT_CHECKS
+    assert tuple(listed) == ENV_CHECKS + COLLECTOR_CHECKS + RECURRENT_CHECKS + HOST_CHECKS
 
 
 class KeyState(NamedTuple):

@@ -13,8 +13,9 @@ import pytest
 import rollax
 from helpers import assert_gymnasium_rows, gymnasium_rows, run, seed_of, train_json
 from rollax.collect import collect_autoreset, episode_returns, reset_batch
+from rollax.contracts import HOST_CHECKS
 from rollax.envs.base import space_leaves
-from rollax.envs.host import HostState, is_host
+from rollax.envs.host import HostEnvironment, HostState, is_host
 
 B, T = 3, 40
 
@@ -152,6 +153,51 @@ def test_ppo_trains_from_the_command_line_with_seeds_and_resumes(capsys, tmp_pat
     assert [r["update"] for r in rows if r["seed"] == 0] == list(range(13))
 
 
+class LosesFinalObservations(HostEnvironment):
+    """A planted bug: the step hands on the new episode's first observation as the final."""
+
+    def _step(self, packed):
+        out = super()._step(packed)
+        size = self._size
+        out[:, size:2 * size] = out[:, :size]
+        return out
+
+
+class SwapsEndings(HostEnvironment):
+    """A planted bug: a time-limit truncation recorded as a termination."""
+
+    def _step(self, packed):
+        out = super()._step(packed)
+        out[:, -2] = np.maximum(out[:, -2], out[:, -1])
+        return out
+
+
+def test_check_host_env_passes_on_every_kind_of_host_environment(capsys):
+    """``check_host_env`` and ``rollax check-env`` on Gymnasium's CartPole (both endings),
+    Pendulum (Box actions clipped) and the Dict-observed walk: every check passes."""
+    for name, horizon in (("gymnasium:CartPole-v1", 15), ("gymnasium:Pendulum-v1", 12),
+                          ("custom_envs.gym_walk:make_dict", 5)):
+        report = rollax.check_host_env(rollax.make(name, horizon=horizon), num_steps=30)
+        assert report.ok and report.names == HOST_CHECKS, report
+    code, out, _ = run(capsys, "check-env", "gymnasium:CartPole-v1", "--num-steps", "20")
+    assert code == 0 and "host_rows" in out and "failed" not in out
+
+
+@pytest.mark.parametrize("bug, what", [
+    (LosesFinalObservations, "host_rows: failed: next_observation differs from the pool's: "
+                             "step 14"),
+    (SwapsEndings, "host_rows: failed: terminated differs from the pool's: step 14"),
+])
+def test_check_host_env_finds_planted_bugs(bug, what):
+    """Each planted bug fails ``host_rows`` at the first episode cut at the horizon of 15
+    (step 14), the other checks still passing."""
+    env = bug.build("planted", lambda: gymnasium.make("CartPole-v1", max_episode_steps=15))
+    report = rollax.check_host_env(env, batch_size=2, num_steps=20, seed=3)
+    assert not report.ok
+    assert [r.name for r in report.failures] == ["host_rows"]
+    assert report["host_rows"].line().startswith(what)
+
+
 def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     code, _, err = run(capsys, "train", "--env", "gymnasium:CartPole-v1", "--algo", "grpo",
                        "--out", tmp_path / "a")
@@ -159,8 +205,6 @@ def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     code, _, err = run(capsys, "train", "--env", "gymnasium:CartPole-v1", "--devices", "2",
                        "--out", tmp_path / "b")
     assert code == 2 and "stepped on the host" in err
-    code, _, err = run(capsys, "check-env", "gymnasium:CartPole-v1")
-    assert code == 2 and "stepped on the host" in err and len(err.splitlines()) == 1
     with pytest.raises(ValueError, match="did you mean gymnasium:CartPole-v1"):
         rollax.make("gymnasium:CartPole-v9")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
@@ -214,7 +258,7 @@ def test_dict_and_tuple_observations_keep_their_leaves(cartpole_net):
         obs = gym_env.reset(seed=seed + b)[0]
         for t in range(T):
             nxt, reward, term, trunc, _ = gym_env.step(int(actions[t, b]))
-            out = jax.tree.map(lambda x: np.asarray(x)[b], rows[t])
+            out = jax.tree.map(lambda x, b=b: np.asarray(x)[b], rows[t])
             np.testing.assert_array_equal(out.final_observation["row"], nxt["row"])
             assert int(out.final_observation["where"][0]) == nxt["where"][0]
             assert out.final_observation["where"][0].dtype == np.int32

@@ -14,6 +14,7 @@ from helpers import assert_gymnasium_rows, run, seed_of, train_json
 from rollax.collect import collect_autoreset, episode_returns, reset_batch
 from rollax.contracts.probe import RandomPolicy
 from rollax.envs.host import is_host
+from rollax.envs.registry import make_configured
 from rollax.nets.build import actor_critic
 from rollax.nets.cnn import image_shape
 from rollax.returns import gae
@@ -192,3 +193,15 @@ def test_atari_trained_per_life_continues_the_game_and_is_scored_on_whole_games(
     scored = rollax.evaluate_policy(env, net, params, jax.random.key(11), 2, greedy=False)
     assert float(scored) == float(rollax.evaluate_policy(game, net, params, jax.random.key(11),
                                                          2, greedy=False))
+
+
+def test_check_host_env_passes_on_envpool_pools():
+    """``check_host_env`` on EnvPool's CartPole (its endings within 20 steps), MuJoCo's
+    Hopper (Box actions clipped) and Breakout trained per life (the continuation step after a
+    lost life): every recorded row is the pool's own."""
+    for name, horizon, options in (("envpool:CartPole-v1", 20, ()),
+                                   ("envpool:Hopper-v4", 15, ()),
+                                   ("envpool:Breakout-v5", None, ("episodic_life=true",))):
+        env = make_configured(name, horizon, options)
+        report = rollax.check_host_env(env, batch_size=2, num_steps=40)
+        assert report.ok, report

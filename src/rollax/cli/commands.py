@@ -235,7 +235,7 @@ def run_gradients(cmd: GradientsCommand) -> None:
 
 
 def run_check_env(cmd: CheckEnvCommand) -> int:
-    from rollax.contracts import check_env
+    from rollax.contracts import check_env, check_host_env
     from rollax.contracts.preflight import trace_checked
     from rollax.envs.host import is_host
     from rollax.envs.registry import make
@@ -245,14 +245,15 @@ def run_check_env(cmd: CheckEnvCommand) -> int:
         check_count("num_steps", cmd.num_steps)
     check_seed(cmd.seed)
     env = make(cmd.name)
-    if is_host(env):
-        raise ValueError(f"check-env checks environments written in JAX; {cmd.name} is "
-                         f"Gymnasium's own, stepped on the host (its rows are Gymnasium's: "
-                         f"docs/environments.md, Gymnasium environments on the host)")
-    # one line for an environment that is unhashable, has a space rollax cannot drive, or
-    # cannot even be traced
-    trace_checked(env, cmd.name)
-    report = check_env(env, batch_size=cmd.batch_size, num_steps=cmd.num_steps, seed=cmd.seed)
+    if is_host(env):  # no state to re-step: the collector's rows against the pool's own
+        report = check_host_env(env, batch_size=min(cmd.batch_size, 4),
+                                num_steps=cmd.num_steps, seed=cmd.seed)
+    else:
+        # one line for an environment that is unhashable, has a space rollax cannot drive,
+        # or cannot even be traced
+        trace_checked(env, cmd.name)
+        report = check_env(env, batch_size=cmd.batch_size, num_steps=cmd.num_steps,
+                           seed=cmd.seed)
     if cmd.json:
         emit({"env": cmd.name, "ok": report.ok,
               "checks": [{"name": r.name, "status": r.status, "message": r.message,

@@ -40,9 +40,15 @@ The check names and what each checks, in report order (generated from the regist
 
 from rollax.contracts.collector_checks import check_collector
 from rollax.contracts.env_checks import check_env
+from rollax.contracts.host_checks import check_host_env
 from rollax.contracts.probe import RandomPolicy
 from rollax.contracts.recurrent_checks import CountingPolicy, check_recurrent
-from rollax.contracts.registry import COLLECTOR_REGISTRY, ENV_REGISTRY, RECURRENT_REGISTRY
+from rollax.contracts.registry import (
+    COLLECTOR_REGISTRY,
+    ENV_REGISTRY,
+    HOST_REGISTRY,
+    RECURRENT_REGISTRY,
+)
 from rollax.contracts.report import CheckReport, CheckResult, EnvContractError
 
 ENV_CHECKS: tuple[str, ...] = ENV_REGISTRY.names
@@ -54,12 +60,16 @@ COLLECTOR_CHECKS: tuple[str, ...] = COLLECTOR_REGISTRY.names
 RECURRENT_CHECKS: tuple[str, ...] = RECURRENT_REGISTRY.names
 """The names of ``check_recurrent``'s checks, in report order."""
 
+HOST_CHECKS: tuple[str, ...] = HOST_REGISTRY.names
+"""The names of ``check_host_env``'s checks, in report order."""
+
 __doc__ = (f"{__doc__}\n{ENV_REGISTRY.docstring()}\n\n{COLLECTOR_REGISTRY.docstring()}\n\n"
-           f"{RECURRENT_REGISTRY.docstring()}\n")
+           f"{RECURRENT_REGISTRY.docstring()}\n\n{HOST_REGISTRY.docstring()}\n")
 
 __all__ = [
            "COLLECTOR_CHECKS",
            "ENV_CHECKS",
+           "HOST_CHECKS",
            "RECURRENT_CHECKS",
            "CheckReport",
            "CheckResult",
@@ -68,5 +78,6 @@ __all__ = [
            "RandomPolicy",
            "check_collector",
            "check_env",
+           "check_host_env",
            "check_recurrent",
 ]

@@ -102,6 +102,7 @@ ENV_REGISTRY = Registry("Checks of ``check_env``")
 COLLECTOR_REGISTRY = Registry("Checks of ``check_collector`` (also run by ``check_env(..., "
                               "collect_fn=...)``)")
 RECURRENT_REGISTRY = Registry("Checks of ``check_recurrent``")
+HOST_REGISTRY = Registry("Checks of ``check_host_env`` (environments stepped on the host)")
 
 
 def env_check(name: str, description: str, *, gate: bool = False,
@@ -118,3 +119,8 @@ def collector_check(name: str, description: str, *, gate: bool = False) -> Calla
 def recurrent_check(name: str, description: str, *, gate: bool = False) -> Callable:
     """Register a recurrent check (``fn(RecurrentRun) -> CheckResult``) in check order."""
     return RECURRENT_REGISTRY.register(name, description, gate=gate)
+
+
+def host_check(name: str, description: str, *, gate: bool = False) -> Callable:
+    """Register a host-environment check (``fn(HostRun) -> CheckResult``) in check order."""
+    return HOST_REGISTRY.register(name, description, gate=gate)

@@ -266,12 +266,7 @@ class HostEnvironment:
         if not packed[:, 1].any():  # nothing left to step (an evaluation whose episodes ended)
             return out
         envs = self.pools[int(packed[0, 0])]
-        space = self.action_space
-        action = packed[:, 2:].reshape(len(packed), *space.shape)
-        if isinstance(space, Box):
-            action = np.clip(action, space.low, space.high)
-        else:
-            action = action.astype(np.int64)
+        action = self.host_action(packed[:, 2:])
         observation, reward, terminated, truncated, info = envs.step(action)
         out[:, :size] = self._flat(observation, len(packed))
         out[:, size:2 * size] = out[:, :size]
@@ -279,6 +274,15 @@ class HostEnvironment:
             out[b, size:2 * size] = self._flat(info["final_obs"][b], 1)[0]
         out[:, -3], out[:, -2], out[:, -1] = reward, terminated, truncated
         return out
+
+    def host_action(self, action: np.ndarray) -> np.ndarray:
+        """``(B, ...)`` actions as the pool takes them: a ``Box`` action clipped to the
+        space's bounds, any other as int64."""
+        space = self.action_space
+        action = np.asarray(action).reshape(len(action), *space.shape)
+        if isinstance(space, Box):
+            return np.clip(action, space.low, space.high)
+        return action.astype(np.int64)
 
     def _close(self, pool, after) -> np.ndarray:
         envs = self.pools.pop(int(np.asarray(pool)[0]), None)
