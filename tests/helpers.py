@@ -114,3 +114,15 @@ def assert_gymnasium_rows(traj, rows):
             # Gymnasium may report both on one step; rollax counts that as terminated only
             assert bool(traj.terminated[t, b]) == term
             assert bool(traj.truncated[t, b]) == (trunc and not term)
+
+
+def lookout_observations(n: int) -> dict:
+    """``n`` observations of tests/custom_envs/lookout.py's ``Dict``: a lit 5x5x1 grid, a
+    2-vector, a cue."""
+    keys = jax.random.split(jax.random.key(2), 3)
+    cells = np.asarray(jax.random.randint(keys[0], (n,), 0, 25))
+    grid = np.zeros((n, 25), np.float32)
+    grid[np.arange(n), cells] = 1.0
+    return {"cue": np.asarray(jax.random.randint(keys[1], (n,), 0, 2), np.int32),
+            "grid": grid.reshape(n, 5, 5, 1),
+            "reading": np.asarray(jax.random.uniform(keys[2], (n, 2), minval=-1, maxval=1))}

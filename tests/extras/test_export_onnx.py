@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import run
+from helpers import lookout_observations, run
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("jax2onnx")
@@ -57,3 +57,24 @@ def test_onnxruntime_acts_like_load_run(capsys, tmp_path, name):
     else:
         assert len(set(mine.tolist())) > 1
         np.testing.assert_array_equal(theirs, mine)
+
+
+def test_a_dict_observation_is_one_onnx_input_per_leaf(capsys, tmp_path):
+    """tests/custom_envs/lookout.py's ``Dict`` run in onnxruntime: inputs named
+    ``observation.<key>``, fed leaf by leaf, give ``act``'s greedy actions."""
+    code, _, err = run(capsys, "train", "--json", "--env", "custom_envs.lookout:make",
+                       "--total-steps", "2048", "--num-envs", "8", "--num-steps", "32",
+                       "--minibatches", "2", "--hidden", "16", "--out", tmp_path / "run")
+    assert code == 0, err
+    code, text, err = run(capsys, "export", tmp_path / "run", "--format", "onnx", "--out",
+                          tmp_path / "policy.onnx", "--json")
+    assert code == 0, err
+    session = ort.InferenceSession(str(tmp_path / "policy.onnx"))
+    names = [i.name for i in session.get_inputs()]
+    assert names == [i["name"] for i in json.loads(text)["inputs"]] == [
+        "observation.cue", "observation.grid", "observation.reading"]
+    obs = lookout_observations(1000)
+    theirs = session.run(None, {f"observation.{k}": v for k, v in obs.items()})[0]
+    mine = np.asarray(rollax.load_run(tmp_path / "run").act(obs))
+    assert len(set(mine.tolist())) > 1
+    np.testing.assert_array_equal(theirs, mine)

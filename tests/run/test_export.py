@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import run
+from helpers import lookout_observations, run
 
 LOAD_WITHOUT_ROLLAX = textwrap.dedent("""
     import sys
@@ -135,3 +135,33 @@ def test_the_tabular_corridor_policy_exports_with_integer_observations(tabular_r
     positions = np.arange(4, dtype=np.int32)
     np.testing.assert_array_equal(np.asarray(exported.call(positions)),
                                   np.asarray(rollax.load_run(tabular_run).act(positions)))
+
+
+@pytest.fixture(scope="module")
+def lookout_run(tmp_path_factory):
+    from rollax.cli import main
+
+    folder = tmp_path_factory.mktemp("export-dict") / "run"
+    assert main(["train", "--json", "--env", "custom_envs.lookout:make", "--total-steps",
+                 "2048", "--num-envs", "8", "--num-steps", "32", "--minibatches", "2",
+                 "--hidden", "16", "--out", str(folder)]) == 0
+    return folder
+
+
+def test_a_dict_observation_exports_one_input_per_leaf(lookout_run, tmp_path):
+    """A ``Dict`` run (an image, a vector and a ``Discrete`` cue): the artifact takes the
+    observation's dict, each leaf batched with its dtype, and gives ``act``'s actions; the
+    description lists one input per leaf, in ``space_leaves`` order."""
+    from rollax.run.export import export_policy
+
+    info = export_policy(lookout_run, tmp_path / "d.jax")
+    assert "input" not in info and info["inputs"] == [
+        {"name": "observation.cue", "shape": ["B"], "dtype": "int32"},
+        {"name": "observation.grid", "shape": ["B", 5, 5, 1], "dtype": "float32"},
+        {"name": "observation.reading", "shape": ["B", 2], "dtype": "float32"}]
+    exported = jax.export.deserialize((tmp_path / "d.jax").read_bytes())
+    obs = lookout_observations(512)
+    theirs = np.asarray(exported.call(obs))
+    mine = np.asarray(rollax.load_run(lookout_run).act(obs))
+    assert len(set(mine.tolist())) > 1
+    np.testing.assert_array_equal(theirs, mine)

@@ -9,9 +9,12 @@ that acts without rollax, in one of two formats:
 Both take a batch of observations ``(B, *S)`` (any ``B``; ``S`` the observation space's shape,
 float32 for a ``Box``, int32 for a ``Discrete``) and give the greedy actions ``(B, *A)`` (int32
 for discrete kinds, float32 means for a ``Box``), the network's parameters and its observation
-statistics (a run that normalised observations) folded in as constants. A JSON file beside it
-(``<out>.json``) records the run, lane, update, and the input's and output's names, shapes and
-dtypes.
+statistics (a run that normalised observations) folded in as constants. A ``Dict`` / ``Tuple``
+observation is one input per leaf (``(B, *leaf shape)``, the leaf's dtype; ONNX names them
+``observation.<key>`` / ``observation.<index>`` along the leaf's path, in
+:func:`rollax.envs.base.space_leaves` order; the ``jax.export`` artifact takes the
+observation's dicts and tuples as they are). A JSON file beside it (``<out>.json``) records the
+run, lane, update, and the inputs' and output's names, shapes and dtypes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rollax.envs.base import Discrete, is_structured
+from rollax.envs.base import Box, Discrete, is_structured, space_leaves, space_tree
 from rollax.run.files import atomic_write_text
 
 __all__ = ["FORMATS", "export_policy", "greedy_batch"]
@@ -51,11 +54,32 @@ def greedy_batch(loaded, lane: int) -> Callable[[jax.Array], jax.Array]:
     return act
 
 
-def _input_spec(env) -> tuple[tuple[int, ...], Any]:
-    space = env.observation_space
+def _leaf_spec(space) -> tuple[tuple[int, ...], Any]:
+    """One array's shape and the dtype it is exported with: int32 for a ``Discrete``, float32
+    for a ``Box``, the space's own (integer) dtype otherwise."""
     if isinstance(space, Discrete):
         return (), jnp.int32
-    return tuple(int(n) for n in space.shape), jnp.float32
+    dtype = jnp.float32 if isinstance(space, Box) else jnp.dtype(space.dtype)
+    return tuple(int(n) for n in space.shape), dtype
+
+
+def _batch_spec(env, batch) -> Any:
+    """The exported function's input: a batch ``(*batch, *S)`` of observations (a pytree of
+    leaves for a ``Dict`` / ``Tuple``)."""
+    def leaf(space):
+        shape, dtype = _leaf_spec(space)
+        return jax.ShapeDtypeStruct((*batch, *shape), dtype)
+
+    return space_tree(env.observation_space, leaf)
+
+
+def _input_names(env) -> list[str]:
+    """``observation`` for one array; ``observation.<key or index>...`` per leaf."""
+    names = []
+    for path, _ in space_leaves(env.observation_space):
+        parts = [p.strip("'") for p in path.strip("[]").split("][") if p]
+        names.append(".".join([INPUT, *parts]))
+    return names
 
 
 def _check(loaded, fmt: str, path: Path) -> None:
@@ -74,9 +98,6 @@ def _check(loaded, fmt: str, path: Path) -> None:
         raise ValueError("this run's policy is recurrent: exporting its step with the memory "
                          "as an input and an output is not written yet; export a "
                          "feed-forward run")
-    if is_structured(loaded.env.observation_space):
-        raise ValueError("this run observes a Dict / Tuple: exporting several inputs is not "
-                         "written yet")
 
 
 def export_policy(run: str | Path, out: str | Path, fmt: str = "stablehlo",
@@ -93,17 +114,20 @@ def export_policy(run: str | Path, out: str | Path, fmt: str = "stablehlo",
     _check(loaded, fmt, path)
     loaded.lane_params(lane)  # the lane checked
     act = greedy_batch(loaded, lane)
-    shape, dtype = _input_spec(loaded.env)
-    action = jax.eval_shape(act, jax.ShapeDtypeStruct((1, *shape), dtype))
+    action = jax.eval_shape(act, _batch_spec(loaded.env, (1,)))
+    names = _input_names(loaded.env)
     if fmt == "stablehlo":
-        data = _stablehlo(act, shape, dtype)
-        path.write_bytes(data)
+        path.write_bytes(_stablehlo(act, loaded.env))
     else:
-        _onnx(act, shape, dtype, path)
+        _onnx(act, loaded.env, names, path)
+    inputs = [{"name": name, "shape": ["B", *shape], "dtype": np.dtype(dtype).name}
+              for name, (shape, dtype) in zip(names, (
+                  _leaf_spec(s) for _, s in space_leaves(loaded.env.observation_space)))]
     info = {"format": fmt, "file": path.name, "run": str(run), "lane": lane,
             "lane_label": loaded.lanes[lane], "update": loaded.update,
             "env": getattr(loaded.env, "name", None) or _env_name(run),
-            "input": {"name": INPUT, "shape": ["B", *shape], "dtype": np.dtype(dtype).name},
+            **({"inputs": inputs} if is_structured(loaded.env.observation_space)
+               else {"input": inputs[0]}),
             "output": {"name": OUTPUT, "shape": ["B", *action.shape[1:]],
                        "dtype": np.dtype(action.dtype).name}}
     atomic_write_text(Path(f"{path}.json"), json.dumps(info, indent=1) + "\n")
@@ -114,15 +138,14 @@ def _env_name(run) -> str:
     return json.loads((Path(run) / "config.json").read_text())["config"]["env"]
 
 
-def _stablehlo(act, shape, dtype) -> bytes:
+def _stablehlo(act, env) -> bytes:
     """``act`` exported for a symbolic batch size, for the CPU and CUDA, serialized."""
-    batch = jax.export.symbolic_shape("B")
-    spec = jax.ShapeDtypeStruct((*batch, *shape), dtype)
+    spec = _batch_spec(env, jax.export.symbolic_shape("B"))
     exported = jax.export.export(jax.jit(act), platforms=("cpu", "cuda"))(spec)
     return bytes(exported.serialize())
 
 
-def _onnx(act, shape, dtype, path: Path) -> None:
+def _onnx(act, env, names: list[str], path: Path) -> None:
     """``act`` converted by jax2onnx for a symbolic batch size ``B``, from its batched jaxpr:
     jax2onnx 0.17 converts some ``jax.numpy`` calls whole (``jnp.argmax``: ArgMax) with the
     axis they were given before ``vmap`` batched them (measured here: the greedy action taken
@@ -131,13 +154,13 @@ def _onnx(act, shape, dtype, path: Path) -> None:
     jax2onnx = importlib.import_module("jax2onnx")
     from jax.core import eval_jaxpr
 
-    batch = jax.export.symbolic_shape("B")
-    closed = jax.make_jaxpr(act)(jax.ShapeDtypeStruct((*batch, *shape), dtype))
+    spec = _batch_spec(env, jax.export.symbolic_shape("B"))  # one scope for every input
+    closed = jax.make_jaxpr(act)(spec)
 
-    def primitives(observation):
-        return eval_jaxpr(closed.jaxpr, closed.consts, observation)[0]
+    def primitives(*leaves):  # the observation's leaves, in space_leaves order
+        return eval_jaxpr(closed.jaxpr, closed.consts, *leaves)[0]
 
-    model = jax2onnx.to_onnx(primitives, [jax.ShapeDtypeStruct(("B", *shape), dtype)],
-                             input_names=[INPUT], output_names=[OUTPUT])
+    specs = jax.tree.leaves(spec)
+    model = jax2onnx.to_onnx(primitives, specs, input_names=names, output_names=[OUTPUT])
     onnx = importlib.import_module("onnx")
     onnx.save_model(model, str(path))
