@@ -4,6 +4,7 @@
 # $OUT (default /tmp/gpu-bench).
 #
 #   bash benchmarks/gpu.sh [SECTION]    (on a machine with a GPU and JAX installed)
+#   DRY=1 bash benchmarks/gpu.sh SECTION  (anywhere: prints each row's command, runs nothing)
 #
 # SECTION (run `timing` first whenever a GPU is lent, then the next quality section not yet
 # in benchmarks/QUALITY.md; a session's 15 device minutes hold timing and one quality section):
@@ -41,7 +42,9 @@ cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/gpu-bench}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+dry="${DRY:-}"
 install() {  # install() NAME: .whl/NAME/*.whl into /tmp/site-NAME
+  [ -n "$dry" ] && return 0
   if ls ".whl/$1"/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "/tmp/site-$1" ".whl/$1"/*.whl || echo "could not install .whl/$1"
@@ -51,12 +54,19 @@ install anchors
 install rejax
 anchors="$PWD/src:/tmp/site-anchors"
 rejax="/tmp/site-rejax"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
+if [ -z "$dry" ]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  python3 -c "import jax; print('jax', jax.__version__, jax.devices())"
+fi
 
 row() {  # row LIMIT_S PYTHONPATH SCRIPT ARGS...: one row with a time limit
   local limit=$1 path=$2; shift 2
   echo; echo "=== $*"
+  if [ -n "$dry" ]; then
+    echo "PYTHONPATH=$path timeout $limit python3 benchmarks/$*"
+    [ -f "benchmarks/$1" ] || { echo "missing benchmarks/$1"; exit 1; }
+    return 0
+  fi
   PYTHONPATH="$path" timeout "$limit" python3 "benchmarks/$@" 2>&1 | grep -v "^WARNING"
 }
 section="${1:-timing}"
@@ -67,6 +77,7 @@ minatar() {  # minatar PYTHONPATH SCRIPT NAME [ARGS...]: each game its own row a
     row 140 "$path" "$script" --games "$game" --total-steps 10000000 --seeds 3 "$@" \
       --json "$out/$name-$game.json"
   done
+  [ -n "$dry" ] && return 0
   PYTHONPATH="$anchors" python3 benchmarks/minatar_compare.py "$out"/minatar-*.json \
     --out "$out/minatar.png" --md "$out/minatar.md" || true
 }
