@@ -42,9 +42,14 @@ class HostRun:
     truncated)`` per step, each ``(B, ...)`` (observations as their leaves)."""
 
 
-def _leaves(env: HostEnvironment, observation: Any) -> list[np.ndarray]:
-    """A recorded observation's leaves, in :func:`space_leaves` order."""
+def _leaves(observation: Any) -> list[np.ndarray]:
+    """A recorded observation's leaves, in :func:`rollax.envs.base.space_leaves` order."""
     return [np.asarray(x) for x in jax.tree.leaves(observation)]
+
+
+def _flat(leaf: Any, batch_size: int) -> np.ndarray:
+    """``(batch_size, -1)`` float64, a copy (a pool may reuse its arrays)."""
+    return np.array(leaf, np.float64).reshape(batch_size, -1)
 
 
 def _pool_rows(env: HostEnvironment, seed: int, batch_size: int, actions: np.ndarray) -> list:
@@ -56,23 +61,18 @@ def _pool_rows(env: HostEnvironment, seed: int, batch_size: int, actions: np.nda
         rows = []
         for action in actions:
             nxt, reward, terminated, truncated, info = pool.step(env.host_action(action))
-            after = [np.array(np.reshape(x, (batch_size, -1)), np.float64)
-                     for x in gymnasium_leaves(nxt, space)]
+            after = [_flat(x, batch_size) for x in gymnasium_leaves(nxt, space)]
             final = [x.copy() for x in after]
             for b in np.flatnonzero(info.get("_final_obs", ())):
                 for i, leaf in enumerate(gymnasium_leaves(info["final_obs"][b], space)):
                     final[i][b] = np.reshape(leaf, -1)
-            before = [np.array(np.reshape(x, (batch_size, -1)), np.float64) for x in obs]
+            before = [_flat(x, batch_size) for x in obs]
             rows.append((before, final, np.asarray(reward, np.float64),
                          np.asarray(terminated, bool), np.asarray(truncated, bool)))
             obs = after
         return rows
     finally:
         pool.close()
-
-
-def _flat(leaf: np.ndarray, batch_size: int) -> np.ndarray:
-    return np.asarray(leaf, np.float64).reshape(batch_size, -1)
 
 
 @host_check("host_collects", "the compiled collector records `num_steps` rows of "
@@ -100,8 +100,8 @@ def host_rows(run: HostRun) -> Any:
     findings = []
     B = run.batch_size
     for t, (before, final, reward, terminated, truncated) in enumerate(run.rows):
-        got_before = [_flat(x[t], B) for x in _leaves(run.env, run.traj.observation)]
-        got_final = [_flat(x[t], B) for x in _leaves(run.env, run.traj.next_observation)]
+        got_before = [_flat(x[t], B) for x in _leaves(run.traj.observation)]
+        got_final = [_flat(x[t], B) for x in _leaves(run.traj.next_observation)]
         for name, got, want in (("observation", got_before, before),
                                 ("next_observation", got_final, final)):
             for g, w in zip(got, want):
@@ -142,8 +142,8 @@ def host_live(run: HostRun) -> Any:
 def host_carry(run: HostRun) -> Any:
     ended = run.traj.terminated | run.traj.truncated
     findings = []
-    for got, nxt in zip(_leaves(run.env, run.traj.observation),
-                        _leaves(run.env, run.traj.next_observation)):
+    for got, nxt in zip(_leaves(run.traj.observation),
+                        _leaves(run.traj.next_observation)):
         T, B = ended.shape
         same = np.all(nxt[:-1].reshape(T - 1, B, -1) == got[1:].reshape(T - 1, B, -1), axis=2)
         cell = np.argwhere(~same & ~ended[:-1])
@@ -159,8 +159,8 @@ def host_carry(run: HostRun) -> Any:
 def host_finite(run: HostRun) -> Any:
     findings = []
     for name, leaves in (("reward", [run.traj.reward]),
-                         ("observation", _leaves(run.env, run.traj.observation)),
-                         ("next_observation", _leaves(run.env, run.traj.next_observation))):
+                         ("observation", _leaves(run.traj.observation)),
+                         ("next_observation", _leaves(run.traj.next_observation))):
         for x in leaves:
             T, B = x.shape[:2]
             bad = np.argwhere(~np.all(np.isfinite(x.reshape(T, B, -1)), axis=2))
