@@ -71,30 +71,48 @@ class LoadedPolicy:
         Compiled: the policy runs as one compiled program per kind of call (one observation
         or a batch of a shape, with or without a key or a mask), built at its first call and
         reused. Pure: works under ``jit``, and ``vmap`` over observations (and keys)."""
-        if self.recurrent:
+        if self._recurrent:
             raise ValueError("this run's policy is recurrent (it remembers earlier "
                              "observations): act with loaded.initial_carry() and "
                              "loaded.step(carry, obs)")
         self._check_lane(lane)
-        if is_structured(self.env.observation_space):
+        if self._structured:
             obs, lead = self._tree_observations(obs)
         else:
             obs, lead = self._observations(obs)
         if mask is not None and lead:
             mask = jnp.reshape(jnp.asarray(mask), (math.prod(lead),
                                                    *jnp.shape(mask)[len(lead):]))
-        actions = self._compiled_act(self.params, lane, obs, key, mask, bool(lead),
-                                     bool(clip))
+        leaves, _ = self._flat_params
+        actions = self._compiled_act(leaves, lane, obs, key, mask, bool(lead), bool(clip))
         return actions.reshape(*lead, *actions.shape[1:]) if lead else actions
+
+    @functools.cached_property
+    def _flat_params(self) -> tuple[list[jax.Array], Any]:
+        """``params`` as its list of leaves and its tree structure: the compiled call takes the
+        list (flattening a policy's modules at every call cost more than the call itself)."""
+        return jax.tree.flatten(self.params)
+
+    @functools.cached_property
+    def _structured(self) -> bool:
+        return is_structured(self.env.observation_space)
+
+    @functools.cached_property
+    def _recurrent(self) -> bool:
+        return is_recurrent(self.policy)
+
+    @functools.cached_property
+    def _obs_shape(self) -> tuple[int, ...]:
+        return tuple(self.env.observation_space.shape)  # type: ignore[union-attr]
 
     @functools.cached_property
     def _compiled_act(self) -> Callable:
         return jax.jit(self._act_lanes, static_argnums=(5, 6))
 
-    def _act_lanes(self, params, lane, obs, key, mask, batched: bool, clip: bool):
+    def _act_lanes(self, leaves, lane, obs, key, mask, batched: bool, clip: bool):
         """:meth:`act` on checked observations (a batch flattened to ``(n, ...)`` when
-        ``batched``) with lane ``lane`` of ``params``."""
-        params = jax.tree_util.tree_map(lambda x: x[lane], params)
+        ``batched``) with lane ``lane`` of the parameters' ``leaves``."""
+        params = jax.tree.unflatten(self._flat_params[1], [x[lane] for x in leaves])
         if batched:
             n = jax.tree.leaves(obs)[0].shape[0]
             keys = None if key is None else jax.random.split(key, n)
@@ -151,8 +169,7 @@ class LoadedPolicy:
         """``obs`` as an array (a batch flattened to ``(n, *S)``) and its leading (batch)
         axes, ``()`` for one observation; ``ValueError`` unless it is numeric and ends with the
         observation shape."""
-        space: Any = self.env.observation_space  # one array's space (not a Dict / Tuple)
-        shape = tuple(space.shape)
+        shape = self._obs_shape  # one array's space (not a Dict / Tuple)
         expected = (f"expected an observation of shape {shape} or a batch "
                     f"({', '.join(['...', *map(str, shape)])})")
         try:  # host values stay NumPy until the compiled call takes them (no extra dispatch)
