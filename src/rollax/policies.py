@@ -79,6 +79,14 @@ class BernoulliPolicy:
     def greedy(self, params, observation) -> jax.Array:
         return (self.logit(params, observation) > 0).astype(jnp.int32)
 
+    def distribution(self, params, observation):
+        """The two actions' :class:`rollax.nets.distributions.Categorical`, logits
+        ``(0, theta)``: ``softmax`` gives ``P(1) = sigmoid(theta)``."""
+        from rollax.nets.distributions import Categorical
+
+        logit = self.logit(params, observation)
+        return Categorical(jnp.stack([jnp.zeros_like(logit), logit]))
+
 
 @dataclasses.dataclass(frozen=True)
 class SoftmaxPolicy:
@@ -99,6 +107,12 @@ class SoftmaxPolicy:
 
     def greedy(self, params, observation) -> jax.Array:
         return jnp.argmax(params[observation]).astype(jnp.int32)
+
+    def distribution(self, params, observation):
+        """``Categorical(logits[s])`` (:class:`rollax.nets.distributions.Categorical`)."""
+        from rollax.nets.distributions import Categorical
+
+        return Categorical(params[observation])
 
 
 def default_policy(env):
@@ -238,6 +252,11 @@ class NormalizedPolicy:
     def greedy(self, params, observation, *mask):
         inner_params, stats = params
         return self.inner.greedy(inner_params, self._observed(stats, observation), *mask)
+
+    def distribution(self, params, observation):
+        """The inner policy's action distribution of the normalised observation."""
+        inner_params, stats = params
+        return self.inner.distribution(inner_params, self._observed(stats, observation))
 
 
 @dataclasses.dataclass(frozen=True)

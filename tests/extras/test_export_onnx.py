@@ -78,3 +78,64 @@ def test_a_dict_observation_is_one_onnx_input_per_leaf(capsys, tmp_path):
     mine = np.asarray(rollax.load_run(tmp_path / "run").act(obs))
     assert len(set(mine.tolist())) > 1
     np.testing.assert_array_equal(theirs, mine)
+
+
+@pytest.mark.parametrize("network", ["gru", "lstm"])
+def test_onnxruntime_steps_a_recurrent_policy_and_samples_from_its_noise(capsys, tmp_path,
+                                                                         network):
+    """A recurrent run's step in onnxruntime: inputs ``carry`` (GRU) or ``carry.0``/``carry.1``
+    (LSTM), ``observation``, ``noise``; outputs the next carry and the action. Threaded along 4
+    steps, greedy and sampling models give the ``jax.export`` artifact's carries and actions
+    (which tests/run/test_export.py checks against ``load_run``)."""
+    code, _, err = run(capsys, "train", "--json", "--env", "CartPole-v1", "--network", network,
+                       "--total-steps", "256", "--num-envs", "4", "--num-steps", "16",
+                       "--minibatches", "2", "--memory-size", "4", "--hidden", "8", "8",
+                       "--out", tmp_path / "run")
+    assert code == 0, err
+    leaves = 1 if network == "gru" else 2
+    for sample in ([], ["--sample"]):
+        for fmt, out in (("onnx", "p.onnx"), ("stablehlo", "p.jax")):
+            code, text, err = run(capsys, "export", tmp_path / "run", "--format", fmt,
+                                  "--out", tmp_path / out, "--json", *sample)
+            assert code == 0, err
+        info = json.loads(text)
+        carry_names = [c["name"] for c in info["carry"]]
+        assert carry_names == (["carry"] if leaves == 1 else ["carry.0", "carry.1"])
+        session = ort.InferenceSession(str(tmp_path / "p.onnx"))
+        assert [i.name for i in session.get_inputs()] == [
+            *carry_names, "observation", *(["noise"] if sample else [])]
+        assert [o.name for o in session.get_outputs()] == [
+            *(c["output"] for c in info["carry"]), "action"]
+        exported = jax.export.deserialize((tmp_path / "p.jax").read_bytes())
+        theirs = [np.zeros((128, 4), np.float32)] * leaves
+        mine = tuple(theirs) if leaves == 2 else theirs[0]
+        for t in range(4):
+            obs = np.asarray(jax.random.normal(jax.random.key(t), (128, 4)), np.float32)
+            noise = np.asarray(jax.random.uniform(jax.random.key(9 + t), (128, 2),
+                                                  minval=1e-7), np.float32)
+            feeds = {"observation": obs, **dict(zip(carry_names, theirs)),
+                     **({"noise": noise} if sample else {})}
+            *theirs, action = session.run(None, feeds)
+            mine, want = exported.call(mine, obs, *([noise] if sample else []))
+            np.testing.assert_array_equal(action, np.asarray(want))
+            for a, b in zip(theirs, jax.tree.leaves(mine)):
+                np.testing.assert_allclose(a, np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_onnxruntime_draws_a_gaussian_sample_like_the_artifact(capsys, tmp_path):
+    """A Box policy's sampling model (the normal quantile of its noise) in onnxruntime gives
+    the ``jax.export`` artifact's actions, within float32 rounding."""
+    code, _, err = run(capsys, "train", "--json", *RUNS["pendulum"][:2], "--total-steps", "256",
+                       "--num-envs", "4", "--num-steps", "32", "--out", tmp_path / "run")
+    assert code == 0, err
+    for fmt, out in (("onnx", "g.onnx"), ("stablehlo", "g.jax")):
+        code, _, err = run(capsys, "export", tmp_path / "run", "--format", fmt, "--out",
+                           tmp_path / out, "--sample")
+        assert code == 0, err
+    obs = observations("pendulum")[:512]
+    noise = np.asarray(jax.random.uniform(jax.random.key(5), (512, 1), minval=1e-6,
+                                          maxval=1 - 1e-6), np.float32)
+    theirs = ort.InferenceSession(str(tmp_path / "g.onnx")).run(
+        None, {"observation": obs, "noise": noise})[0]
+    mine = np.asarray(jax.export.deserialize((tmp_path / "g.jax").read_bytes()).call(obs, noise))
+    np.testing.assert_allclose(theirs, mine, rtol=1e-4, atol=1e-4)

@@ -18,7 +18,7 @@ from custom_envs.guess import multi_binary, multi_discrete
 from helpers import TINY_FLAGS, run, train_json
 from rollax.contracts.probe import RandomPolicy, probe_actions
 from rollax.guards import check_actions, check_collected
-from rollax.nets import Bernoulli, MultiCategorical, actor_critic
+from rollax.nets import Bernoulli, Categorical, DiagGaussian, MultiCategorical, actor_critic
 from rollax.nets.distributions import PAD_LOGIT
 
 NVEC = (2, 3, 4)
@@ -154,6 +154,46 @@ def test_bernoulli_samples_follow_the_product_of_its_bits():
     joint = np.array([np.prod(np.where(np.array(c) == 1, p, 1 - p)) for c in cells])
     index = np.ravel_multi_index(samples.T, (2, 2, 2))
     within_sigmas(np.bincount(index, minlength=8), joint, SAMPLES)
+
+
+def test_from_uniform_draws_each_distribution_by_hand_and_in_law():
+    """``from_uniform(u)``, the draw an exported sampling policy makes from its noise input:
+    hand values (Gumbel-max, ``u < p``, the normal quantile), then the law of many draws (the
+    joint frequencies of a multi-categorical and bits, a Kolmogorov-Smirnov test of a
+    Gaussian)."""
+    from scipy import stats
+
+    # Gumbel-max by hand: logits (0, 0), u = (0.9, 0.1): -log(-log u) = (2.250, -0.834) -> 0
+    assert int(Categorical(jnp.zeros(2)).from_uniform(jnp.array([0.9, 0.1]))) == 0
+    assert int(Categorical(jnp.array([0.0, 5.0])).from_uniform(jnp.array([0.9, 0.1]))) == 1
+    bits = Bernoulli(jnp.zeros(2)).from_uniform(jnp.array([0.4, 0.6]))  # p = 1/2
+    assert np.asarray(bits).tolist() == [1, 0] and bits.dtype == jnp.int32
+    gauss = DiagGaussian(jnp.array([1.0]), jnp.log(jnp.array([2.0])))
+    np.testing.assert_allclose(gauss.from_uniform(jnp.array([0.975])), [1 + 2 * 1.959964],
+                               rtol=1e-6)
+    assert gauss.noise_shape == (1,)
+
+    u = jax.random.uniform(jax.random.key(9), (SAMPLES, 3, max(NVEC)), minval=1e-7)
+    flat = flat_logits(seed=2, batch=())
+    multi = MultiCategorical.from_flat(jnp.asarray(flat), NVEC)
+    assert multi.noise_shape == (3, max(NVEC))
+    samples = np.asarray(jax.vmap(multi.from_uniform)(u))
+    probs = [np.exp(np_log_softmax(c)) for c in np_split(flat, NVEC)]
+    cells = list(itertools.product(*(range(n) for n in NVEC)))
+    joint = np.array([np.prod([probs[k][a] for k, a in enumerate(cell)]) for cell in cells])
+    within_sigmas(np.bincount(np.ravel_multi_index(samples.T, NVEC), minlength=len(cells)),
+                  joint, SAMPLES)
+
+    logits = np.array([-1.5, 0.3, 2.0], np.float32)
+    drawn = np.asarray(jax.vmap(Bernoulli(jnp.asarray(logits)).from_uniform)(u[:, 0, :3]))
+    p = np_sigmoid(logits)
+    joint = np.array([np.prod(np.where(np.array(c) == 1, p, 1 - p))
+                      for c in itertools.product((0, 1), repeat=3)])
+    within_sigmas(np.bincount(np.ravel_multi_index(drawn.T, (2, 2, 2)), minlength=8), joint,
+                  SAMPLES)
+
+    normal = np.asarray(jax.vmap(gauss.from_uniform)(u[:, 0, :1]))[:, 0]
+    assert stats.kstest(normal, stats.norm(1.0, 2.0).cdf).pvalue > 1e-3
 
 
 # --- the actor-critics ------------------------------------------------------------------------

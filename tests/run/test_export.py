@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -113,17 +114,142 @@ def test_onnx_without_its_extra_names_the_install_command(tabular_run, capsys, t
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_recurrent_run_is_refused(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def lstm_run(tmp_path_factory):
     from rollax.cli import main
 
-    assert main(["train", "--json", "--env", "CartPole-v1", "--network", "gru",
-                 "--total-steps", "64", "--num-envs", "4", "--num-steps", "16", "--minibatches",
-                 "2", "--memory-size", "4", "--hidden", "4", "4", "--out",
-                 str(tmp_path / "run")]) == 0
-    capsys.readouterr()
-    code, _, err = run(capsys, "export", tmp_path / "run", "--out", tmp_path / "p.jax")
-    assert code == 2 and "this run's policy is recurrent" in err
-    assert not (tmp_path / "p.jax").exists()
+    folder = tmp_path_factory.mktemp("export-lstm") / "run"
+    assert main(["train", "--json", "--env", "CartPole-v1", "--network", "lstm",
+                 "--total-steps", "256", "--num-envs", "4", "--num-steps", "16",
+                 "--minibatches", "2", "--memory-size", "4", "--hidden", "8", "8",
+                 "--out", str(folder)]) == 0
+    return folder
+
+
+def test_a_recurrent_policy_exports_its_step_with_the_memory_in_and_out(lstm_run, tmp_path):
+    """An LSTM's step: the artifact takes the carry ``(h, c)`` and the observation and gives
+    the next carry and the action; threaded along 6 steps of 64 observations from the zero
+    memory the description names, it gives ``load_run(...).step``'s actions and memories."""
+    from rollax.run.export import export_policy
+
+    info = export_policy(lstm_run, tmp_path / "r.jax")
+    assert info["policy"] == "greedy" and info["carry"] == [
+        {"name": f"carry.{i}", "shape": ["B", 4], "dtype": "float32",
+         "output": f"next_carry.{i}", "initial": "zeros"} for i in (0, 1)]
+    exported = jax.export.deserialize((tmp_path / "r.jax").read_bytes())
+    loaded = rollax.load_run(lstm_run)
+    step = jax.jit(jax.vmap(loaded.step))
+    theirs = mine = (np.zeros((64, 4), np.float32),) * 2
+    actions = []
+    for t in range(6):
+        obs = np.asarray(jax.random.normal(jax.random.key(t), (64, 4)))
+        theirs, action = exported.call(theirs, obs)
+        mine, want = step(mine, obs)
+        np.testing.assert_array_equal(np.asarray(action), np.asarray(want))
+        for a, b in zip(theirs, mine):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+        actions.append(np.asarray(action))
+    assert len(np.unique(np.concatenate(actions))) == 2  # the actions vary
+
+
+def gumbel_max(logits, u):
+    """The reference draw, in NumPy: ``argmax(logits - log(-log u))``."""
+    return np.argmax(np.asarray(logits, np.float64) - np.log(-np.log(np.asarray(u, np.float64))),
+                     axis=-1)
+
+
+def test_a_recurrent_sampling_export_draws_from_its_noise(lstm_run, tmp_path):
+    """``sample=True``: a ``noise`` input of one uniform per action; the action is the
+    Gumbel-max draw from the step's logits (NumPy reference), and over many draws for one
+    observation its frequencies are the policy's probabilities."""
+    from rollax.run.export import export_policy
+
+    info = export_policy(lstm_run, tmp_path / "s.jax", sample=True)
+    assert info["policy"] == "sample" and info["noise"] == {
+        "name": "noise", "shape": ["B", 2], "dtype": "float32",
+        "law": "independent uniforms on (0, 1)"}
+    exported = jax.export.deserialize((tmp_path / "s.jax").read_bytes())
+    loaded = rollax.load_run(lstm_run)
+    params, policy = loaded.lane_params(0), loaded.policy
+    n = 20_000
+    obs = np.broadcast_to(np.array([0.02, 0.5, -0.03, -0.6], np.float32), (n, 4))
+    u = np.asarray(jax.random.uniform(jax.random.key(3), (n, 2), minval=1e-7))
+    carry = (np.zeros((n, 4), np.float32),) * 2
+    _, action = exported.call(carry, obs, u)
+    features = policy.step(params, loaded.initial_carry(), jnp.asarray(obs[0]))[1]
+    logits = np.asarray(policy.distribution(params, features).logits)
+    np.testing.assert_array_equal(np.asarray(action), gumbel_max(logits, u))
+    p = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    assert abs(np.mean(np.asarray(action) == 1) - p[1]) < 5 * np.sqrt(p[0] * p[1] / n)
+
+
+def test_a_gaussian_sampling_export_takes_the_normal_quantile(tmp_path):
+    """A Box policy's draw is ``mean + std * Phi^-1(u)`` (the quantile from Python's
+    ``statistics.NormalDist``), the mean being ``act``'s greedy action."""
+    from statistics import NormalDist
+
+    from rollax.cli import main
+    from rollax.run.export import export_policy
+
+    assert main(["train", "--json", "--env", "Pendulum-v1", "--total-steps", "256",
+                 "--num-envs", "4", "--num-steps", "32", "--minibatches", "2",
+                 "--out", str(tmp_path / "run")]) == 0
+    info = export_policy(tmp_path / "run", tmp_path / "g.jax", sample=True)
+    assert info["noise"]["shape"] == ["B", 1]
+    exported = jax.export.deserialize((tmp_path / "g.jax").read_bytes())
+    loaded = rollax.load_run(tmp_path / "run")
+    obs = np.asarray(jax.random.uniform(jax.random.key(1), (32, 3), minval=-2, maxval=2))
+    u = np.linspace(0.01, 0.99, 32, dtype=np.float32)[:, None]
+    std = float(np.exp(np.asarray(loaded.lane_params(0)[0].log_std)).reshape(-1)[0])
+    want = np.asarray(loaded.act(obs)) + std * np.array([[NormalDist().inv_cdf(float(x))]
+                                                         for x in u[:, 0]])
+    np.testing.assert_allclose(np.asarray(exported.call(obs, u)), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_masked_policy_exports_the_mask_as_an_input(tmp_path):
+    """An environment with action masks: the artifact takes ``action_mask`` and gives
+    ``act(obs, mask=...)``'s actions, legal ones, greedy and drawn from noise."""
+    from rollax.cli import main
+    from rollax.run.export import export_policy
+
+    assert main(["train", "--json", "--env", "custom_envs.masked_guess:discrete",
+                 "--total-steps", "256", "--num-envs", "4", "--num-steps", "16",
+                 "--minibatches", "2", "--hidden", "8", "--out", str(tmp_path / "run")]) == 0
+    greedy = export_policy(tmp_path / "run", tmp_path / "m.jax")
+    assert greedy["action_mask"] == {"name": "action_mask", "shape": ["B", 4], "dtype": "bool"}
+    export_policy(tmp_path / "run", tmp_path / "ms.jax", sample=True)
+    loaded = rollax.load_run(tmp_path / "run")
+    shape = loaded.env.observation_space.shape
+    obs = np.asarray(jax.random.bernoulli(jax.random.key(2), 0.5, (256, *shape)), np.float32)
+    mask = np.zeros((256, 4), bool)
+    mask[np.arange(256), np.arange(256) % 4] = True
+    mask[np.arange(256), (np.arange(256) + 1) % 4] = True
+    exported = jax.export.deserialize((tmp_path / "m.jax").read_bytes())
+    actions = np.asarray(exported.call(obs, mask))
+    np.testing.assert_array_equal(actions, np.asarray(loaded.act(obs, mask=mask)))
+    sampled = jax.export.deserialize((tmp_path / "ms.jax").read_bytes())
+    u = np.asarray(jax.random.uniform(jax.random.key(4), (256, 4), minval=1e-7))
+    drawn = np.asarray(sampled.call(obs, mask, u))
+    assert mask[np.arange(256), actions].all() and mask[np.arange(256), drawn].all()
+
+
+def test_sampling_a_policy_without_a_distribution_is_refused(tabular_run, capsys, tmp_path):
+    """The corridor's tabular policy has one (its two actions' softmax); a policy class that
+    has none is refused in one line naming it."""
+    import dataclasses
+
+    from rollax.run.export import _check
+
+    @dataclasses.dataclass(frozen=True)
+    class Loaded:
+        policy: object = object()
+
+    with pytest.raises(ValueError, match="has no action distribution to draw from"):
+        _check(Loaded(), "stablehlo", tmp_path / "p.jax", sample=True)
+    code, text, err = run(capsys, "export", tabular_run, "--sample", "--out",
+                          tmp_path / "p.jax")
+    assert code == 0, err
+    assert "observation (B) int32, noise (B, 2) float32 -> action (B) int32" in text
 
 
 def test_the_tabular_corridor_policy_exports_with_integer_observations(tabular_run, tmp_path):

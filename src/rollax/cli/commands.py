@@ -295,14 +295,19 @@ def run_export(cmd: ExportCommand) -> None:
     from rollax.run.export import FORMATS, export_policy
 
     out = cmd.out or f"policy{FORMATS.get(cmd.format, '')}"
-    info = export_policy(cmd.run_dir, out, cmd.format, cmd.lane)
+    info = export_policy(cmd.run_dir, out, cmd.format, cmd.lane, cmd.sample)
     if cmd.json:
         emit(info)
         return
     shape = lambda spec: f"({', '.join(map(str, spec['shape']))}) {spec['dtype']}"  # noqa: E731
-    print(f"wrote {out} ({cmd.format}): {info['input']['name']} {shape(info['input'])} -> "
-          f"{info['output']['name']} {shape(info['output'])}, lane {cmd.lane} at update "
-          f"{info['update']}; description in {out}.json")
+    carry = info.get("carry", [])
+    inputs = [*carry, *info.get("inputs", [info.get("input")]),
+              *(info[k] for k in ("action_mask", "noise") if k in info)]
+    outputs = [*({**c, "name": c["output"]} for c in carry), info["output"]]
+    listed = lambda specs: ", ".join(f"{s['name']} {shape(s)}" for s in specs)  # noqa: E731
+    print(f"wrote {out} ({cmd.format}, {info['policy']}): {listed(inputs)} -> "
+          f"{listed(outputs)}, lane {cmd.lane} at update {info['update']}; description in "
+          f"{out}.json")
 
 
 RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,

@@ -338,8 +338,8 @@ class RenderCommand:
 
 @dataclasses.dataclass(frozen=True)
 class ExportCommand:
-    """Write the greedy policy of a run's lane as a file that acts without rollax: a
-    jax.export artifact (stablehlo, loaded with JAX alone) or an ONNX model."""
+    """Write the policy of a run's lane as a file that acts without rollax: a jax.export
+    artifact (stablehlo, loaded with JAX alone) or an ONNX model."""
 
     run_dir: tyro.conf.Positional[str]
     """The run folder."""
@@ -350,6 +350,9 @@ class ExportCommand:
     """The file (default: policy.jax or policy.onnx); a JSON description goes beside it."""
     lane: int = 0
     """The run's lane (seed or sweep point) whose policy is exported."""
+    sample: bool = False
+    """Export the sampling policy: it takes a noise input (uniforms on (0, 1)) and draws the
+    action from it; without it, the greedy policy (the distribution's mode)."""
     json: bool = False
     """Print the description as one JSON object."""
 

@@ -15,6 +15,12 @@ distribution itself). An illegal logit becomes :data:`MASK_LOGIT`, a large negat
 number: its probability is exactly 0, its gradient 0, and ``0 * log p`` stays 0 in the
 entropy, so sampling, log-probabilities, entropies and modes are those of the legal actions.
 ``DiagGaussian`` takes no mask.
+
+Sampling from given noise: ``dist.noise_shape`` is the shape of the independent uniforms on
+``(0, 1)`` that ``dist.from_uniform(u)`` turns into a sample (one per entry of the logits or the
+mean): Gumbel-max for the categoricals, ``u < p`` for bits, the normal quantile for the
+Gaussian. It draws from the same distribution as ``sample`` (not the same numbers for a key);
+an exported sampling policy takes ``u`` as an input (``docs/export.md``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import ndtri
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -56,6 +63,14 @@ class Categorical(NamedTuple):
     def mode(self) -> jax.Array:
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
 
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return tuple(self.logits.shape)
+
+    def from_uniform(self, u: jax.Array) -> jax.Array:
+        """Gumbel-max: ``argmax_a logits[a] - log(-log u[a])`` (``u`` of the logits' shape)."""
+        return jnp.argmax(self.logits - jnp.log(-jnp.log(u)), axis=-1).astype(jnp.int32)
+
     def masked(self, mask: jax.Array) -> Categorical:
         """Only the actions where ``mask`` (bool, the logits' shape) is True: the others'
         logits become :data:`MASK_LOGIT`."""
@@ -84,6 +99,15 @@ class DiagGaussian(NamedTuple):
 
     def mode(self) -> jax.Array:
         return self.mean
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return tuple(self.mean.shape)
+
+    def from_uniform(self, u: jax.Array) -> jax.Array:
+        """``mean + s * Phi^-1(u)`` (``Phi^-1`` the standard normal's quantile; ``u`` of the
+        mean's shape)."""
+        return self.mean + jnp.exp(self.log_std) * ndtri(u)
 
     def masked(self, mask: jax.Array) -> DiagGaussian:
         raise ValueError("action masks need a Discrete, MultiDiscrete or MultiBinary action "
@@ -141,6 +165,14 @@ class MultiCategorical(NamedTuple):
     def mode(self) -> jax.Array:
         return self._components().mode()
 
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return tuple(self.logits.shape)
+
+    def from_uniform(self, u: jax.Array) -> jax.Array:
+        """Gumbel-max per component (``u`` of the padded logits' shape ``(..., K, N)``)."""
+        return self._components().from_uniform(u)
+
     def masked(self, mask: jax.Array) -> MultiCategorical:
         """Only the values where ``mask`` (bool ``(..., K, N)``, a row per component) is True:
         the others' logits become :data:`MASK_LOGIT`; padding stays :data:`PAD_LOGIT`
@@ -178,6 +210,14 @@ class Bernoulli(NamedTuple):
 
     def mode(self) -> jax.Array:
         return (self.logits > 0).astype(jnp.int32)
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        return tuple(self.logits.shape)
+
+    def from_uniform(self, u: jax.Array) -> jax.Array:
+        """``u_i < p_i`` (``u`` of the logits' shape)."""
+        return (u < jax.nn.sigmoid(self.logits)).astype(jnp.int32)
 
     def masked(self, mask: jax.Array) -> Bernoulli:
         """Only the values where ``mask`` (bool ``(..., n, 2)``: ``mask[i, v]``, bit ``i`` may
