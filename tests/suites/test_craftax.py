@@ -192,3 +192,36 @@ def test_cli_train(tmp_path):
 # Bit-identity with the suite's own step and documentation output are claims about the program
 # rollax compiles (tests/conftest.py): compiled with the defaults, not the session's cheap ones.
 pytestmark = pytest.mark.optimized
+
+
+@pytest.mark.parametrize("name", ["Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1"])
+def test_render_draws_with_craftaxs_own_pixel_renderer(tmp_path, capsys, name):
+    """A state is drawn by Craftax's ``make_craftax_pixel_renderer`` (16 pixels a block): the
+    picture of rollax's reset state equals the one Craftax's renderer makes of Craftax's own
+    reset state for the same key (its ``state_rng`` wrapped back from the stored data); `rollax
+    render` writes a GIF of a random episode whose first and last pictures differ."""
+    import importlib
+    import json
+
+    from PIL import Image
+
+    from helpers import run
+    from rollax.envs.frames import frame_renderer
+
+    env = rollax.make(f"craftax:{name}")
+    draw = frame_renderer(env)
+    picture = draw(jax.device_get(env.reset(jax.random.key(0))))
+    _, theirs = env.craftax_env.reset_env(jax.random.key(0), env.craftax_params)
+    module = importlib.import_module("craftax.craftax_classic.renderer" if "Classic" in name
+                                     else "craftax.craftax.renderer")
+    want = np.asarray(module.make_craftax_pixel_renderer(16)(theirs))
+    assert picture.dtype == np.uint8 and picture.shape == want.shape
+    np.testing.assert_array_equal(picture, np.clip(np.rint(want), 0, 255).astype(np.uint8))
+    code, out, err = run(capsys, "render", f"craftax:{name}", "--out", tmp_path / "c.gif",
+                         "--max-steps", "12", "--json")
+    assert code == 0, err
+    with Image.open(tmp_path / "c.gif") as gif:
+        assert gif.n_frames == json.loads(out)["frames"] == 13
+        first = np.asarray(gif.convert("RGB"))
+        gif.seek(gif.n_frames - 1)
+        assert not np.array_equal(first, np.asarray(gif.convert("RGB")))

@@ -174,3 +174,30 @@ def test_errors(name, options, match):
 # Bit-identity with the suite's own step and documentation output are claims about the program
 # rollax compiles (tests/conftest.py): compiled with the defaults, not the session's cheap ones.
 pytestmark = pytest.mark.optimized
+
+
+def test_render_draws_with_xminigrids_own_renderer(tmp_path, capsys):
+    """A state is drawn by xminigrid's RGB renderer (the whole grid, the agent's view
+    highlighted, 32 pixels a tile): the picture of rollax's reset state equals xminigrid's
+    ``env.render`` of its own reset timestep for the same key; `rollax render` writes an MP4 of
+    a random episode whose first and last pictures differ."""
+    import json
+
+    import imageio.v3 as iio
+
+    from helpers import run
+    from rollax.envs.frames import frame_renderer
+
+    env = rollax.make("xminigrid:MiniGrid-Empty-8x8")
+    picture = frame_renderer(env)(jax.device_get(env.reset(jax.random.key(0))))
+    theirs, params = xminigrid.make("MiniGrid-Empty-8x8")
+    params = params.replace(render_mode="rgb_array")
+    want = theirs.render(params, theirs.reset(params, jax.random.key(0)))
+    assert picture.shape == (256, 256, 3) and picture.dtype == np.uint8
+    np.testing.assert_array_equal(picture, want)
+    code, out, err = run(capsys, "render", "xminigrid:MiniGrid-Empty-8x8", "--out",
+                         tmp_path / "x.mp4", "--max-steps", "12", "--json")
+    assert code == 0, err
+    frames = iio.imread(tmp_path / "x.mp4")
+    assert len(frames) == json.loads(out)["frames"]
+    assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).max() > 64

@@ -11,6 +11,10 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
 - Brax's environments (``brax:<name>``): MuJoCo's renderer (offscreen, EGL on a machine
   without a display) on the state's positions and velocities, as Brax's own
   ``brax.io.image.render_array`` draws them, 240x320 pixels;
+- Craftax's environments (``craftax:<id>``): Craftax's own pixel renderer (its textures, the
+  player's view and inventory), 16 pixels a block, compiled once and run on the host;
+- XLand-MiniGrid's environments (``xminigrid:<id>``): xminigrid's own RGB renderer (the whole
+  grid, the agent's view highlighted), 32 pixels a tile;
 - binary image planes (MinAtar's 10x10xC through gymnax or Pgx, any environment whose
   ``raw_observation_shape`` is ``(H, W, C)`` with sides of at most 32 and bounds ``[0, 1]``):
   each cell coloured by its highest lit plane, one colour per plane, on black.
@@ -38,7 +42,8 @@ Renderer = Callable[[Any], np.ndarray]
 
 DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
          "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
-         "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)")
+         "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)",
+         "Craftax's environments (craftax:<id>)", "XLand-MiniGrid's (xminigrid:<id>)")
 """What :func:`frame_renderer` draws, as the refusal of anything else names it."""
 
 PLANE_CELL = 16
@@ -57,6 +62,8 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
     from rollax.envs.corridor import Corridor
     from rollax.envs.mountain_car import MountainCar
     from rollax.envs.pendulum import Pendulum
+    from rollax.envs.suites.craftax import CraftaxEnv
+    from rollax.envs.suites.xminigrid import XMiniGridEnv
 
     gymnasium = {CartPole: ("CartPoleEnv", _cartpole_state),
                  Acrobot: ("AcrobotEnv", _acrobot_state),
@@ -71,6 +78,10 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
         return _draw_corridor
     if getattr(env, "prefix", None) == "brax" and hasattr(env.suite_env, "sys"):
         return _BraxDrawing(env.suite_env.sys)
+    if isinstance(env, CraftaxEnv):
+        return _CraftaxDrawing(env.name)
+    if isinstance(env, XMiniGridEnv):
+        return _XMiniGridDrawing(int(env.xminigrid_params.view_size))
     viewer = getattr(getattr(env, "jumanji_env", None), "_viewer", None)
     if hasattr(viewer, "_display_rgb_array"):
         return _JumanjiDrawing(viewer)
@@ -162,6 +173,55 @@ class _BraxDrawing:
         mujoco.mj_forward(model, data)
         self.renderer.update_scene(data, camera=-1)
         return np.asarray(self.renderer.render(), np.uint8)
+
+
+# --- Craftax and XLand-MiniGrid ----------------------------------------------------------------
+
+class _CraftaxDrawing:
+    """Craftax's ``make_craftax_pixel_renderer`` (``craftax.craftax_classic.renderer`` for the
+    Classic ids, ``craftax.craftax.renderer`` for the others) at 16 pixels a block, compiled
+    once. The adapter stores the state's ``state_rng`` as raw key data; it is wrapped back (the
+    renderer draws the night's static from it). Craftax prints its texture loading on standard
+    output: sent to standard error, so a command's ``--json`` output stays one object."""
+
+    BLOCK = 16
+
+    def __init__(self, name: str):
+        import contextlib
+        import importlib
+        import sys
+
+        import jax
+
+        with contextlib.redirect_stdout(sys.stderr):
+            module = importlib.import_module("craftax.craftax_classic.renderer"
+                                             if "Classic" in name else "craftax.craftax.renderer")
+            render = module.make_craftax_pixel_renderer(self.BLOCK)
+
+        def draw(inner):
+            inner = inner.replace(state_rng=jax.random.wrap_key_data(inner.state_rng))
+            return render(inner)
+
+        self.draw = jax.jit(draw)
+
+    def __call__(self, state) -> np.ndarray:
+        pixels = np.asarray(self.draw(state.inner))
+        return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
+
+
+class _XMiniGridDrawing:
+    """xminigrid's ``rendering.rgb_render.render``: the whole grid, the agent drawn as its
+    triangle and its ``view_size`` field of view highlighted, 32 pixels a tile."""
+
+    def __init__(self, view_size: int):
+        from xminigrid.rendering.rgb_render import render  # pyright: ignore[reportMissingImports]
+
+        self.render, self.view_size = render, view_size
+
+    def __call__(self, state) -> np.ndarray:
+        inner = state.timestep.state
+        return np.asarray(self.render(np.asarray(inner.grid), inner.agent, self.view_size),
+                          np.uint8)
 
 
 # --- the corridor ------------------------------------------------------------------------------
