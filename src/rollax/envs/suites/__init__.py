@@ -11,12 +11,24 @@ it is asked for, and then gives a one-line ``ValueError`` with the install comma
   returns;
 - ``ids() -> tuple[str, ...]``: the ids it accepts (``rollax envs`` lists them), empty when the
   suite is not installed.
+
+Listing ids imports the suite (gymnax's import alone takes about a second), so
+:func:`suite_ids` keeps each suite's list in a small file, ``$XDG_CACHE_HOME/rollax/
+suite_ids.json`` (``~/.cache/rollax/suite_ids.json``), under the suite's installed version and
+its adapter's source: a new version of either lists again. Gymnasium's ids are never kept
+(other packages add to its registry when they are imported).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
+import json
+import os
+import tempfile
+from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
@@ -68,8 +80,62 @@ def adapter(suite: Suite) -> ModuleType:
     return importlib.import_module(suite.adapter)
 
 
-def suite_ids() -> list[str]:
-    """``<prefix>:<id>`` for every environment of every installed suite, suite by suite."""
-    return [f"{suite.prefix}:{env_id}" for suite in SUITES.values()
-            for env_id in adapter(suite).ids()]
+def suite_ids(cache: Path | None = None) -> list[str]:
+    """``<prefix>:<id>`` for every environment of every installed suite, suite by suite; the
+    lists kept in ``cache`` (default: the module docstring's file) are read from it."""
+    path = ids_file() if cache is None else cache
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    kept = kept if isinstance(kept, dict) else {}
+    found, changed = [], False
+    for suite in SUITES.values():
+        if not suite.installed:
+            continue
+        stamp = _stamp(suite)
+        ids = kept.get(stamp) if stamp is not None else None
+        if not isinstance(ids, list):
+            ids = list(adapter(suite).ids())
+            if stamp is not None:
+                kept = {k: v for k, v in kept.items() if not k.startswith(f"{suite.prefix} ")}
+                kept[stamp], changed = ids, True
+        found += [f"{suite.prefix}:{env_id}" for env_id in ids]
+    if changed:
+        _write(path, kept)
+    return found
+
+
+def ids_file() -> Path:
+    """Where :func:`suite_ids` keeps the suites' lists (module docstring)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "rollax" / "suite_ids.json"
+
+
+def _stamp(suite: Suite) -> str | None:
+    """``"<prefix> <version> <adapter digest>"``, or None for a suite whose list is not kept
+    (Gymnasium's, or one whose version cannot be read)."""
+    if suite.prefix == "gymnasium":
+        return None
+    try:
+        version = importlib.metadata.version(suite.extra)
+        spec = importlib.util.find_spec(suite.adapter)
+        source = Path(spec.origin).read_bytes() if spec and spec.origin else b""
+    except (importlib.metadata.PackageNotFoundError, OSError, ValueError):
+        return None
+    return f"{suite.prefix} {version} {hashlib.sha256(source).hexdigest()[:16]}"
+
+
+def _write(path: Path, kept: dict) -> None:
+    """``kept`` to ``path`` through a temporary file and a rename; a folder that cannot be
+    written is left alone (the lists are listed again next time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
+                                         suffix=".tmp") as f:
+            json.dump(kept, f)
+        os.replace(f.name, path)
+    except OSError:
+        pass
 

@@ -1,0 +1,156 @@
+"""What a user waits for, before and after: the command line's fixed costs, ``to_gymnasium``'s
+steps and ``load_run(...).act`` on one observation, for the code at an earlier commit and for
+this checkout, side by side in one run.
+
+    python benchmarks/user_speed.py [--before c5a8c74] [--repeats 3] \\
+        [--out benchmarks/results/user_speed.jsonl]
+
+The earlier code is checked out in a temporary git worktree and both versions run in fresh
+processes of this Python (``PYTHONPATH`` pointing at each version's ``src``), one after the
+other, each with a compile cache of its own warmed by a first run. Rows:
+
+- ``rollax --version``, ``rollax --help``, ``rollax envs``: the command's wall time (median);
+- ``rollax train --env CartPole-v1`` (its defaults, 5e5 steps) with a warm compile cache: the
+  command's wall time, the training run's own time (``run_time_s`` of its ``summary.json``) and
+  what the command costs beyond it (median);
+- ``to_gymnasium("CartPole-v1", num_envs=8)``: env steps per second of a loop of 2,000 steps
+  with random actions, beside Gymnasium's own ``SyncVectorEnv`` of CartPole-v1 in the same
+  process;
+- ``load_run(run).act(obs)``: calls per second on single observations (2,000), the run being
+  the CartPole training above.
+
+Printed as a table with the machine and the ratios (after / before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _timing import append_row, device
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY = "import sys; from _rollax_entry import main; sys.exit(main())"  # `rollax`
+
+GYMNASIUM = """
+import json, time, numpy as np, gymnasium as gym, rollax
+def rate(env):
+    env.reset(seed=0)
+    actions = np.random.default_rng(0).integers(0, 2, (2050, 8))
+    for a in actions[:50]:
+        env.step(a)
+    start = time.perf_counter()
+    for a in actions[50:]:
+        env.step(a)
+    return 8 * 2000 / (time.perf_counter() - start)
+print(json.dumps({"rollax": rate(rollax.to_gymnasium("CartPole-v1", num_envs=8)),
+                  "gymnasium": rate(gym.make_vec("CartPole-v1", num_envs=8,
+                                                 vectorization_mode="sync"))}))
+"""
+
+ACT = """
+import json, sys, time, numpy as np, jax, rollax
+loaded = rollax.load_run(sys.argv[1])
+obs = list(np.asarray(jax.random.normal(jax.random.key(0), (2000, 4)), np.float32))
+np.asarray(loaded.act(obs[0]))
+start = time.perf_counter()
+for o in obs:
+    np.asarray(loaded.act(o))
+print(json.dumps({"calls_per_s": len(obs) / (time.perf_counter() - start)}))
+"""
+
+
+def run(src: Path, args: list[str], cache: Path, cwd: Path) -> tuple[float, str]:
+    """``python args`` with ``src`` first on the path; (wall seconds, stdout)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "ROLLAX_COMPILE_CACHE": str(cache)}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, check=False)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{args[:3]} failed for {src}:\n{done.stderr[-2000:]}")
+    return wall, done.stdout
+
+
+def measure(src: Path, repeats: int, work: Path) -> dict:
+    cache = work / "cache"
+    rollax = ["-c", ENTRY]
+    out: dict = {}
+    for name, argv in (("version", ["--version"]), ("help", ["--help"]), ("envs", ["envs"])):
+        run(src, [*rollax, *argv], cache, work)  # the files in the page cache
+        out[name] = statistics.median(run(src, [*rollax, *argv], cache, work)[0]
+                                      for _ in range(repeats))
+    walls, runs = [], []
+    for i in range(repeats + 1):  # the first fills the compile cache
+        folder = work / f"train-{i}"
+        wall, _ = run(src, [*rollax, "train", "--env", "CartPole-v1", "--json", "--out",
+                            str(folder)], cache, work)
+        summary = json.loads((folder / "summary.json").read_text())
+        if i:
+            walls.append(wall)
+            runs.append(summary["run_time_s"])
+    out["train_wall"] = statistics.median(walls)
+    out["train_run"] = statistics.median(runs)
+    out["train_beyond"] = statistics.median(w - r for w, r in zip(walls, runs))
+    out["gymnasium"] = json.loads(run(src, ["-c", GYMNASIUM], cache, work)[1].splitlines()[-1])
+    act = json.loads(run(src, ["-c", ACT, str(work / "train-1")], cache, work)[1]
+                     .splitlines()[-1])
+    out["act"] = act["calls_per_s"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="c5a8c74",
+                        help="the earlier commit (default: the code before this round)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=None, help="append the row to this JSONL file")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="user-speed-") as tmp:
+        tree = Path(tmp) / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
+                        args.before], check=True, capture_output=True)
+        try:
+            results = {}
+            for label, src in (("before", tree / "src"), ("after", ROOT / "src")):
+                work = Path(tmp) / label
+                work.mkdir()
+                results[label] = measure(src, args.repeats, work)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                           check=False)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    print(f"machine: {device()}; before {args.before}, after {commit}; medians of "
+          f"{args.repeats}")
+    b, a = results["before"], results["after"]
+    rows = [("rollax --version (s)", b["version"], a["version"]),
+            ("rollax --help (s)", b["help"], a["help"]),
+            ("rollax envs (s)", b["envs"], a["envs"]),
+            ("rollax train CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
+            ("  its training run (s)", b["train_run"], a["train_run"]),
+            ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
+            ("to_gymnasium, 8 envs (env steps/s)", b["gymnasium"]["rollax"],
+             a["gymnasium"]["rollax"]),
+            ("  Gymnasium's SyncVectorEnv (env steps/s)", b["gymnasium"]["gymnasium"],
+             a["gymnasium"]["gymnasium"]),
+            ("act on one observation (calls/s)", b["act"], a["act"])]
+    print("| measurement | before | after | after / before |")
+    print("|---|---|---|---|")
+    for name, x, y in rows:
+        fmt = "{:,.2f}" if x < 100 else "{:,.0f}"
+        print(f"| {name} | {fmt.format(x)} | {fmt.format(y)} | {y / x:.2f} |")
+    append_row({"bench": "user_speed", "device": device(), "before": args.before,
+                "after": commit, "repeats": args.repeats, "results": results},
+               None if args.out is None else Path(args.out))
+
+
+if __name__ == "__main__":
+    main()
