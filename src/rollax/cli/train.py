@@ -210,8 +210,8 @@ def train(request: TrainRequest) -> int:
     new one; then its figures and the report. The exit status: 0, or :data:`DIVERGED_EXIT`."""
     from rollax.run import training
     from rollax.run.loggers import check_loggers, combine, make_loggers
-    from rollax.run.plots import plot_runs
 
+    prefetch("rollax.run.plots")  # matplotlib, read while the run compiles and trains
     cmd = request.cmd
     # before anything is compiled or written
     names = check_loggers(cmd.log, getattr(cmd, "video_every", None) is not None)
@@ -236,6 +236,8 @@ def train(request: TrainRequest) -> int:
                 make_loggers(names, folder, run) as logs:
             summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
             logs.finished(summary)
+    from rollax.run.plots import plot_runs
+
     try:
         plot_runs([folder.path], folder.figures)
     except OSError as err:  # the run itself is complete: only its figures are missing
@@ -249,6 +251,22 @@ def train(request: TrainRequest) -> int:
         return 0
     print(f"rollax train: warning: {warning}", file=sys.stderr, flush=True)
     return DIVERGED_EXIT
+
+
+def prefetch(module: str) -> None:
+    """Import ``module`` in a background thread: the compiled run releases Python's lock, so
+    the import costs the command nothing; a later ``import`` waits for it to finish (Python's
+    per-module import locks) and any error it raised is raised there again."""
+    import importlib
+    import threading
+
+    def load():
+        try:
+            importlib.import_module(module)
+        except BaseException:  # raised again by the later import
+            pass
+
+    threading.Thread(target=load, name=f"prefetch {module}", daemon=True).start()
 
 
 DIVERGED_EXIT = 3

@@ -14,8 +14,6 @@ def mean_interval(x) -> tuple[float, float, float]:
     """``(mean, low, high)`` of the finite values of ``x`` (1-D): the 95 % percentile-bootstrap
     interval of the mean. One value, or values that are all equal, give ``low = high = mean``;
     no finite value gives NaNs."""
-    from scipy import stats
-
     x = np.asarray(x, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size == 0:
@@ -24,6 +22,8 @@ def mean_interval(x) -> tuple[float, float, float]:
     mean = float(x.mean())
     if x.size < 2 or np.ptp(x) == 0:
         return mean, mean, mean
+    from scipy import stats  # here: importing it takes ~0.5 s, and one seed never needs it
+
     ci = stats.bootstrap((x,), np.mean, confidence_level=CONFIDENCE, n_resamples=RESAMPLES,
                          # scipy takes random_state through a decorator, not its signature;
                          # rng=0 would draw another resample stream
