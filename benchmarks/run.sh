@@ -7,7 +7,9 @@
 # ppo-rejax, ppo-rollax-64, ppo-rejax-64, ppo-rollax-1024, ppo-rejax-1024); solve (rollax cold,
 # then rollax with a warm compile cache: solve-rollaxwarm-fill fills a fresh temporary cache,
 # solve-rollaxwarm loads from it; then SB3); seeds; cnn (one MinAtar PPO update: rollax's CNN
-# beside its MLP and the plain update). --only ROW re-runs every job of ROW.
+# beside its MLP and the plain update); user (benchmarks/user_speed.py: the command line's fixed
+# costs, to_gymnasium and act, an earlier commit beside this checkout). --only ROW re-runs every
+# job of ROW.
 #
 # Creates the two benchmark environments when missing: .bench/anchors (rollax editable with
 # gymnax 1.x, torch CPU, Stable-Baselines3) and .bench/rejax (rejax with the gymnax it supports).

@@ -39,9 +39,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = ROOT / ".bench/anchors/bin/python"
 REJAX = ROOT / ".bench/rejax/bin/python"
-ROWS = ("throughput", "ppo", "solve", "seeds", "cnn")
+ROWS = ("throughput", "ppo", "solve", "seeds", "cnn", "user")
 TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0,
-           "solve_speedup_warm": 40.0, "cnn_over_mlp": 0.35, "cnn_over_before": 4.0}
+           "solve_speedup_warm": 40.0, "cnn_over_mlp": 0.35, "cnn_over_before": 4.0,
+           "command_s": 2.0, "train_beyond_s": 2.5, "gymnasium_over_before": 5.0,
+           "act_over_before": 20.0}
 PPO_WIDE = {64: 500_000, 1024: 2_097_152}
 """The wider PPO rows: environments -> total steps (1,024 x 128 x 16 = 2,097,152). --quick runs
 one update (environments x 128 steps)."""
@@ -91,6 +93,8 @@ def jobs(row: str, quick: bool, tmp: Path) -> list[tuple[str, Path, list[str]]]:
     if row == "cnn":
         return [("cnn", ANCHORS, ["cnn_speed.py", "--before", "--repeats",
                                   "1" if quick else "5"])]
+    if row == "user":
+        return [("user", ANCHORS, ["user_speed.py", "--repeats", "1" if quick else "3"])]
     raise ValueError(row)
 
 
@@ -435,6 +439,56 @@ def report_cnn(results, out: list[str], summary: list[str]) -> None:
         out.append(f"| {name} | {run_s:.3f} | {sps:,.0f} | {data['compile_s'][name]:.1f} |")
     out += ["", "Ratios of env steps/s: " + "; ".join(
         f"{k} {v:.2f}" for k, v in ratios.items()) + ".", ""]
+
+
+def report_user(results, out: list[str], summary: list[str]) -> None:
+    out += ["## What a user waits for: the command line, to_gymnasium and act, before and after",
+            ""]
+    out += _failed(results, ["user"])
+    data = results.get("user", {}).get("data")
+    if not data:
+        return
+    b, a = data["results"]["before"], data["results"]["after"]
+    for name, key in (("rollax --version", "version"), ("rollax --help", "help"),
+                      ("rollax envs", "envs")):
+        summary.append(f"| {name} s <= {TARGETS['command_s']:.0f} | {a[key]:.2f} | "
+                       f"{_target(a[key], TARGETS['command_s'])} |")
+    summary.append(f"| rollax train CartPole-v1 beyond its training s <= "
+                   f"{TARGETS['train_beyond_s']} | {a['train_beyond']:.2f} | "
+                   f"{_target(a['train_beyond'], TARGETS['train_beyond_s'])} |")
+    gym = a["gymnasium"]["rollax"] / b["gymnasium"]["rollax"]
+    summary.append(f"| to_gymnasium 8 envs, after / before >= "
+                   f"{TARGETS['gymnasium_over_before']:.0f} | {gym:.2f} | "
+                   f"{_target(gym, TARGETS['gymnasium_over_before'], at_most=False)} |")
+    act = a["act"] / b["act"]
+    summary.append(f"| act on one observation, after / before >= "
+                   f"{TARGETS['act_over_before']:.0f} | {act:.2f} | "
+                   f"{_target(act, TARGETS['act_over_before'], at_most=False)} |")
+    out += [(f"benchmarks/user_speed.py: the code at {data['before']} (before this round of "
+             f"work) and at {data['after']}, each in fresh processes of the same Python, one "
+             f"after the other; medians of {data['repeats']}. The CartPole command uses its "
+             "defaults (PPO, 5e5 steps) with a warm compile cache of its own; \"beyond\" is "
+             "its wall time less its training run (`run_time_s`): start-up, imports, tracing, "
+             "the final evaluation, figures and files. to_gymnasium: 2,000 steps of 8 "
+             "CartPole-v1 environments with random actions, Gymnasium's own SyncVectorEnv in "
+             "the same process beside it. act: single observations, the CartPole run's "
+             "policy."), "",
+            "| measurement | before | after | after / before |", "|---|---|---|---|"]
+    rows = [("rollax --version (s)", b["version"], a["version"]),
+            ("rollax --help (s)", b["help"], a["help"]),
+            ("rollax envs (s)", b["envs"], a["envs"]),
+            ("rollax train --env CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
+            ("  its training run (s)", b["train_run"], a["train_run"]),
+            ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
+            ("to_gymnasium, 8 envs (env steps/s)", b["gymnasium"]["rollax"],
+             a["gymnasium"]["rollax"]),
+            ("  Gymnasium's SyncVectorEnv, same process (env steps/s)",
+             b["gymnasium"]["gymnasium"], a["gymnasium"]["gymnasium"]),
+            ("act on one observation (calls/s)", b["act"], a["act"])]
+    for name, x, y in rows:
+        spec = ",.2f" if x < 100 else ",.0f"
+        out.append(f"| {name} | {x:{spec}} | {y:{spec}} | {y / x:.2f} |")
+    out.append("")
 
 
 def report(results: dict, info: dict) -> str:

@@ -3,7 +3,9 @@ steps and ``load_run(...).act`` on one observation, for the code at an earlier c
 this checkout, side by side in one run.
 
     python benchmarks/user_speed.py [--before c5a8c74] [--repeats 3] \\
-        [--out benchmarks/results/user_speed.jsonl]
+        [--out benchmarks/results/user_speed.jsonl] [--json PATH]
+
+(``bash benchmarks/run.sh --only user`` runs it as the row "user" of RESULTS.md.)
 
 The earlier code is checked out in a temporary git worktree and both versions run in fresh
 processes of this Python (``PYTHONPATH`` pointing at each version's ``src``), one after the
@@ -112,9 +114,10 @@ def main() -> None:
                         help="the earlier commit (default: the code before this round)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=None, help="append the row to this JSONL file")
+    parser.add_argument("--json", default=None, help="write the results as JSON (run_all.py)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="user-speed-") as tmp:
-        tree = Path(tmp) / "before"
+        tree = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
                         args.before], check=True, capture_output=True)
         try:
@@ -147,9 +150,11 @@ def main() -> None:
     for name, x, y in rows:
         fmt = "{:,.2f}" if x < 100 else "{:,.0f}"
         print(f"| {name} | {fmt.format(x)} | {fmt.format(y)} | {y / x:.2f} |")
-    append_row({"bench": "user_speed", "device": device(), "before": args.before,
-                "after": commit, "repeats": args.repeats, "results": results},
-               None if args.out is None else Path(args.out))
+    row = {"bench": "user_speed", "device": device(), "before": args.before, "after": commit,
+           "repeats": args.repeats, "results": results}
+    append_row(row, None if args.out is None else Path(args.out))
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":
