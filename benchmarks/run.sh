@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every benchmark row and write benchmarks/RESULTS.md (see benchmarks/run_all.py):
 #
-#     bash benchmarks/run.sh [--quick] [--only throughput|ppo|solve|seeds|cnn ...] [--out DIR]
+#     bash benchmarks/run.sh [--quick] [--only throughput|ppo|solve|seeds|cnn|user ...] [--out DIR]
 #
 # Rows: throughput; ppo (rollax vs rejax at 4, 64 and 1,024 environments: jobs ppo-rollax,
 # ppo-rejax, ppo-rollax-64, ppo-rejax-64, ppo-rollax-1024, ppo-rejax-1024); solve (rollax cold,
