@@ -114,11 +114,24 @@ programs: worker threads idle, the main thread waiting for a result; benchmarks/
 
 
 def _cpu_seconds(pid: int) -> float:
+    """The CPU time of ``pid``, of its children it has waited for and of its running
+    descendants (a job that runs its measurements in subprocesses is not idle)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        own = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return -1.0
+    return own + sum(max(_cpu_seconds(child), 0.0) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+    return children
 
 
 def _watch(proc: subprocess.Popen, stop: threading.Event) -> None:
@@ -491,6 +504,20 @@ def report_user(results, out: list[str], summary: list[str]) -> None:
     out.append("")
 
 
+def _stamps(results: dict) -> list[tuple[dict, list[str]]]:
+    """The jobs grouped by when and where they ran (their ``at``: commit, date, CPU)."""
+    groups: list[tuple[dict, list[str]]] = []
+    for name, r in results.items():
+        at = r.get("at", {"commit": "?", "date": "?", "cpu": "?"})
+        for stamp, names in groups:
+            if stamp == at:
+                names.append(name)
+                break
+        else:
+            groups.append((at, [name]))
+    return groups
+
+
 def report(results: dict, info: dict) -> str:
     versions = "; ".join(f"{env}: " + ", ".join(f"{k} {v}" for k, v in vs.items())
                          for env, vs in info["versions"].items())
@@ -498,10 +525,11 @@ def report(results: dict, info: dict) -> str:
     out = ["# Benchmark results", "",
            ("Written by `bash benchmarks/run.sh` (benchmarks/run_all.py); raw numbers in "
             "results.json beside this file."), "",
-           (f"- Machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM; "
+           (f"- Machine of the latest run: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM; "
             f"{info['os']}"),
            f"- Python {info['python']}; {versions}",
-           f"- rollax commit {info['commit']}; {info['date']}", ""]
+           *(f"- {', '.join(names)}: rollax commit {at['commit']}, {at['date']}, on "
+             f"{at['cpu']}" for at, names in _stamps(results)), ""]
     if quick:
         out += [f"**Quick run (`--quick`, tiny sizes; not for comparison): {', '.join(quick)}.**",
                 ""]
@@ -531,12 +559,13 @@ def main() -> None:
     raw = out_dir / "results.json"
     previous = json.loads(raw.read_text())["jobs"] if raw.exists() else {}
     results = {n: r for n, r in previous.items() if n.split("-")[0] not in args.only}
+    info = machine()
+    at = {k: info[k] for k in ("commit", "date", "cpu")}
     with tempfile.TemporaryDirectory(prefix="rollax-bench-") as tmp:
         for row in args.only:
             for name, python, argv in jobs(row, args.quick, Path(tmp)):
-                results[name] = {**run_job(name, python, argv), "quick": args.quick}
+                results[name] = {**run_job(name, python, argv), "quick": args.quick, "at": at}
     results = {n: results[n] for row in ROWS for n in results if n.split("-")[0] == row}
-    info = machine()
     raw.write_text(json.dumps({"machine": info, "jobs": results}, indent=1) + "\n")
     (out_dir / "RESULTS.md").write_text(report(results, info))
     print(f"\nwrote {out_dir / 'RESULTS.md'} and {raw}")
