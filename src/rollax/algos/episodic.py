@@ -48,7 +48,7 @@ from rollax.envs.host import is_host
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.nets.distributions import masked
-from rollax.nets.heads import FeedForwardHeads
+from rollax.nets.heads import read_cells
 from rollax.recurrent import initial_carries, is_recurrent, unroll
 from rollax.validate import check_count, check_real, check_seed
 
@@ -208,12 +208,12 @@ def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
         value = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, out.features)
         return Replayed(cast(jax.Array, out.log_prob), cast(jax.Array, out.entropy), value)
 
-    def cell(observation, action, mask):
-        dist, value = cast(FeedForwardHeads, parts.net).distribution_value(params, observation)
-        dist = masked(dist, mask)
-        return dist.log_prob(action), dist.entropy(), value
-
-    return Replayed(*jax.vmap(jax.vmap(cell))(traj.observation, traj.action, traj.action_mask))
+    T, B = traj.reward.shape
+    flat = jax.tree.map(lambda x: x.reshape(T * B, *x.shape[2:]), traj.observation)
+    dist, value = read_cells(parts.net, params, flat)  # cells_per_call at a time where set
+    dist = jax.tree.map(lambda x: x.reshape(T, B, *x.shape[1:]), dist)
+    dist = masked(dist, traj.action_mask)
+    return Replayed(dist.log_prob(traj.action), dist.entropy(), value.reshape(T, B))
 
 
 def episode_totals(traj: Trajectory) -> tuple[jax.Array, jax.Array]:

@@ -38,7 +38,7 @@ from rollax.envs.base import Environment
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.distributions import masked
-from rollax.nets.heads import FeedForwardHeads
+from rollax.nets.heads import read_cells
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
     NormalizedPolicy,
@@ -441,13 +441,7 @@ def score_cells(net: Network, params, data: Batch) -> Scored:
     """Each cell of a flat batch read by the network on its own (under its stored action
     mask, if any); a network with ``cells_per_call`` reads the batch that many cells at a
     time (``lax.map``), gradient included."""
-    heads = cast(FeedForwardHeads, net)
-    chunk = getattr(net, "cells_per_call", None)
-    if chunk is None or chunk >= len(data.advantage):
-        dist, value = jax.vmap(heads.distribution_value, (None, 0))(params, data.observation)
-    else:  # chunk by chunk, forward and backward (the Nature CNN's patches stay in cache)
-        dist, value = jax.lax.map(lambda o: heads.distribution_value(params, o),
-                                  data.observation, batch_size=chunk)
+    dist, value = read_cells(net, params, data.observation)
     dist = masked(dist, data.action_mask)
     return Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value, data.value,
                   data.target, dist.entropy())

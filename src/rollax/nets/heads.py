@@ -179,6 +179,19 @@ class ActorCriticParams(NamedTuple):
     """State-independent log standard deviations ``(action_size,)``; ``(0,)`` when discrete."""
 
 
+def read_cells(net, params, observation) -> tuple[Distribution, jax.Array]:
+    """``net.distribution_value`` of each of ``N`` observations (leaves ``(N, ...)``): the
+    distributions (leaves ``(N, ...)``) and the values ``(N,)``. A network with a
+    ``cells_per_call`` reads them that many at a time (``lax.map``, its gradient too: the
+    Nature CNN's patches of a few frames stay in the caches, where a whole minibatch's do not);
+    others read all at once (``vmap``). The same numbers either way."""
+    chunk = getattr(net, "cells_per_call", None)
+    if chunk is None or chunk >= len(jax.tree.leaves(observation)[0]):
+        return jax.vmap(net.distribution_value, (None, 0))(params, observation)
+    return jax.lax.map(lambda o: net.distribution_value(params, o), observation,
+                       batch_size=chunk)
+
+
 class FeedForwardHeads(ActorCriticHead):
     """The policy methods (:class:`rollax.policies.Policy`) and ``value`` of a feed-forward
     actor-critic, from ``forward(layers, observation)``: the output of the actor's or the
