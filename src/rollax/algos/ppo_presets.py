@@ -43,12 +43,15 @@ ATARI: dict = dict(
     anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.1, clip_value=True, vf_coef=0.5,
     ent_coef=0.01, max_grad_norm=0.5, normalize_advantages=True, network="nature",
     hidden=(512,), activation="relu", env_options=("episodic_life=true", "reward_clip=true"),
+    eval_episodes=8,
 )
 """Atari: CleanRL's ``ppo_atari_envpool_xla_jax.py`` settings (its defaults, the same for every
 game; Adam eps 1e-5): EnvPool's frames (84x84 grey, 4 stacked, 4 frames per step, up to 30
 no-ops at reset, fire at reset, 27,000 steps at most) trained an episode per life with rewards
 clipped to their signs (``env_options``), the Nature-DQN CNN (a shared torso, 512 units) and
-10M agent steps (40M frames). Evaluation scores whole games, unclipped. Not mapped: CleanRL
+10M agent steps (40M frames). Evaluation scores whole games, unclipped, 8 of them (not PPO's
+default 32: a greedy policy that never serves plays each game to the 27,000-step limit, and 32
+such games before the first update took minutes on two cores). Not mapped: CleanRL
 clips the gradient's global norm over all parameters (here the torso, actor and critic
 apart)."""
 
