@@ -254,9 +254,11 @@ class NormalizedPolicy:
         return self.inner.greedy(inner_params, self._observed(stats, observation), *mask)
 
     def distribution(self, params, observation):
-        """The inner policy's action distribution of the normalised observation."""
+        """The inner policy's action distribution of the normalised observation (the
+        actor-critics have one; a policy without it raises ``AttributeError``)."""
         inner_params, stats = params
-        return self.inner.distribution(inner_params, self._observed(stats, observation))
+        inner: Any = self.inner
+        return inner.distribution(inner_params, self._observed(stats, observation))
 
 
 @dataclasses.dataclass(frozen=True)
