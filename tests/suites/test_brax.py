@@ -180,3 +180,28 @@ def test_render_draws_brax_with_mujocos_renderer(tmp_path, capsys):
         gif.seek(gif.n_frames - 1)
         last = np.asarray(gif.convert("RGB"))
     assert not np.array_equal(first, last)
+
+
+def test_render_draws_playground_like_its_own_render_array(tmp_path, capsys):
+    """`rollax render playground:CartpoleBalance`: the picture of a state is the one
+    Playground's own ``render_array`` draws of it (the same MJX data through MuJoCo's
+    offscreen renderer, 240x320); a random episode's GIF moves."""
+    from mujoco_playground._src.mjx_env import render_array
+    from PIL import Image
+
+    from helpers import run
+    from rollax.envs.frames import frame_renderer
+
+    env = rollax.make("playground:CartpoleBalance")
+    state = jax.device_get(env.reset(jax.random.key(0)))
+    mine = frame_renderer(env)(state)
+    theirs = render_array(env.suite_env.mj_model, state.inner, 240, 320)
+    assert mine.shape == (240, 320, 3) and mine.std() > 0
+    np.testing.assert_array_equal(mine, theirs)
+    code, _, err = run(capsys, "render", "playground:CartpoleBalance", "--out",
+                       tmp_path / "c.gif", "--max-steps", "30", "--json")
+    assert code == 0, err
+    with Image.open(tmp_path / "c.gif") as gif:
+        first = np.asarray(gif.convert("RGB"))
+        gif.seek(gif.n_frames - 1)
+        assert not np.array_equal(first, np.asarray(gif.convert("RGB")))

@@ -11,6 +11,8 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
 - Brax's environments (``brax:<name>``): MuJoCo's renderer (offscreen, EGL on a machine
   without a display) on the state's positions and velocities, as Brax's own
   ``brax.io.image.render_array`` draws them, 240x320 pixels;
+- MuJoCo Playground's (``playground:<name>``): the same renderer on the state's MJX data, as
+  Playground's own ``render_array`` draws them;
 - Craftax's environments (``craftax:<id>``): Craftax's own pixel renderer (its textures, the
   player's view and inventory), 16 pixels a block, compiled once and run on the host;
 - XLand-MiniGrid's environments (``xminigrid:<id>``): xminigrid's own RGB renderer (the whole
@@ -43,7 +45,8 @@ Renderer = Callable[[Any], np.ndarray]
 DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
          "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
          "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)",
-         "Craftax's environments (craftax:<id>)", "XLand-MiniGrid's (xminigrid:<id>)")
+         "Playground's (playground:<name>)", "Craftax's environments (craftax:<id>)",
+         "XLand-MiniGrid's (xminigrid:<id>)")
 """What :func:`frame_renderer` draws, as the refusal of anything else names it."""
 
 PLANE_CELL = 16
@@ -77,7 +80,9 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
     if isinstance(env, Corridor):
         return _draw_corridor
     if getattr(env, "prefix", None) == "brax" and hasattr(env.suite_env, "sys"):
-        return _BraxDrawing(env.suite_env.sys)
+        return _MujocoDrawing(env.suite_env.sys.mj_model, _brax_physics)
+    if getattr(env, "prefix", None) == "playground" and hasattr(env.suite_env, "mj_model"):
+        return _MujocoDrawing(env.suite_env.mj_model, _playground_physics)
     if isinstance(env, CraftaxEnv):
         return _CraftaxDrawing(env.name)
     if isinstance(env, XMiniGridEnv):
@@ -148,31 +153,45 @@ class _JumanjiDrawing:
 
 # --- Brax ---------------------------------------------------------------------------------------
 
-class _BraxDrawing:
-    """MuJoCo's offscreen renderer for a Brax system (its ``mj_model``), made at the first
-    picture and reused: a state's ``q`` and ``qd`` set into MuJoCo's data, forward kinematics,
-    the default free camera, 240x320 pixels (``brax.io.image.render_array``'s way)."""
+class _MujocoDrawing:
+    """MuJoCo's offscreen renderer for a model, made at the first picture and reused: a
+    state's physics set into MuJoCo's data (``fill(data, state)``), forward kinematics, the
+    default free camera, 240x320 pixels (the way ``brax.io.image.render_array`` and
+    Playground's ``render_array`` draw)."""
 
-    def __init__(self, system):
-        self.system = system
+    def __init__(self, model, fill: Callable[[Any, Any], None]):
+        self.model, self.fill = model, fill
         self.renderer = None
 
     def __call__(self, state) -> np.ndarray:
-        import mujoco  # pyright: ignore[reportMissingImports]  (the brax extra)
+        import mujoco  # pyright: ignore[reportMissingImports]  (the brax / playground extra)
 
-        model = self.system.mj_model
         if self.renderer is None:
             try:
-                self.renderer = mujoco.Renderer(model, height=240, width=320)
+                self.renderer = mujoco.Renderer(self.model, height=240, width=320)
             except Exception as err:  # no OpenGL context: MuJoCo imported before MUJOCO_GL
-                raise ValueError(f"drawing Brax needs MuJoCo's offscreen OpenGL: set "
+                raise ValueError(f"drawing needs MuJoCo's offscreen OpenGL: set "
                                  f"MUJOCO_GL=egl before importing mujoco ({err})") from None
-        physics = state.inner.pipeline_state
-        data = mujoco.MjData(model)
-        data.qpos, data.qvel = np.asarray(physics.q), np.asarray(physics.qd)
-        mujoco.mj_forward(model, data)
+        data = mujoco.MjData(self.model)
+        self.fill(data, state)
+        mujoco.mj_forward(self.model, data)
         self.renderer.update_scene(data, camera=-1)
         return np.asarray(self.renderer.render(), np.uint8)
+
+
+def _brax_physics(data, state) -> None:
+    """A Brax state's positions ``q`` and velocities ``qd``."""
+    physics = state.inner.pipeline_state
+    data.qpos, data.qvel = np.asarray(physics.q), np.asarray(physics.qd)
+
+
+def _playground_physics(data, state) -> None:
+    """A Playground state's MJX data: positions, velocities, mocap bodies and applied forces
+    (what Playground's own ``render_array`` copies)."""
+    mjx = state.inner.data
+    data.qpos, data.qvel = np.asarray(mjx.qpos), np.asarray(mjx.qvel)
+    data.mocap_pos, data.mocap_quat = np.asarray(mjx.mocap_pos), np.asarray(mjx.mocap_quat)
+    data.xfrc_applied = np.asarray(mjx.xfrc_applied)
 
 
 # --- Craftax and XLand-MiniGrid ----------------------------------------------------------------

@@ -40,7 +40,7 @@ import subprocess
 from typing import ClassVar
 
 from rollax.envs.suites.base import import_suite, unknown_id
-from rollax.envs.suites.brax import StateApiEnv
+from rollax.envs.suites.brax import StateApiEnv, headless_gl
 
 DEFAULT_IMPL = "jax"
 """The physics implementation used unless the option ``impl=`` says otherwise."""
@@ -50,6 +50,7 @@ _LOAD_ERRORS = (OSError, subprocess.CalledProcessError, KeyError, AttributeError
 
 
 def _import_registry():
+    headless_gl()  # before MuJoCo is first imported, so its states can be drawn
     return import_suite("mujoco_playground", "playground").registry
 
 
