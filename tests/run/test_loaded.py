@@ -173,16 +173,20 @@ def test_act_compiles_once_per_kind_of_call_and_clips_on_request(capsys, tmp_pat
     loaded = rollax.load_run(out)
     obs = np.asarray(jax.random.uniform(jax.random.key(0), (64, 3), minval=-1.0, maxval=1.0))
     params = loaded.lane_params(1)
-    for o in obs[:5]:  # one observation at a time, lanes alternating: one program
+    for o in obs[:5]:  # one observation at a time, lanes alternating: one program a lane
         np.testing.assert_allclose(loaded.act(o, lane=1), loaded.policy.greedy(params, o),
                                    rtol=1e-5)
         loaded.act(o, lane=0)
-    assert loaded._compiled_act._cache_size() == 1
+    assert loaded._lane_act(0)._cache_size() == loaded._lane_act(1)._cache_size() == 1
     sampled = loaded.act(obs, key=jax.random.key(1))  # wide samples (log std 1.5) leave [-2, 2]
     assert np.abs(np.asarray(sampled)).max() > 2.0
     clipped = loaded.act(obs, key=jax.random.key(1), clip=True)
     np.testing.assert_array_equal(clipped, np.clip(sampled, -2.0, 2.0))
-    assert loaded._compiled_act._cache_size() == 3
+    assert loaded._lane_act(0)._cache_size() == 3
+    # under jit the lane is traced: every lane's parameters go in, one program for all lanes
+    lanes = jax.jit(lambda o, lane: loaded.act(o, lane=lane))
+    np.testing.assert_allclose(lanes(obs[0], 1), loaded.act(obs[0], lane=1), rtol=1e-6)
+    np.testing.assert_allclose(lanes(obs[0], 0), loaded.act(obs[0], lane=0), rtol=1e-6)
 
 
 def test_load_run_refuses_a_folder_that_is_not_a_run(tmp_path):

@@ -68,9 +68,10 @@ class LoadedPolicy:
         a ``Box`` action clipped to the space's bounds (as Stable-Baselines3's ``predict``
         does; off by default, so the action is the policy's own, as training sampled it).
 
-        Compiled: the policy runs as one compiled program per kind of call (one observation
-        or a batch of a shape, with or without a key or a mask), built at its first call and
-        reused. Pure: works under ``jit``, and ``vmap`` over observations (and keys)."""
+        Compiled: the policy runs as one compiled program per lane and kind of call (one
+        observation or a batch of a shape, with or without a key or a mask), its parameters
+        constants of the program, built at its first call and reused. Pure: works under
+        ``jit`` (a traced ``lane`` too), and ``vmap`` over observations (and keys)."""
         if self._recurrent:
             raise ValueError("this run's policy is recurrent (it remembers earlier "
                              "observations): act with loaded.initial_carry() and "
@@ -83,9 +84,26 @@ class LoadedPolicy:
         if mask is not None and lead:
             mask = jnp.reshape(jnp.asarray(mask), (math.prod(lead),
                                                    *jnp.shape(mask)[len(lead):]))
-        leaves, _ = self._flat_params
-        actions = self._compiled_act(leaves, lane, obs, key, mask, bool(lead), bool(clip))
+        if isinstance(lane, (int, np.integer)):
+            actions = self._lane_act(int(lane))(obs, key, mask, bool(lead), bool(clip))
+        else:  # a traced lane (act under jit or vmap): every lane's parameters go in
+            leaves, _ = self._flat_params
+            actions = self._compiled_act(leaves, lane, obs, key, mask, bool(lead), bool(clip))
         return actions.reshape(*lead, *actions.shape[1:]) if lead else actions
+
+    @functools.cache  # noqa: B019  (one per lane, kept with the policy)
+    def _lane_act(self, lane: int) -> Callable:
+        """:meth:`act`'s compiled call for lane ``lane``, its parameters constants of the
+        program: a call then passes the observation alone (each array argument costs time at
+        every call; for a small network, more than the network)."""
+        leaves, treedef = self._flat_params
+        with jax.ensure_compile_time_eval():  # concrete even when first called inside a trace
+            params = jax.tree.unflatten(treedef, [x[lane] for x in leaves])
+
+        def act(obs, key, mask, batched: bool, clip: bool):
+            return self._act_params(params, obs, key, mask, batched, clip)
+
+        return jax.jit(act, static_argnums=(3, 4))
 
     @functools.cached_property
     def _flat_params(self) -> tuple[list[jax.Array], Any]:
@@ -113,6 +131,10 @@ class LoadedPolicy:
         """:meth:`act` on checked observations (a batch flattened to ``(n, ...)`` when
         ``batched``) with lane ``lane`` of the parameters' ``leaves``."""
         params = jax.tree.unflatten(self._flat_params[1], [x[lane] for x in leaves])
+        return self._act_params(params, obs, key, mask, batched, clip)
+
+    def _act_params(self, params, obs, key, mask, batched: bool, clip: bool):
+        """:meth:`act` with one lane's ``params``."""
         if batched:
             n = jax.tree.leaves(obs)[0].shape[0]
             keys = None if key is None else jax.random.split(key, n)
