@@ -285,3 +285,34 @@ def test_replay_reads_a_nature_batch_in_chunks_like_cell_by_cell(monkeypatch, ch
                                                      (None, 0, 0))(p, obs, action))))(params)
     for a, b in zip(jax.tree.leaves(g_got), jax.tree.leaves(g_want)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(("baseline", "group_size", "normalize"),
+                         [("value", 1, False), ("none", 1, True), ("loo", 4, False)])
+def test_reinforce_reads_only_live_chunks_and_updates_as_the_whole_batch(
+        monkeypatch, baseline, group_size, normalize):
+    """REINFORCE on short CartPole episodes (horizon 200, most of the batch padding): the
+    update that reads only the chunks holding a live cell gives the parameters, loss and
+    metrics of the one reading all T x B cells, to float tolerance (only the sums' order
+    differs), for each baseline; and it does read fewer chunks than the batch has."""
+    config = reinforce.ReinforceConfig(env="CartPole-v1", horizon=200, batch_size=8,
+                                       group_size=group_size, baseline=baseline,
+                                       normalize_advantages=normalize, hidden=(16,),
+                                       ent_coef=0.01)
+    algo = reinforce.SPEC.build(config)
+    hp = algo.hyperparams
+    state = algo.init(jax.random.key(0), hp)
+
+    def run(skip):
+        monkeypatch.setattr(reinforce, "SKIP_PADDING", skip)
+        return jax.jit(algo.update)(state, hp)
+
+    (mine, m1), (whole, m2) = run(True), run(False)
+    for a, b in zip(jax.tree.leaves(mine.params), jax.tree.leaves(whole.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(m1, m2):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert float(m1.episode_length) < 60  # an untrained policy's episodes: short
+    parts = episodic.make_parts(config, False, None)[1]
+    traj = parts.collect(state.params, jax.random.split(state.key)[1])
+    assert int(episodic.live_chunks(traj)) * episodic.ROWS_PER_CHUNK < 200

@@ -53,13 +53,17 @@ from rollax.recurrent import initial_carries, is_recurrent, unroll
 from rollax.validate import check_count, check_real, check_seed
 
 __all__ = [
+    "ROWS_PER_CHUNK",
     "EpisodicConfig",
     "EpisodicParts",
     "EpisodicState",
     "Replayed",
+    "chunked_replay",
+    "chunked_value_and_grad",
     "episode_totals",
     "fresh_state",
     "gradient_step",
+    "live_chunks",
     "make_parts",
     "replay",
     "spec",
@@ -214,6 +218,83 @@ def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
     dist = jax.tree.map(lambda x: x.reshape(T, B, *x.shape[1:]), dist)
     dist = masked(dist, traj.action_mask)
     return Replayed(dist.log_prob(traj.action), dist.entropy(), value.reshape(T, B))
+
+
+ROWS_PER_CHUNK = 16
+"""Time steps (rows of the whole batch) that the padding-skipping passes read at a time."""
+
+
+def live_chunks(traj: Trajectory, rows: int = ROWS_PER_CHUNK) -> jax.Array:
+    """The number of chunks of ``rows`` time steps that hold a live cell: the batch's longest
+    episode, rounded up (episodes absorb, so each column's live cells come first)."""
+    T = traj.active.shape[0]
+    longest = jnp.max(jnp.where(jnp.any(traj.active, axis=1), jnp.arange(1, T + 1), 0))
+    return (longest + rows - 1) // rows
+
+
+def _padded(tree, rows: int):
+    """Every ``(T, ...)`` leaf of ``tree`` padded with zeros (False) to a multiple of
+    ``rows`` rows, so every chunk has ``rows`` rows (the padding is dead: ``active`` False)."""
+    def pad(x):
+        extra = -x.shape[0] % rows
+        return jnp.concatenate([x, jnp.zeros((extra, *x.shape[1:]), x.dtype)]) if extra else x
+
+    return jax.tree.map(pad, tree)
+
+
+def _rows(tree, start: jax.Array, rows: int):
+    """Rows ``[start, start + rows)`` of every leaf of a :func:`_padded` ``tree``."""
+    return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, rows), tree)
+
+
+def chunked_replay(parts: EpisodicParts, params, traj: Trajectory,
+                   rows: int = ROWS_PER_CHUNK) -> Replayed:
+    """:func:`replay` of the chunks of ``rows`` time steps that hold a live cell
+    (:func:`live_chunks`), in a ``while_loop``; the cells of the chunks after them are 0 (they
+    are padding: every consumer masks them). Feed-forward networks only. Batches of short
+    episodes read a fraction of their ``T x B`` cells."""
+    T, B = traj.reward.shape
+    n = live_chunks(traj, rows)
+    traj = _padded(traj, rows)
+    zeros = jnp.zeros((traj.reward.shape[0], B), jnp.float32)
+
+    def body(carry):
+        c, out = carry
+        chunk = replay(parts, params, _rows(traj, c * rows, rows))
+        out = jax.tree.map(lambda buf, x: jax.lax.dynamic_update_slice_in_dim(
+            buf, x.astype(buf.dtype), c * rows, 0), out, chunk)
+        return c + 1, out
+
+    _, out = jax.lax.while_loop(lambda carry: carry[0] < n, body,
+                                (jnp.zeros((), jnp.int32), Replayed(zeros, zeros, zeros)))
+    return jax.tree.map(lambda x: x[:T], out)
+
+
+def chunked_value_and_grad(parts: EpisodicParts, params, traj: Trajectory, data,
+                           per_cell: Callable, rows: int = ROWS_PER_CHUNK):
+    """``(sum, gradient)`` of ``sum over cells per_cell(replayed, data)``, where ``per_cell``
+    maps a chunk's :class:`Replayed` and the same rows of ``data`` (a pytree of ``(T, B)``
+    arrays: advantages, weights...) to ``(rows, B)`` terms that are 0 on dead cells. Only
+    the chunks that hold a live cell are read (one ``value_and_grad`` each, summed in a
+    ``while_loop``), so the result equals the whole batch's gradient up to the order of the
+    sums. Feed-forward networks only."""
+
+    n = live_chunks(traj, rows)
+    traj, data = _padded(traj, rows), _padded(data, rows)
+
+    def chunk_sum(p, c):
+        replayed = replay(parts, p, _rows(traj, c * rows, rows))
+        return jnp.sum(per_cell(replayed, _rows(data, c * rows, rows)))
+
+    def body(carry):
+        c, total, grads = carry
+        value, g = jax.value_and_grad(chunk_sum)(params, c)
+        return c + 1, total + value, jax.tree.map(jnp.add, grads, g)
+
+    start = (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.float32),
+             jax.tree.map(jnp.zeros_like, params))
+    _, total, grads = jax.lax.while_loop(lambda carry: carry[0] < n, body, start)
+    return total, grads
 
 
 def episode_totals(traj: Trajectory) -> tuple[jax.Array, jax.Array]:

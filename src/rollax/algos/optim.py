@@ -98,6 +98,14 @@ def gradient_step(loss: Callable, params, opt_state: optax.OptState,
     with ``checked``, checked mode's checks of the loss, the gradient and the new parameters
     (:func:`rollax.guards.check_step`, naming ``update``)."""
     (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(params)
+    return apply_gradient(value, aux, grads, params, opt_state, optimiser, checked, update)
+
+
+def apply_gradient(value, aux, grads, params, opt_state: optax.OptState,
+                   optimiser: optax.GradientTransformation, checked: bool = False,
+                   update=None) -> Step:
+    """:func:`gradient_step` with the loss's ``value``, ``aux`` and gradient ``grads``
+    computed by the caller (e.g. chunk by chunk)."""
     updates, opt_state = optimiser.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
     if checked:

@@ -112,6 +112,12 @@ def advantages(returns: jax.Array, values: jax.Array, live: jax.Array, baseline:
     return returns
 
 
+SKIP_PADDING = True
+"""Feed-forward networks read only the chunks of time steps that hold a live cell
+(:func:`rollax.algos.episodic.chunked_value_and_grad`); ``False``: the whole ``T x B`` batch
+in one pass (the same update up to the order of the sums; the tests' reference)."""
+
+
 def update(parts: EpisodicParts, state: EpisodicState, hp):
     """One REINFORCE update on a fresh batch: ``(next state, ReinforceMetrics)``."""
     config = parts.config
@@ -125,8 +131,8 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
                                  hp.gamma)
     returns = jnp.where(live, returns, 0.0)
 
-    def loss(params):
-        out = episodic.replay(parts, params, traj)
+    def terms(out: episodic.Replayed):
+        """Each cell's advantage (fixed: no gradient) and the loss's parts from ``out``."""
         adv = advantages(returns, out.value, live, config.baseline, config.group_size)
         if config.normalize_advantages:
             mean = live_mean(adv, live)
@@ -141,11 +147,32 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         total = policy_loss - hp.ent_coef * entropy + hp.vf_coef * value_loss
         baseline = returns - advantages(returns, out.value, live, config.baseline,
                                         config.group_size)
-        return total, dict(policy_loss=policy_loss, value_loss=value_loss,
-                           entropy=live_mean(out.entropy, live),
-                           explained_variance=explained_variance(baseline, returns, live))
+        return adv, total, dict(policy_loss=policy_loss, value_loss=value_loss,
+                                entropy=live_mean(out.entropy, live),
+                                explained_variance=explained_variance(baseline, returns, live))
 
-    step = episodic.gradient_step(parts, state, loss, hp)
+    if parts.recurrent or not SKIP_PADDING:  # a memory runs through every step: one pass
+        def loss(params):
+            _, total, aux = terms(episodic.replay(parts, params, traj))
+            return total, aux
+
+        step = episodic.gradient_step(parts, state, loss, hp)
+    else:  # the chunks holding a live cell only (short episodes: a fraction of T x B)
+        out = episodic.chunked_replay(parts, state.params, traj)
+        adv, total, aux = terms(out)
+        # the loss is linear in each cell's terms: its weight per cell, normalized_sum's
+        weight = jax.grad(lambda x: normalized_sum(x, live, config.group_size))(
+            jnp.zeros_like(traj.reward))
+        value_weight = hp.vf_coef * (config.baseline == "value")
+
+        def per_cell(chunk: episodic.Replayed, d):
+            return d["weight"] * (-chunk.log_prob * d["adv"] - hp.ent_coef * chunk.entropy
+                                  + value_weight * 0.5 * (chunk.value - d["returns"]) ** 2)
+
+        _, grads = episodic.chunked_value_and_grad(
+            parts, state.params, traj, dict(weight=weight, adv=adv, returns=returns), per_cell)
+        step = optim.apply_gradient(total, aux, grads, state.params, state.opt_state,
+                                    parts.optimiser(hp), parts.checked, state.update + 1)
     ep_return, ep_length = episodic.episode_totals(traj)
     env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)
     aux = step.aux
