@@ -239,3 +239,38 @@ def test_unrolled_collect_gives_identical_records():
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     with pytest.raises(ValueError, match="unroll must be a positive integer"):
         rollax.collect(env, POLICY, POLICY.init(), jax.random.key(4), 16, 8, unroll=0)
+
+
+def _cartpole():
+    env = rollax.make("CartPole-v1", horizon=100)
+    policy = rollax.MLPActorCritic(observation_size=4, num_actions=2, hidden=(8,))
+    return env, policy, policy.init(jax.random.key(0))
+
+
+def _corridor():
+    policy = rollax.BernoulliPolicy(3)
+    return rollax.make("corridor"), policy, policy.init()
+
+
+@pytest.mark.parametrize("build", [_cartpole, _corridor], ids=["cartpole", "corridor"])
+def test_rollout_live_stops_when_every_episode_has_ended(build):
+    """``rollout_live``: the rows it runs equal ``rollout``'s bit for bit (every field), it
+    stops once every episode has ended (the chunks after the longest episode's are zeros),
+    and a T that is not a multiple of its chunk is handled (100 steps, chunks of 16)."""
+    from rollax.collect import collection_keys, rollout, rollout_live
+
+    env, policy, params = build()
+    reset, action, transition = collection_keys(jax.random.key(1), 6, 100, env.stochastic)
+    _, whole = jax.jit(lambda: rollout(env, policy, params, reset, action, transition))()
+    live = jax.jit(lambda: rollout_live(env, policy, params, reset, action, transition))()
+    longest = int(np.max(np.sum(np.asarray(whole.active), axis=0)))
+    assert longest < 100  # every episode ended early
+    ran = -(-longest // 16) * 16  # the chunks run: through the one where the last one ended
+    for name, a, b in zip(whole._fields, whole, live):
+        if a is None:
+            assert b is None
+            continue
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape, name
+        np.testing.assert_array_equal(b[:ran], a[:ran], err_msg=name)
+        assert not np.any(b[ran:]), name  # never run: zeros

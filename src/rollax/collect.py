@@ -161,6 +161,49 @@ def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
     return state, traj
 
 
+def rollout_live(env, policy, params, reset_keys, action_keys, transition_keys=None,
+                 rows: int = 16):
+    """:func:`rollout`, stopping once every episode has ended: chunks of ``rows`` steps (a
+    ``scan`` each) in a ``while_loop`` that ends when all ``B`` episodes are done or the ``T``
+    steps are taken. Every row it runs is :func:`rollout`'s, bit for bit; the rows after it
+    stopped are dead padding written as zeros (``active`` false, reward 0, no event; the
+    observation, action and log-probability 0 where :func:`rollout` records the absorbed
+    state's). Returns the ``(T, B, ...)`` :class:`Trajectory` only. Batches of short episodes
+    take a fraction of the steps."""
+    if env.stochastic and transition_keys is None:
+        raise ValueError("a stochastic environment needs transition_keys of shape (T, B)")
+    T, B = action_keys.shape[:2]
+    rows = min(rows, T)
+    state = jax.vmap(env.reset)(reset_keys)
+    carry = _start_carry(policy, params, B)
+    extra = -T % rows  # the last chunk's keys past T repeat the first rows' (its rows dropped)
+    keys = [k if k is None or not extra else jnp.concatenate([k, k[:extra]])
+            for k in (action_keys, transition_keys)]
+
+    def chunk(state, carry, start):
+        xs = [None if k is None else jax.lax.dynamic_slice_in_dim(k, start, rows) for k in keys]
+        return jax.lax.scan(lambda sc, k: _step_batch(env, policy, params, *sc, *k),
+                            (state, carry), tuple(xs))
+
+    shapes = jax.eval_shape(lambda: chunk(state, carry, 0)[1])
+    empty = jax.tree.map(lambda s: jnp.zeros((T + extra, *s.shape[1:]), s.dtype), shapes)
+
+    def body(loop):
+        c, state, carry, traj = loop
+        (state, carry), rows_out = chunk(state, carry, c * rows)
+        traj = jax.tree.map(lambda buf, x: jax.lax.dynamic_update_slice_in_dim(
+            buf, x, c * rows, 0), traj, rows_out)
+        return c + 1, state, carry, traj
+
+    def running(loop):
+        c, state = loop[0], loop[1]
+        return (c * rows < T) & ~jnp.all(jax.vmap(env.done)(state))
+
+    start = (jnp.zeros((), jnp.int32), state, carry, empty)
+    traj = jax.lax.while_loop(running, body, start)[3]
+    return jax.tree.map(lambda x: x[:T], traj)
+
+
 @functools.partial(jax.jit, static_argnames=("env", "policy", "batch_size", "num_steps",
                                              "unroll"))
 def _collect(env, policy, params, key, batch_size, num_steps, unroll=1):
@@ -304,12 +347,15 @@ def _host_loop(env, policy, params, key, batch_size, num_steps):
     return total + env.close_batch(state, total).astype(jnp.float32)  # closed once summed
 
 
-def collect_groups(env, policy, params, key, groups: int, group_size: int, num_steps: int):
+def collect_groups(env, policy, params, key, groups: int, group_size: int, num_steps: int,
+                   live_only: bool = False):
     """:func:`collect` of ``groups * group_size`` (B) absorbing episodes in groups: the
     episodes ``b`` of group ``b // group_size`` all reset with the group's key
     ``split(reset, groups)[b // group_size]``, so they start from the same start state, and
     take their actions (and a stochastic environment its transitions) with keys of their own,
     exactly as :func:`collect` gives them. With ``group_size = 1`` this is :func:`collect`.
+    ``live_only``: :func:`rollout_live`'s collection, which stops when every episode has
+    ended (the final state is then ``None``).
 
     Returns ``(final_state, Trajectory)``, fields ``(T, B, ...)``. Group-relative baselines
     compare the episodes of one group: they differ only by their own actions and transitions.
@@ -321,6 +367,8 @@ def collect_groups(env, policy, params, key, groups: int, group_size: int, num_s
     _, action_keys, transition_keys = collection_keys(key, batch, num_steps, env.stochastic)
     group_keys = per_env(split_key(key, env.stochastic).reset, groups)
     reset_keys = group_keys[jnp.arange(batch) // group_size]
+    if live_only:
+        return None, rollout_live(env, policy, params, reset_keys, action_keys, transition_keys)
     return rollout(env, policy, params, reset_keys, action_keys, transition_keys)
 
 

@@ -172,10 +172,12 @@ class EpisodicParts:
     def optimiser(self, hp) -> optax.GradientTransformation:
         return optax.chain(optim.clip_per_network(hp.max_grad_norm), optim.adam(hp.lr))
 
-    def collect(self, params, key: jax.Array) -> Trajectory:
-        """``batch_size`` complete episodes in ``groups`` (:func:`collect_groups`)."""
+    def collect(self, params, key: jax.Array, live_only: bool = False) -> Trajectory:
+        """``batch_size`` complete episodes in ``groups`` (:func:`collect_groups`); with
+        ``live_only`` the collection stops when every episode has ended (the rows after it
+        zeros, dead: for the passes that read only live chunks)."""
         _, traj = collect_groups(self.env, self.net, params, key, self.groups,
-                                 self.config.group_size, self.horizon)
+                                 self.config.group_size, self.horizon, live_only)
         return traj
 
 
@@ -254,6 +256,7 @@ def chunked_replay(parts: EpisodicParts, params, traj: Trajectory,
     are padding: every consumer masks them). Feed-forward networks only. Batches of short
     episodes read a fraction of their ``T x B`` cells."""
     T, B = traj.reward.shape
+    rows = min(rows, T)
     n = live_chunks(traj, rows)
     traj = _padded(traj, rows)
     zeros = jnp.zeros((traj.reward.shape[0], B), jnp.float32)
@@ -279,6 +282,7 @@ def chunked_value_and_grad(parts: EpisodicParts, params, traj: Trajectory, data,
     ``while_loop``), so the result equals the whole batch's gradient up to the order of the
     sums. Feed-forward networks only."""
 
+    rows = min(rows, traj.reward.shape[0])
     n = live_chunks(traj, rows)
     traj, data = _padded(traj, rows), _padded(data, rows)
 

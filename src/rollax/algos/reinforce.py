@@ -113,16 +113,18 @@ def advantages(returns: jax.Array, values: jax.Array, live: jax.Array, baseline:
 
 
 SKIP_PADDING = True
-"""Feed-forward networks read only the chunks of time steps that hold a live cell
+"""Feed-forward networks: the collection stops when every episode has ended and the network
+reads only the chunks of time steps that hold a live cell
 (:func:`rollax.algos.episodic.chunked_value_and_grad`); ``False``: the whole ``T x B`` batch
-in one pass (the same update up to the order of the sums; the tests' reference)."""
+(the same update up to the order of the sums; the tests' reference)."""
 
 
 def update(parts: EpisodicParts, state: EpisodicState, hp):
     """One REINFORCE update on a fresh batch: ``(next state, ReinforceMetrics)``."""
     config = parts.config
     key, collect_key = jax.random.split(state.key)
-    traj = parts.collect(state.params, collect_key)
+    skip = SKIP_PADDING and not parts.recurrent
+    traj = parts.collect(state.params, collect_key, live_only=skip)
     if parts.checked:
         guards.check_collected(traj, parts.env.action_space, state.update + 1)
     live = traj.active
@@ -151,7 +153,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
                                 entropy=live_mean(out.entropy, live),
                                 explained_variance=explained_variance(baseline, returns, live))
 
-    if parts.recurrent or not SKIP_PADDING:  # a memory runs through every step: one pass
+    if not skip:  # a recurrent memory runs through every step: the whole batch in one pass
         def loss(params):
             _, total, aux = terms(episodic.replay(parts, params, traj))
             return total, aux
