@@ -262,7 +262,8 @@ def test_rollout_live_stops_when_every_episode_has_ended(build):
     env, policy, params = build()
     reset, action, transition = collection_keys(jax.random.key(1), 6, 100, env.stochastic)
     _, whole = jax.jit(lambda: rollout(env, policy, params, reset, action, transition))()
-    live = jax.jit(lambda: rollout_live(env, policy, params, reset, action, transition))()
+    live = jax.jit(lambda: rollout_live(env, policy, params, reset, action, transition,
+                                        rows=16))()
     longest = int(np.max(np.sum(np.asarray(whole.active), axis=0)))
     assert longest < 100  # every episode ended early
     ran = -(-longest // 16) * 16  # the chunks run: through the one where the last one ended

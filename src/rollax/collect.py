@@ -162,7 +162,7 @@ def rollout(env, policy, params, reset_keys, action_keys, transition_keys=None):
 
 
 def rollout_live(env, policy, params, reset_keys, action_keys, transition_keys=None,
-                 rows: int = 16):
+                 rows: int = 64):
     """:func:`rollout`, stopping once every episode has ended: chunks of ``rows`` steps (a
     ``scan`` each) in a ``while_loop`` that ends when all ``B`` episodes are done or the ``T``
     steps are taken. Every row it runs is :func:`rollout`'s, bit for bit; the rows after it

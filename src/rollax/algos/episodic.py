@@ -222,7 +222,7 @@ def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
     return Replayed(dist.log_prob(traj.action), dist.entropy(), value.reshape(T, B))
 
 
-ROWS_PER_CHUNK = 16
+ROWS_PER_CHUNK = 64
 """Time steps (rows of the whole batch) that the padding-skipping passes read at a time."""
 
 
