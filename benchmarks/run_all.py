@@ -525,8 +525,8 @@ def report(results: dict, info: dict) -> str:
     out = ["# Benchmark results", "",
            ("Written by `bash benchmarks/run.sh` (benchmarks/run_all.py); raw numbers in "
             "results.json beside this file."), "",
-           (f"- Machine of the latest run: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM; "
-            f"{info['os']}"),
+           (f"- Machine of the latest run: {info['cpu']}, {info['cores']} cores, "
+            f"{info['ram_gib']} GiB RAM; {info['os']}"),
            f"- Python {info['python']}; {versions}",
            *(f"- {', '.join(names)}: rollax commit {at['commit']}, {at['date']}, on "
              f"{at['cpu']}" for at, names in _stamps(results)), ""]
