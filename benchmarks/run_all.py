@@ -455,6 +455,8 @@ def report_cnn(results, out: list[str], summary: list[str]) -> None:
 
 
 def report_user(results, out: list[str], summary: list[str]) -> None:
+    from user_speed import table  # benchmarks/user_speed.py, beside this script
+
     out += ["## What a user waits for: the command line, to_gymnasium and act, before and after",
             ""]
     out += _failed(results, ["user"])
@@ -485,22 +487,7 @@ def report_user(results, out: list[str], summary: list[str]) -> None:
              "the final evaluation, figures and files. to_gymnasium: 2,000 steps of 8 "
              "CartPole-v1 environments with random actions, Gymnasium's own SyncVectorEnv in "
              "the same process beside it. act: single observations, the CartPole run's "
-             "policy."), "",
-            "| measurement | before | after | after / before |", "|---|---|---|---|"]
-    rows = [("rollax --version (s)", b["version"], a["version"]),
-            ("rollax --help (s)", b["help"], a["help"]),
-            ("rollax envs (s)", b["envs"], a["envs"]),
-            ("rollax train --env CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
-            ("  its training run (s)", b["train_run"], a["train_run"]),
-            ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
-            ("to_gymnasium, 8 envs (env steps/s)", b["gymnasium"]["rollax"],
-             a["gymnasium"]["rollax"]),
-            ("  Gymnasium's SyncVectorEnv, same process (env steps/s)",
-             b["gymnasium"]["gymnasium"], a["gymnasium"]["gymnasium"]),
-            ("act on one observation (calls/s)", b["act"], a["act"])]
-    for name, x, y in rows:
-        spec = ",.2f" if x < 100 else ",.0f"
-        out.append(f"| {name} | {x:{spec}} | {y:{spec}} | {y / x:.2f} |")
+             "policy."), "", *table(b, a)]
     out.append("")
 
 

@@ -108,6 +108,27 @@ def measure(src: Path, repeats: int, work: Path) -> dict:
     return out
 
 
+def table(b: dict, a: dict) -> list[str]:
+    """The Markdown table of the measurements ``b`` (before) and ``a`` (after), with ratios
+    (printed here, and RESULTS.md's row "user")."""
+    rows = [("rollax --version (s)", b["version"], a["version"]),
+            ("rollax --help (s)", b["help"], a["help"]),
+            ("rollax envs (s)", b["envs"], a["envs"]),
+            ("rollax train --env CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
+            ("  its training run (s)", b["train_run"], a["train_run"]),
+            ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
+            ("to_gymnasium, 8 envs (env steps/s)", b["gymnasium"]["rollax"],
+             a["gymnasium"]["rollax"]),
+            ("  Gymnasium's SyncVectorEnv, same process (env steps/s)",
+             b["gymnasium"]["gymnasium"], a["gymnasium"]["gymnasium"]),
+            ("act on one observation (calls/s)", b["act"], a["act"])]
+    out = ["| measurement | before | after | after / before |", "|---|---|---|---|"]
+    for name, x, y in rows:
+        spec = ",.2f" if x < 100 else ",.0f"
+        out.append(f"| {name} | {x:{spec}} | {y:{spec}} | {y / x:.2f} |")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default="c5a8c74",
@@ -133,23 +154,7 @@ def main() -> None:
                             capture_output=True, text=True).stdout.strip()
     print(f"machine: {device()}; before {args.before}, after {commit}; medians of "
           f"{args.repeats}")
-    b, a = results["before"], results["after"]
-    rows = [("rollax --version (s)", b["version"], a["version"]),
-            ("rollax --help (s)", b["help"], a["help"]),
-            ("rollax envs (s)", b["envs"], a["envs"]),
-            ("rollax train CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
-            ("  its training run (s)", b["train_run"], a["train_run"]),
-            ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
-            ("to_gymnasium, 8 envs (env steps/s)", b["gymnasium"]["rollax"],
-             a["gymnasium"]["rollax"]),
-            ("  Gymnasium's SyncVectorEnv (env steps/s)", b["gymnasium"]["gymnasium"],
-             a["gymnasium"]["gymnasium"]),
-            ("act on one observation (calls/s)", b["act"], a["act"])]
-    print("| measurement | before | after | after / before |")
-    print("|---|---|---|---|")
-    for name, x, y in rows:
-        fmt = "{:,.2f}" if x < 100 else "{:,.0f}"
-        print(f"| {name} | {fmt.format(x)} | {fmt.format(y)} | {y / x:.2f} |")
+    print("\n".join(table(results["before"], results["after"])))
     row = {"bench": "user_speed", "device": device(), "before": args.before, "after": commit,
            "repeats": args.repeats, "results": results}
     append_row(row, None if args.out is None else Path(args.out))
