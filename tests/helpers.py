@@ -25,6 +25,16 @@ class TracedPolicy(rollax.BernoulliPolicy):
         return super().sample(params, observation, key)
 
 
+def gif_ends(path) -> tuple[int, np.ndarray, np.ndarray]:
+    """A GIF's frame count and its first and last frames, RGB."""
+    from PIL import Image
+
+    with Image.open(path) as gif:
+        first = np.asarray(gif.convert("RGB"))
+        gif.seek(gif.n_frames - 1)
+        return gif.n_frames, first, np.asarray(gif.convert("RGB"))
+
+
 def greedy_return(loaded, key, episodes: int) -> jax.Array:
     """A plain absorbing loop acting with ``loaded.act``: reset keys as collect derives them,
     ``env.horizon`` steps under ``lax.scan``, mean over episodes of the summed rewards."""

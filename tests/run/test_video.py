@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 import rollax
-from helpers import run
+from helpers import gif_ends, run
 from rollax.envs.frames import draw_planes, frame_renderer, plane_colours
 from rollax.run.video import captions, record_episodes
 from rollax.run.watch import render_episodes
@@ -92,11 +92,8 @@ def test_minatar_random_policy_video(tmp_path, capsys):
     assert code == 0, err
     done = json.loads(out)
     assert done["frames"] == done["lengths"][0] + 1 >= 2
-    with Image.open(tmp_path / "b.gif") as gif:
-        assert gif.n_frames == done["frames"]
-        first = np.asarray(gif.convert("RGB"))
-        gif.seek(gif.n_frames - 1)
-        last = np.asarray(gif.convert("RGB"))
+    frames, first, last = gif_ends(tmp_path / "b.gif")
+    assert frames == done["frames"]
     assert first.shape == (160 + 18, 160, 3) and not np.array_equal(first[:160], last[:160])
 
 

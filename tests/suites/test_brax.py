@@ -161,9 +161,8 @@ def test_render_draws_brax_with_mujocos_renderer(tmp_path, capsys):
     and last pictures differ; the picture of a state is MuJoCo's of the same positions drawn
     by Brax's own brax.io.image.render_array."""
     from brax.io import image
-    from PIL import Image
 
-    from helpers import run
+    from helpers import gif_ends, run
     from rollax.envs.frames import frame_renderer
 
     env = rollax.make("brax:inverted_pendulum")
@@ -175,10 +174,7 @@ def test_render_draws_brax_with_mujocos_renderer(tmp_path, capsys):
     code, _, err = run(capsys, "render", "brax:inverted_pendulum", "--out",
                        tmp_path / "p.gif", "--max-steps", "40", "--json")
     assert code == 0, err
-    with Image.open(tmp_path / "p.gif") as gif:
-        first = np.asarray(gif.convert("RGB"))
-        gif.seek(gif.n_frames - 1)
-        last = np.asarray(gif.convert("RGB"))
+    _, first, last = gif_ends(tmp_path / "p.gif")
     assert not np.array_equal(first, last)
 
 
@@ -187,9 +183,8 @@ def test_render_draws_playground_like_its_own_render_array(tmp_path, capsys):
     Playground's own ``render_array`` draws of it (the same MJX data through MuJoCo's
     offscreen renderer, 240x320); a random episode's GIF moves."""
     from mujoco_playground._src.mjx_env import render_array
-    from PIL import Image
 
-    from helpers import run
+    from helpers import gif_ends, run
     from rollax.envs.frames import frame_renderer
 
     env = rollax.make("playground:CartpoleBalance")
@@ -201,7 +196,5 @@ def test_render_draws_playground_like_its_own_render_array(tmp_path, capsys):
     code, _, err = run(capsys, "render", "playground:CartpoleBalance", "--out",
                        tmp_path / "c.gif", "--max-steps", "30", "--json")
     assert code == 0, err
-    with Image.open(tmp_path / "c.gif") as gif:
-        first = np.asarray(gif.convert("RGB"))
-        gif.seek(gif.n_frames - 1)
-        assert not np.array_equal(first, np.asarray(gif.convert("RGB")))
+    _, first, last = gif_ends(tmp_path / "c.gif")
+    assert not np.array_equal(first, last)

@@ -375,9 +375,7 @@ def test_render_draws_with_jumanjis_own_viewer(tmp_path, capsys):
     """`rollax render jumanji:Game2048-v1`: a random policy's episode drawn by Game2048's
     viewer (into arrays), as a GIF whose first and last pictures differ, and whose caption's
     return is the episode's: the sum of the rewards Jumanji's own step gives for its actions."""
-    from PIL import Image
-
-    from helpers import run
+    from helpers import gif_ends, run
     from rollax.envs.frames import frame_renderer
     from rollax.run.video import record_episodes
 
@@ -391,11 +389,8 @@ def test_render_draws_with_jumanjis_own_viewer(tmp_path, capsys):
                          "--max-steps", "30", "--json")
     assert code == 0, err
     done = json.loads(out)
-    with Image.open(tmp_path / "g.gif") as gif:
-        assert gif.n_frames == done["frames"] == done["lengths"][0] + 1
-        first = np.asarray(gif.convert("RGB"))
-        gif.seek(gif.n_frames - 1)
-        last = np.asarray(gif.convert("RGB"))
+    frames, first, last = gif_ends(tmp_path / "g.gif")
+    assert frames == done["frames"] == done["lengths"][0] + 1
     assert not np.array_equal(first, last)
     # the same episode replayed in Jumanji itself: its rewards sum to the caption's return
     from rollax.contracts.probe import RandomPolicy
