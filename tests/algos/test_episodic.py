@@ -303,9 +303,9 @@ def test_reinforce_reads_only_live_chunks_and_updates_as_the_whole_batch(
     hp = algo.hyperparams
     state = algo.init(jax.random.key(0), hp)
 
-    def run(skip):
+    def run(skip):  # a fresh function each time, so each is traced with its setting
         monkeypatch.setattr(reinforce, "SKIP_PADDING", skip)
-        return jax.jit(algo.update)(state, hp)
+        return jax.jit(lambda s, h: algo.update(s, h))(state, hp)
 
     (mine, m1), (whole, m2) = run(True), run(False)
     for a, b in zip(jax.tree.leaves(mine.params), jax.tree.leaves(whole.params)):
