@@ -246,6 +246,7 @@ def test_the_cartpole_preset_learns(spec):
     assert float(result.eval_return) >= 450
 
 
+@pytest.mark.slow  # compiles the Nature CNN's gradient twice (~6 s here)
 @pytest.mark.parametrize("chunk", [3, 10**6], ids=["chunks-with-remainder", "one-call"])
 def test_replay_reads_a_nature_batch_in_chunks_like_cell_by_cell(monkeypatch, chunk):
     """``replay`` of a (T, B) batch with the Nature CNN reads ``cells_per_call`` cells at a
