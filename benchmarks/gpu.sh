@@ -70,7 +70,7 @@ row() {  # row LIMIT_S PYTHONPATH SCRIPT ARGS...: one row with a time limit
   PYTHONPATH="$path" timeout "$limit" python3 "benchmarks/$@" 2>&1 | grep -v "^WARNING"
 }
 section="${1:-timing}"
-games="Breakout Asterix Freeway SpaceInvaders"
+games="${GAMES:-Breakout Asterix Freeway SpaceInvaders}"  # GAMES=... for fewer
 minatar() {  # minatar PYTHONPATH SCRIPT NAME [ARGS...]: each game its own row and JSON
   local path=$1 script=$2 name=$3; shift 3
   for game in $games; do

@@ -172,6 +172,11 @@ def table(root: Path) -> str:
         lines += ["", "Below the target: " + "; ".join(shortfalls) + "."]
     if pending:
         lines += ["", "Still running: " + "; ".join(pending) + "."]
+    lines += ["", "On a GPU (one H200, [GPU.md](GPU.md), 3 seeds in one program, greedy on 32 "
+              "episodes a seed): the MLP at 1e7 steps reached Asterix 32.4 [30.9, 33.8], "
+              "Breakout 35.0 [-24.4, 94.4], Freeway 59.1 [54.2, 64.0], SpaceInvaders 166.0 "
+              "[163.5, 168.5], 36-83 s a game; rejax's own PPO there, same settings: Asterix "
+              "34.8, Breakout 25.4, SpaceInvaders 150.3."]
     return "\n".join(lines) + "\n"
 
 

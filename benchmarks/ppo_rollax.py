@@ -15,7 +15,6 @@ Same JSON schema as ppo_rejax.py.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 
 import jax
 from _timing import emit, ppo_args, ppo_record, time_compiled
@@ -31,7 +30,7 @@ def main() -> None:
     keys = [jax.random.key(i) for i in range(args.repeats + 1)]
     compile_s, times, returns = time_compiled(train, keys, lambda out: float(out.eval_return))
     steps = ppo.num_updates(config) * config.num_envs * config.num_steps
-    emit(ppo_record("rollax", importlib.metadata.version("rollax"), dataclasses.asdict(config),
+    emit(ppo_record("rollax", rollax.__version__, dataclasses.asdict(config),
                     steps, compile_s, times, returns,
                     evaluation=f"greedy (policy mode), {config.eval_episodes} episodes, inside "
                     "train after the last update"), args.json)

@@ -12,7 +12,9 @@ from rollax.collect import (
     Trajectory,
     autoreset,
     collect_autoreset,
+    reset_all,
     reset_batch,
+    reset_finished,
     split_at,
 )
 
@@ -126,16 +128,18 @@ def test_replay_and_compile_once():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("path", [autoreset, reset_finished, reset_all])
 @pytest.mark.parametrize("batch", [8, 64, 256])
-def test_autoreset_resets_exactly_the_finished_lanes(batch):
-    """Every path of ``autoreset`` (nothing finished, few finished: compacted, many finished:
-    full select) gives the plain-loop answer: env b becomes reset(split(key, B)[b]) if done."""
+def test_autoreset_resets_exactly_the_finished_lanes(batch, path):
+    """Every path of ``autoreset`` (the CPU's: nothing finished, few finished: compacted, many
+    finished: full select; the accelerators': always the full select) gives the plain-loop
+    answer: env b becomes reset(split(key, B)[b]) if done."""
     env = rollax.make("CartPole-v1")
     state = reset_batch(env, jax.random.key(0), batch)
     state = state._replace(x=state.x + 1.0, elapsed=state.elapsed + 7)  # differ from a start
     key = jax.random.key(5)
     keys = jax.random.split(key, batch)
-    fn = jax.jit(lambda d, s, k: autoreset(env, d, s, k))
+    fn = jax.jit(lambda d, s, k: path(env, d, s, k))
     rng = np.random.default_rng(batch)
     for count in (0, 1, batch // 16, batch // 16 + 1, batch):
         done = np.zeros(batch, bool)
@@ -174,3 +178,19 @@ def test_autoreset_trajectory_is_the_trajectory_plus_next_observation(cartpole_r
     cut = jax.tree.map(lambda x: x[:2], traj)._replace(reward=jnp.zeros((2, 16)))
     assert isinstance(cut, AutoResetTrajectory) and cut.next_observation.shape[:2] == (2, 16)
     assert (np.asarray(cut.reward) == 0).all()
+
+
+def test_autoreset_skips_work_on_the_cpu_and_branches_nowhere_else():
+    """On a CPU the compiled reset keeps its conditional (nothing is reset when nothing
+    finished); the accelerators' path has none (their conditionals wait on the host)."""
+    env = rollax.make("CartPole-v1")
+    state = reset_batch(env, jax.random.key(0), 8)
+    done = jnp.zeros(8, bool)
+
+    def compiled(path):
+        fn = jax.jit(lambda d, s, k: path(env, d, s, k))
+        return fn.lower(done, state, jax.random.key(1)).compile().as_text()
+
+    assert jax.default_backend() == "cpu"
+    assert "conditional(" in compiled(autoreset)
+    assert "conditional(" not in compiled(reset_all)

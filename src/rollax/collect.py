@@ -423,19 +423,43 @@ def autoreset(env, done: jax.Array, state, key: jax.Array):
     """Replace the finished environments of a batch with fresh starts: environment ``b`` (where
     ``done[b]``) becomes ``env.reset(split(key, B)[b])``, the others keep ``state``.
 
-    ``done (B,)``, ``state`` a batched env state ``(B, ...)``. Nothing is reset when no
-    environment finished. From ``COMPACT_MIN_BATCH`` environments on, only the finished ones
-    are reset: their indices are compacted (at most ``B // 16``, the usual case, else every
-    environment is reset and selected), so the random numbers and reset work scale with the
-    finished count, not with B. Every path gives identical states.
+    ``done (B,)``, ``state`` a batched env state ``(B, ...)``. Every path gives identical
+    states; which one runs depends on the platform the program is lowered for:
 
-    Under ``vmap`` (e.g. over seeds) the ``lax.cond`` predicates are batched and every branch
-    runs; a vmapped caller with large B pays for both the compacted and the full reset.
+    - on a CPU (:func:`reset_finished`) nothing is reset when no environment finished, and
+      from ``COMPACT_MIN_BATCH`` environments on only the finished ones are reset: their
+      indices are compacted (at most ``B // 16``, the usual case, else every environment is
+      reset and selected), so the random numbers and reset work scale with the finished count;
+    - on a GPU or TPU (:func:`reset_all`) every environment's reset is computed and the
+      finished ones selected, with no branch: XLA's conditionals there read their predicate on
+      the host, a device-to-host copy and a wait at every step that costs more than the
+      resets it would skip.
+
+    Under ``vmap`` (e.g. over seeds) the CPU path's ``lax.cond`` predicates are batched and
+    every branch runs; a vmapped caller with large B pays for both the compacted and the full
+    reset.
     """
+    return jax.lax.platform_dependent(
+        done, state, key,
+        cpu=lambda done, state, key: reset_finished(env, done, state, key),
+        default=lambda done, state, key: reset_all(env, done, state, key))
+
+
+def reset_all(env, done: jax.Array, state, key: jax.Array):
+    """:func:`autoreset` without a branch: all ``B`` resets computed, the finished ones
+    selected (the accelerators' path)."""
+    batch_size = done.shape[0]
+    return reset_where(done, jax.vmap(env.reset)(per_env(key, batch_size)), state)
+
+
+def reset_finished(env, done: jax.Array, state, key: jax.Array):
+    """:func:`autoreset` resetting only what finished (the CPU's path): a ``lax.cond`` below
+    ``COMPACT_MIN_BATCH`` environments, else a three-way switch between none, the compacted
+    finished ones and all."""
     batch_size = done.shape[0]
 
     def every(state):
-        return reset_where(done, jax.vmap(env.reset)(per_env(key, batch_size)), state)
+        return reset_all(env, done, state, key)
 
     if batch_size < COMPACT_MIN_BATCH:
         return jax.lax.cond(jnp.any(done), every, lambda s: s, state)
