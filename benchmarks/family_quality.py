@@ -80,6 +80,18 @@ def ratio(row: dict, ppo: dict | None) -> str:
     return "—" if ppo is None else f"{row['run_s'] / ppo['run_s']:.1f}"
 
 
+def live_step_ratio(row: dict, ppo: dict | None) -> str:
+    """Run time per live env step over PPO's (issue 34's measure for the whole-episode
+    methods, whose padding is not counted as steps)."""
+    if ppo is None:
+        return "—"
+    steps = ppo.get("env_steps", ppo.get("steps"))
+    return f"{(row['run_s'] / row['env_steps']) / (ppo['run_s'] / steps):.1f}"
+
+
+ORDER = {"ppo": 0, "reinforce": 1, "grpo": 2, "a2c": 3}
+
+
 def render(rows: dict) -> None:
     lines = [
         "## The policy-gradient family beside PPO", "",
@@ -89,19 +101,23 @@ def render(rows: dict) -> None:
         "evaluation of 32 episodes per seed after training; mean with a 95 % bootstrap "
         "interval, interquartile mean, the worst seed, live env steps per seed (padding of "
         "finished episodes not counted), compile and run seconds on the machine below. PPO's "
-        "row is the table's above. Target: the solved threshold.", "",
+        "row is PPO's preset run the same way when the table has one (`--algos ppo`), else "
+        "the table's above. Target: the solved threshold. The last column is the run time "
+        "per live env step over PPO's.", "",
         "| task | algo | mean [95 % CI] | IQM | min | target met | env steps/seed | "
-        "compile s | run s | run s / PPO's |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+        "compile s | run s | run s / PPO's | per live step / PPO's |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
     machines, commits = set(), set()
     for task in dict.fromkeys(r["task"] for r in rows.values()):
-        ppo = _ppo_row(task)
-        if ppo is not None:
+        ppo = rows.get(f"ppo|{task}") or _ppo_row(task)
+        if ppo is not None and f"ppo|{task}" not in rows:
             lines.append(f"| {task} | ppo | {ppo['mean']:.1f} [{ppo['low']:.1f}, "
                          f"{ppo['high']:.1f}] | {ppo['iqm']:.1f} | {min(ppo['returns']):.1f} "
                          f"| {'yes' if ppo['mean'] >= TARGETS[task] else 'no'} | "
-                         f"{ppo['steps']:,} | {ppo['compile_s']:.0f} | {ppo['run_s']:.0f} | 1 |")
-        for r in (r for r in rows.values() if r["task"] == task):
+                         f"{ppo['steps']:,} | {ppo['compile_s']:.0f} | {ppo['run_s']:.0f} | 1 "
+                         f"| 1 |")
+        for r in sorted((r for r in rows.values() if r["task"] == task),
+                        key=lambda r: ORDER.get(r["algo"], len(ORDER))):
             where, _, commit = r["machine"].partition("; rollax commit ")
             machines.add(where)
             commits.add(commit)
@@ -111,7 +127,7 @@ def render(rows: dict) -> None:
             lines.append(f"| {task} | {r['algo']}{note} | {r['mean']:.1f} [{r['low']:.1f}, "
                          f"{r['high']:.1f}] | {r['iqm']:.1f} | {min(r['returns']):.1f} | "
                          f"{met} | {r['env_steps']:,} | {r['compile_s']:.0f} | "
-                         f"{r['run_s']:.0f} | {ratio(r, ppo)} |")
+                         f"{r['run_s']:.0f} | {ratio(r, ppo)} | {live_step_ratio(r, ppo)} |")
     lines += ["", "Where the family is behind PPO: REINFORCE and GRPO learn from whole "
               "episodes, so every episode of a batch runs to the horizon (a finished episode's "
               "padding costs compute too) and they need more live steps than PPO for the same "

@@ -305,7 +305,7 @@ def test_reinforce_reads_only_live_chunks_and_updates_as_the_whole_batch(
     state = algo.init(jax.random.key(0), hp)
 
     def run(skip):  # a fresh function each time, so each is traced with its setting
-        monkeypatch.setattr(reinforce, "SKIP_PADDING", skip)
+        monkeypatch.setattr(episodic, "SKIP_PADDING", skip)
         return jax.jit(lambda s, h: algo.update(s, h))(state, hp)
 
     (mine, m1), (whole, m2) = run(True), run(False)
@@ -317,3 +317,34 @@ def test_reinforce_reads_only_live_chunks_and_updates_as_the_whole_batch(
     parts = episodic.make_parts(config, False, None)[1]
     traj = parts.collect(state.params, jax.random.split(state.key)[1])
     assert int(episodic.live_chunks(traj)) * episodic.ROWS_PER_CHUNK < 200
+
+
+@pytest.mark.parametrize(("normalization", "scale_by_std", "kl_coef"),
+                         [("episode", False, 0.0), ("step", True, 0.5), ("group", False, 0.1)])
+def test_grpo_reads_only_live_chunks_and_updates_as_the_whole_batch(
+        monkeypatch, normalization, scale_by_std, kl_coef):
+    """GRPO on short CartPole episodes (horizon 200, most of the batch padding), two updates
+    so the k3 penalty sees parameters away from the reference: the epochs' gradients summed
+    over the chunks holding a live cell give the parameters and metrics of the whole-batch
+    epochs, to float tolerance, for each normalisation."""
+    config = grpo.GRPOConfig(env="CartPole-v1", horizon=200, batch_size=8, group_size=4,
+                             epochs=3, hidden=(16,), ent_coef=0.01, lr=1e-2,
+                             normalization=normalization, scale_by_std=scale_by_std,
+                             kl_coef=kl_coef)
+    algo = grpo.SPEC.build(config)
+    hp = algo.hyperparams
+    state = algo.init(jax.random.key(1), hp)
+
+    def run(skip):  # a fresh function each time, so each is traced with its setting
+        monkeypatch.setattr(episodic, "SKIP_PADDING", skip)
+        step = jax.jit(lambda s, h: algo.update(s, h))
+        first, _ = step(state, hp)
+        return step(first, hp)
+
+    (mine, m1), (whole, m2) = run(True), run(False)
+    for a, b in zip(jax.tree.leaves(mine.params), jax.tree.leaves(whole.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    for name, a, b in zip(m1._fields, m1, m2):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=name)
+    assert float(m1.kl_to_reference) > 0  # the second update starts away from the reference
+    assert float(m1.episode_length) < 60  # an untrained policy's episodes: short

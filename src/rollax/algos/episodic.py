@@ -46,6 +46,7 @@ from rollax.collect import Trajectory, collect_groups
 from rollax.envs.base import Environment
 from rollax.envs.host import is_host
 from rollax.envs.registry import make_configured
+from rollax.losses import normalized_sum
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.nets.distributions import masked
 from rollax.nets.heads import read_cells
@@ -54,10 +55,12 @@ from rollax.validate import check_count, check_real, check_seed
 
 __all__ = [
     "ROWS_PER_CHUNK",
+    "SKIP_PADDING",
     "EpisodicConfig",
     "EpisodicParts",
     "EpisodicState",
     "Replayed",
+    "cell_weights",
     "chunked_replay",
     "chunked_value_and_grad",
     "episode_totals",
@@ -66,6 +69,7 @@ __all__ = [
     "live_chunks",
     "make_parts",
     "replay",
+    "skips_padding",
     "spec",
     "validate",
 ]
@@ -224,6 +228,25 @@ def replay(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
 
 ROWS_PER_CHUNK = 64
 """Time steps (rows of the whole batch) that the padding-skipping passes read at a time."""
+
+SKIP_PADDING = True
+"""Feed-forward networks: the collection stops when every episode has ended and the network
+reads only the chunks of time steps that hold a live cell (:func:`chunked_replay`,
+:func:`chunked_value_and_grad`); ``False``: the whole ``T x B`` batch (the same update up to
+the order of the sums; the tests' reference)."""
+
+
+def skips_padding(parts: EpisodicParts) -> bool:
+    """Whether an update reads only the live chunks (:data:`SKIP_PADDING`, feed-forward
+    networks: a recurrent memory runs through every step, so it reads the whole batch)."""
+    return SKIP_PADDING and not parts.recurrent
+
+
+def cell_weights(live: jax.Array, group_size: int, normalization: str = "episode") -> jax.Array:
+    """Each cell's weight in :func:`rollax.losses.normalized_sum` (which is linear in its
+    terms): ``normalized_sum(x) == sum(cell_weights * x)``, ``(T, B)``, 0 on dead cells."""
+    return jax.grad(lambda x: normalized_sum(x, live, group_size, normalization))(
+        jnp.zeros(live.shape, jnp.float32))
 
 
 def live_chunks(traj: Trajectory, rows: int = ROWS_PER_CHUNK) -> jax.Array:

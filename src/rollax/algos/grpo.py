@@ -124,43 +124,74 @@ def group_advantages(returns: jax.Array, group_size: int, scale_by_std: bool) ->
 
 
 def update(parts: EpisodicParts, state: EpisodicState, hp):
-    """One GRPO update: ``(next state, GRPOMetrics)``."""
+    """One GRPO update: ``(next state, GRPOMetrics)``. Feed-forward networks read only the
+    chunks of time steps that hold a live cell (:func:`rollax.algos.episodic.skips_padding`):
+    the objective is a weighted sum of per-cell terms, so each epoch's gradient is summed
+    chunk by chunk; a recurrent network replays the whole batch."""
     config = parts.config
     key, collect_key = jax.random.split(state.key)
-    traj = parts.collect(state.params, collect_key)
+    skip = episodic.skips_padding(parts)
+    traj = parts.collect(state.params, collect_key, live_only=skip)
     if parts.checked:
         guards.check_collected(traj, parts.env.action_space, state.update + 1)
     live = traj.active
     ep_return, ep_length = episodic.episode_totals(traj)
     advantage = jnp.broadcast_to(group_advantages(ep_return, config.group_size,
                                                   config.scale_by_std), live.shape)
-    reference = episodic.replay(parts, state.reference, traj).log_prob
+    replay = episodic.chunked_replay if skip else episodic.replay
+    reference = replay(parts, state.reference, traj).log_prob
 
-    def objective(params):
-        out = episodic.replay(parts, params, traj)
-        ratio = jnp.exp(out.log_prob - traj.log_prob)
-        k3 = k3_penalty(out.log_prob, reference)
-        per_cell = (ppo_clip_objective(ratio, advantage, hp.clip_eps) - hp.kl_coef * k3
-                    + hp.ent_coef * out.entropy)
-        norm = normalized_sum(per_cell, live, config.group_size, config.normalization)
-        policy = normalized_sum(ppo_clip_objective(ratio, advantage, hp.clip_eps), live,
-                                config.group_size, config.normalization)
+    def terms(log_prob, entropy, behaviour, reference, advantage):
+        """Each cell's clipped objective and its full term (with the k3 penalty and the
+        entropy bonus), and the k3 estimate."""
+        ratio = jnp.exp(log_prob - behaviour)
+        clipped = ppo_clip_objective(ratio, advantage, hp.clip_eps)
+        k3 = k3_penalty(log_prob, reference)
+        return clipped, clipped - hp.kl_coef * k3 + hp.ent_coef * entropy, k3
+
+    def summary(out: episodic.Replayed):
+        """``(-objective, metrics)`` of the batch's cells replayed as ``out``."""
+        clipped, full, k3 = terms(out.log_prob, out.entropy, traj.log_prob, reference, advantage)
+        norm = normalized_sum(full, live, config.group_size, config.normalization)
+        policy = normalized_sum(clipped, live, config.group_size, config.normalization)
         return -norm, dict(policy_loss=-policy, kl_to_reference=live_mean(k3, live),
                            entropy=live_mean(out.entropy, live))
 
-    def epoch(inner, _):
-        step = episodic.gradient_step(parts, inner, objective, hp)
-        return (inner._replace(params=step.params, opt_state=step.opt_state),
-                (step.aux, optim.actor_norm(step.grads)))
+    if not skip:
+        def epoch(inner, _):
+            step = episodic.gradient_step(
+                parts, inner, lambda p: summary(episodic.replay(parts, p, traj)), hp)
+            return (inner._replace(params=step.params, opt_state=step.opt_state),
+                    (step.aux, optim.actor_norm(step.grads)))
 
-    stepped, (aux, grad_norms) = jax.lax.scan(epoch, state, None, config.epochs)
-    final = episodic.replay(parts, stepped.params, traj).log_prob
+        stepped, (aux, grad_norms) = jax.lax.scan(epoch, state, None, config.epochs)
+        aux = jax.tree.map(lambda x: x[0], aux)  # the first epoch's
+    else:  # normalized_sum is linear: a weight per cell, the gradient summed over live chunks
+        data = dict(weight=episodic.cell_weights(live, config.group_size, config.normalization),
+                    live=live, behaviour=traj.log_prob, reference=reference, advantage=advantage)
+
+        def per_cell(chunk: episodic.Replayed, d):
+            full = terms(chunk.log_prob, chunk.entropy, d["behaviour"], d["reference"],
+                         d["advantage"])[1]
+            return -d["weight"] * jnp.where(d["live"], full, 0.0)
+
+        def epoch(inner, _):
+            total, grads = episodic.chunked_value_and_grad(parts, inner.params, traj, data,
+                                                           per_cell)
+            step = optim.apply_gradient(total, {}, grads, inner.params, inner.opt_state,
+                                        parts.optimiser(hp), parts.checked, state.update + 1)
+            return (inner._replace(params=step.params, opt_state=step.opt_state),
+                    optim.actor_norm(step.grads))
+
+        aux = summary(replay(parts, state.params, traj))[1]  # the first epoch's parameters
+        stepped, grad_norms = jax.lax.scan(epoch, state, None, config.epochs)
+    final = replay(parts, stepped.params, traj).log_prob
     moved = ratio_stats(jnp.exp(final - traj.log_prob), final - traj.log_prob, hp.clip_eps, live)
     flat = jnp.all(advantage[0].reshape(-1, config.group_size) == 0, axis=1)
     env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)
     metrics = GRPOMetrics(
-        policy_loss=aux["policy_loss"][0], kl_to_reference=aux["kl_to_reference"][0],
-        entropy=aux["entropy"][0], approx_kl=moved.approx_kl, clip_fraction=moved.clip_fraction,
+        policy_loss=aux["policy_loss"], kl_to_reference=aux["kl_to_reference"],
+        entropy=aux["entropy"], approx_kl=moved.approx_kl, clip_fraction=moved.clip_fraction,
         flat_groups=jnp.mean(flat.astype(jnp.float32)), grad_norm=grad_norms[0],
         episode_return=jnp.mean(ep_return), episode_length=jnp.mean(ep_length),
         env_steps=env_steps)

@@ -112,18 +112,11 @@ def advantages(returns: jax.Array, values: jax.Array, live: jax.Array, baseline:
     return returns
 
 
-SKIP_PADDING = True
-"""Feed-forward networks: the collection stops when every episode has ended and the network
-reads only the chunks of time steps that hold a live cell
-(:func:`rollax.algos.episodic.chunked_value_and_grad`); ``False``: the whole ``T x B`` batch
-(the same update up to the order of the sums; the tests' reference)."""
-
-
 def update(parts: EpisodicParts, state: EpisodicState, hp):
     """One REINFORCE update on a fresh batch: ``(next state, ReinforceMetrics)``."""
     config = parts.config
     key, collect_key = jax.random.split(state.key)
-    skip = SKIP_PADDING and not parts.recurrent
+    skip = episodic.skips_padding(parts)
     traj = parts.collect(state.params, collect_key, live_only=skip)
     if parts.checked:
         guards.check_collected(traj, parts.env.action_space, state.update + 1)
@@ -163,8 +156,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         out = episodic.chunked_replay(parts, state.params, traj)
         adv, total, aux = terms(out)
         # the loss is linear in each cell's terms: its weight per cell, normalized_sum's
-        weight = jax.grad(lambda x: normalized_sum(x, live, config.group_size))(
-            jnp.zeros_like(traj.reward))
+        weight = episodic.cell_weights(live, config.group_size)
         value_weight = hp.vf_coef * (config.baseline == "value")
 
         def per_cell(chunk: episodic.Replayed, d):
