@@ -3,7 +3,8 @@
 by op (what ``act`` ran before it was compiled: the lane's parameters taken leaf by leaf, then
 ``policy.greedy(params, obs)``, without ``jit``), and, when Stable-Baselines3 is installed,
 SB3's ``PPO.predict(obs, deterministic=True)`` on a 64-64 MLP of its own, side by side in one
-run.
+run; and ``act`` again in a child process with ``jax_cpu_enable_async_dispatch`` off (JAX then
+runs each CPU program on the calling thread instead of handing it to a worker and waiting).
 
     python benchmarks/act_speed.py [--calls 2000] [--out benchmarks/results/act_speed.jsonl]
 
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +37,21 @@ def rate(fn, observations) -> float:
     for obs in observations:
         fn(obs)
     return len(observations) / (time.perf_counter() - start)
+
+
+SYNCHRONOUS = """
+import json, sys, time, jax, numpy as np
+jax.config.update("jax_cpu_enable_async_dispatch", False)  # before JAX's first computation
+import rollax
+loaded = rollax.load_run(sys.argv[1])
+observations = list(np.asarray(jax.random.normal(jax.random.key(0), (int(sys.argv[2]), 4)),
+                               np.float32))
+np.asarray(loaded.act(observations[0]))
+start = time.perf_counter()
+for obs in observations:
+    np.asarray(loaded.act(obs))
+print(json.dumps(len(observations) / (time.perf_counter() - start)))
+"""
 
 
 def main() -> None:
@@ -58,6 +77,11 @@ def main() -> None:
         "rollax act": rate(lambda o: np.asarray(loaded.act(o)), observations),
         "op by op (act before)": rate(before, observations[: max(2, args.calls // 10)]),
     }
+    # the same calls in a process whose CPU client runs every program inline (no hand-over to
+    # XLA's worker thread; the setting is the process's, made before its first computation)
+    child = subprocess.run([sys.executable, "-c", SYNCHRONOUS, folder, str(args.calls)],
+                           capture_output=True, text=True, check=True)
+    rates["rollax act, synchronous dispatch"] = json.loads(child.stdout.splitlines()[-1])
     if importlib.util.find_spec("stable_baselines3") is not None:
         from stable_baselines3 import PPO
 
