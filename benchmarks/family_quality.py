@@ -128,14 +128,21 @@ def render(rows: dict) -> None:
                          f"{r['high']:.1f}] | {r['iqm']:.1f} | {min(r['returns']):.1f} | "
                          f"{met} | {r['env_steps']:,} | {r['compile_s']:.0f} | "
                          f"{r['run_s']:.0f} | {ratio(r, ppo)} | {live_step_ratio(r, ppo)} |")
-    lines += ["", "Where the family is behind PPO: REINFORCE and GRPO learn from whole "
-              "episodes, so every episode of a batch runs to the horizon (a finished episode's "
-              "padding costs compute too) and they need more live steps than PPO for the same "
-              "return; their run time is the larger ratio in the last column (the machine was "
-              "shared while they ran, so the ratio is loose). A2C reaches PPO's returns at the "
-              "same 5e5 steps."]
+    lines += ["", "What a live step costs: REINFORCE and GRPO learn from whole episodes. They "
+              "collect until every episode of the batch has ended and read the network only on "
+              "the chunks of 64 time steps that hold a live cell (a finished episode's padding "
+              "inside such a chunk still costs), so a live step costs about what PPO's does, or "
+              "less (the last column; REINFORCE reads its batch once, GRPO once per epoch). "
+              "GRPO on Acrobot is the exception at 1.7x: its 64 episodes of a batch end at very "
+              "different times, the chunks of the longest are read for all of them, four "
+              "epochs over. Both need more live steps than PPO on CartPole for the same return. "
+              "A2C reaches PPO's returns at the same 5e5 steps. The machine ran light other "
+              "work beside these rows (the table's process at nice 5), so the ratios are loose."]
+    ppo_note = ("PPO: its preset run the same way, on the same machine"
+                if any(r["algo"] == "ppo" for r in rows.values())
+                else "PPO: the machine and commit of the table above")
     lines += ["", "Machine: " + "; ".join(sorted(machines)) + "; rollax commits "
-              + ", ".join(sorted(commits)) + " (PPO: the machine and commit of the table above)."]
+              + ", ".join(sorted(commits)) + f" ({ppo_note})."]
     SECTION.write_text("\n".join(lines) + "\n")
 
 
