@@ -153,6 +153,23 @@ SCRIPT = textwrap.dedent(r'''
                     runner.state_shardings.carry, is_leaf=lambda s: hasattr(s, "spec"))]
         recurrent[network] = result
     report["recurrent"] = recurrent
+
+    # CPU devices holding whole lanes run them apart: each lane is the single-seed run exactly
+    algo = ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=1024, num_envs=4,
+                                         num_steps=16, minibatches=2))
+    apart = {"alone": []}
+    for devices in (2, 4):  # two lanes a device (one after another), one lane a device
+        runner = Runner(algo, make_lanes(0, 4, {}), 4, devices=devices)
+        state, metrics = runner.run_chunk(runner.initial_state(), 4)
+        apart[str(devices)] = {"lanes_apart": runner.lanes_apart,
+                               "params": host(runner.final_params(state)),
+                               "loss": np.asarray(metrics.policy_loss).tolist()}
+    for seed in range(4):
+        runner = Runner(algo, make_lanes(seed, 1, {}), 4)
+        state, metrics = runner.run_chunk(runner.initial_state(), 4)
+        apart["alone"].append({"params": host(runner.final_params(state)),
+                               "loss": np.asarray(metrics.policy_loss).tolist()})
+    report["apart"] = apart
     (out / "report.json").write_text(json.dumps(report))
 ''')
 
@@ -409,3 +426,16 @@ def test_recurrent_carry_split_over_environments(report, network):
     assert run["declared"] and all("P('lanes', 'envs')" in s for s in run["declared"])
     for a, b in zip(run["two"], run["one"]):
         close(a, b, 1e-4, 1e-5)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("devices", ["2", "4"])
+def test_cpu_devices_run_their_lanes_apart_each_the_single_seed_run(report, devices):
+    """Four PPO lanes on two or four CPU devices (each device whole lanes: no environment
+    split) are each, bit for bit, the run of that seed alone on one device."""
+    apart = report["apart"]
+    assert apart[devices]["lanes_apart"]
+    for lane, alone in enumerate(apart["alone"]):
+        assert apart[devices]["loss"][lane] == alone["loss"][0]
+        for leaf, own in zip(apart[devices]["params"], alone["params"], strict=True):
+            assert leaf[lane] == own[0]

@@ -15,11 +15,12 @@ import hashlib
 import itertools
 import signal
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from rollax.algos.base import Algorithm
@@ -103,6 +104,38 @@ def one_lane(fn: Callable, in_axes: int | tuple | None = 0) -> Callable:
     return call
 
 
+def lanes_apart(fn: Callable, in_axes: int | tuple | None, mesh: Mesh) -> Callable:
+    """``jax.vmap(fn, in_axes)`` over lanes laid out on ``mesh``'s ``"lanes"`` axis, computed
+    as one program per device (``shard_map``) that runs its lanes one after another
+    (``lax.map`` of :func:`one_lane`, unbatched): each lane's values are those of ``fn`` on
+    that lane alone."""
+    from rollax import sharding
+
+    def per_device(*args):
+        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        count = next(jax.tree_util.tree_leaves(x)[0].shape[0]
+                     for x, axis in zip(args, axes, strict=True) if axis is not None)
+        single = one_lane(fn, in_axes)
+        if count == 1:
+            return single(*args)
+
+        def lane(i):
+            take = [x if axis is None else jax.tree_util.tree_map(
+                lambda leaf: jax.lax.dynamic_slice_in_dim(leaf, i, 1), x)
+                    for x, axis in zip(args, axes, strict=True)]
+            return jax.tree_util.tree_map(lambda leaf: leaf[0], single(*take))
+
+        return jax.lax.map(lane, jnp.arange(count))
+
+    def call(*args):
+        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        specs = tuple(P() if axis is None else P(sharding.LANES) for axis in axes)
+        return jax.shard_map(per_device, mesh=mesh, in_specs=specs, out_specs=P(sharding.LANES),
+                             check_vma=False)(*args)
+
+    return call
+
+
 class CheckFailed(ValueError):
     """A runtime check of checked mode failed (the run stops; earlier checkpoints stay)."""
 
@@ -143,24 +176,34 @@ class Runner:
             self.hp = sharding.place(self.hp, hp_shardings)
             self.keys = sharding.place(self.keys, NamedSharding(mesh, P(sharding.LANES)))
 
+        self.exact = checked or is_host(algo.env)
+        """Chunks of exactly ``n`` updates, ``n`` static (not ``chunk_size`` with the rest
+        skipped): :meth:`length` gives ``n`` as the chunk takes it."""
+        self.lanes_apart = (mesh is not None and mesh.shape[sharding.ENVS] == 1
+                            and not self.exact and mesh.devices.flat[0].platform == "cpu")
+        """CPU devices that each hold whole lanes run them as separate programs, one lane after
+        another (:func:`lanes_apart`): each lane is then the single-seed run bit for bit, and
+        the cores run at the rate of as many processes (a ``vmap`` over a CPU device's lanes
+        is no faster than one lane after another for small networks)."""
+        manual = self.lanes_apart
+
         def keep_layout(state):  # per lane, inside the lanes vmap
-            return state if mesh is None else sharding.constrain(state, specs, mesh)
+            return state if mesh is None or manual else sharding.constrain(state, specs, mesh)
 
         def lanes_vmap(fn, in_axes: int | tuple | None = 0):
+            if manual:
+                return lanes_apart(fn, in_axes, cast(Mesh, mesh))
             if mesh is None and len(lanes) == 1:
                 return one_lane(fn, in_axes)
             return jax.vmap(fn, in_axes=in_axes,
                             spmd_axis_name=None if mesh is None else sharding.LANES)
 
-        def jit(fn, **kwargs):
-            return jax.jit(sharding.traced_in(mesh, fn), **kwargs)
+        def jit(fn, **kwargs):  # no mesh while tracing a manual body: its arrays are local
+            return jax.jit(sharding.traced_in(None if manual else mesh, fn), **kwargs)
 
         self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
                         **({} if mesh is None else {"out_shardings": self.state_shardings}))
         self.evaluate = jit(lanes_vmap(algo.evaluate))
-        self.exact = checked or is_host(algo.env)
-        """Chunks of exactly ``n`` updates, ``n`` static (not ``chunk_size`` with the rest
-        skipped): :meth:`length` gives ``n`` as the chunk takes it."""
         if self.exact:
             # checkify cannot see through the skip-``cond`` below, nor can ``vmap`` take a
             # ``cond`` around a host environment's calls, so these scan exactly ``n`` updates
