@@ -43,7 +43,7 @@ ROWS = ("throughput", "ppo", "solve", "seeds", "cnn", "user")
 TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0,
            "solve_speedup_warm": 40.0, "cnn_over_mlp": 0.35, "cnn_over_before": 4.0,
            "command_s": 2.0, "train_beyond_s": 2.5, "gymnasium_over_before": 5.0,
-           "act_over_before": 20.0}
+           "act_over_before": 20.0, "seeds_over_processes": 0.9}
 PPO_WIDE = {64: 500_000, 1024: 2_097_152}
 """The wider PPO rows: environments -> total steps (1,024 x 128 x 16 = 2,097,152). --quick runs
 one update (environments x 128 steps)."""
@@ -479,12 +479,19 @@ def report_user(results, out: list[str], summary: list[str]) -> None:
     summary.append(f"| act on one observation, after / before >= "
                    f"{TARGETS['act_over_before']:.0f} | {act:.2f} | "
                    f"{_target(act, TARGETS['act_over_before'], at_most=False)} |")
+    if "seeds_devices" in a:
+        cores = a["seeds_devices"] / a["seeds_processes"]
+        summary.append(f"| --seeds 2 --devices 2 on 2 cores, over 2 processes >= "
+                       f"{TARGETS['seeds_over_processes']} | {cores:.2f} | "
+                       f"{_target(cores, TARGETS['seeds_over_processes'], at_most=False)} |")
     out += [(f"benchmarks/user_speed.py: the code at {data['before']} (before this round of "
              f"work) and at {data['after']}, each in fresh processes of the same Python, one "
              f"after the other; medians of {data['repeats']}. The CartPole command uses its "
              "defaults (PPO, 5e5 steps) with a warm compile cache of its own; \"beyond\" is "
              "its wall time less its training run (`run_time_s`): start-up, imports, tracing, "
-             "the final evaluation, figures and files. to_gymnasium: 2,000 steps of 8 "
+             "the final evaluation, figures and files. Seeds on the cores: two CartPole seeds "
+             "on two forced CPU devices, and as two processes side by side. to_gymnasium: "
+             "2,000 steps of 8 "
              "CartPole-v1 environments with random actions, Gymnasium's own SyncVectorEnv in "
              "the same process beside it. act: single observations, the CartPole run's "
              "policy."), "", *table(b, a)]

@@ -15,6 +15,9 @@ other, each with a compile cache of its own warmed by a first run. Rows:
 - ``rollax train --env CartPole-v1`` (its defaults, 5e5 steps) with a warm compile cache: the
   command's wall time, the training run's own time (``run_time_s`` of its ``summary.json``) and
   what the command costs beyond it (median);
+- seeds on the cores: ``rollax train --env CartPole-v1 --seeds 2 --devices 2`` on two CPU
+  devices (forced through ``XLA_FLAGS`` for both versions), and the same two seeds as two
+  single-seed processes side by side (env steps/s of both seeds, medians);
 - ``to_gymnasium("CartPole-v1", num_envs=8)``: env steps per second of a loop of 2,000 steps
   with random actions, beside Gymnasium's own ``SyncVectorEnv`` of CartPole-v1 in the same
   process;
@@ -69,9 +72,12 @@ print(json.dumps({"calls_per_s": len(obs) / (time.perf_counter() - start)}))
 """
 
 
-def run(src: Path, args: list[str], cache: Path, cwd: Path) -> tuple[float, str]:
-    """``python args`` with ``src`` first on the path; (wall seconds, stdout)."""
-    env = {**os.environ, "PYTHONPATH": str(src), "ROLLAX_COMPILE_CACHE": str(cache)}
+def run(src: Path, args: list[str], cache: Path, cwd: Path,
+        extra: dict | None = None) -> tuple[float, str]:
+    """``python args`` with ``src`` first on the path (and the ``extra`` environment
+    variables); (wall seconds, stdout)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "ROLLAX_COMPILE_CACHE": str(cache),
+           **(extra or {})}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, text=True,
                           capture_output=True, check=False)
@@ -101,11 +107,41 @@ def measure(src: Path, repeats: int, work: Path) -> dict:
     out["train_wall"] = statistics.median(walls)
     out["train_run"] = statistics.median(runs)
     out["train_beyond"] = statistics.median(w - r for w, r in zip(walls, runs))
+    out["seeds_devices"], out["seeds_processes"] = seeds_on_cores(src, repeats, work)
     out["gymnasium"] = json.loads(run(src, ["-c", GYMNASIUM], cache, work)[1].splitlines()[-1])
     act = json.loads(run(src, ["-c", ACT, str(work / "train-1")], cache, work)[1]
                      .splitlines()[-1])
     out["act"] = act["calls_per_s"]
     return out
+
+
+def rate(folder: Path) -> float:
+    return json.loads((folder / "summary.json").read_text())["env_steps_per_second"]
+
+
+def seeds_on_cores(src: Path, repeats: int, work: Path) -> tuple[float, float]:
+    """Two CartPole seeds on this 2-core machine (env steps/s of both, medians): ``rollax train
+    --seeds 2 --devices 2`` (two CPU devices forced through XLA_FLAGS, as the code before
+    needed), and two single-seed processes side by side."""
+    cache = work / "cache"
+    rollax = ["-c", ENTRY, "train", "--env", "CartPole-v1", "--json"]
+    forced = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    together, apart = [], []
+    for i in range(repeats + 1):  # the first fills the compile cache
+        folder = work / f"seeds-{i}"
+        run(src, [*rollax, "--seeds", "2", "--devices", "2", "--out", str(folder)], cache, work,
+            forced)
+        env = {**os.environ, "PYTHONPATH": str(src), "ROLLAX_COMPILE_CACHE": str(cache)}
+        folders = [work / f"process-{i}-{seed}" for seed in (0, 1)]
+        procs = [subprocess.Popen([sys.executable, *rollax, "--seed", str(seed), "--out",
+                                   str(f)], cwd=work, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for seed, f in enumerate(folders)]
+        if any(proc.wait() for proc in procs):
+            raise SystemExit(f"a single-seed process failed for {src}")
+        if i:
+            together.append(rate(folder))
+            apart.append(sum(rate(f) for f in folders))
+    return statistics.median(together), statistics.median(apart)
 
 
 def table(b: dict, a: dict) -> list[str]:
@@ -117,6 +153,10 @@ def table(b: dict, a: dict) -> list[str]:
             ("rollax train --env CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
             ("  its training run (s)", b["train_run"], a["train_run"]),
             ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
+            ("--seeds 2 --devices 2 on 2 cores (env steps/s)", b["seeds_devices"],
+             a["seeds_devices"]),
+            ("  2 single-seed processes side by side (env steps/s)", b["seeds_processes"],
+             a["seeds_processes"]),
             ("to_gymnasium, 8 envs (env steps/s)", b["gymnasium"]["rollax"],
              a["gymnasium"]["rollax"]),
             ("  Gymnasium's SyncVectorEnv, same process (env steps/s)",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import MutableMapping
 
 COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs",
             "render", "export")
@@ -73,9 +74,34 @@ def exit_on_interrupt(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, interrupted)
 
 
+FORCE_COUNT = "--xla_force_host_platform_device_count"
+
+
+def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
+    """``rollax train ... --devices N`` (N > 1): give JAX's CPU platform ``N`` devices, by
+    adding ``--xla_force_host_platform_device_count=N`` to ``XLA_FLAGS``, which XLA reads
+    once, before JAX starts (so here). Nothing when ``XLA_FLAGS`` already sets a count or ``N``
+    is not a whole number above 1 (the command then says what is wrong). The flag only
+    concerns the CPU: on a GPU, ``--devices`` counts the GPUs."""
+    if not argv or argv[0] != "train":
+        return
+    value = None
+    for i, word in enumerate(argv):
+        if word == "--devices" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith("--devices="):
+            value = word.split("=", 1)[1]
+    flags = environ.get("XLA_FLAGS", "")
+    if value is None or not value.isdigit() or int(value) < 2 or FORCE_COUNT in flags:
+        return
+    environ["XLA_FLAGS"] = f"{flags} {FORCE_COUNT}={int(value)}".strip()
+
+
 def main() -> int:
-    """``rollax``: :func:`rollax.cli.main` after :func:`exit_on_interrupt`."""
+    """``rollax``: :func:`rollax.cli.main` after :func:`exit_on_interrupt` and
+    :func:`host_devices`."""
     exit_on_interrupt(sys.argv[1:])
+    host_devices(sys.argv[1:], os.environ)
     from rollax.cli import main as command
 
     return command()

@@ -147,3 +147,24 @@ def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
     rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == list(range(7))
     assert summary["env_steps_per_lane"] == rows[-1]["env_steps"]  # all 6 updates ran
+
+
+def test_devices_on_the_command_line_give_the_cpu_that_many_devices():
+    """``rollax train --devices N`` sets XLA's host device count before JAX starts, unless
+    XLA_FLAGS has one; other commands and counts below 2 are left alone."""
+    import _rollax_entry
+
+    def flags(argv, before=None):
+        environ = {} if before is None else {"XLA_FLAGS": before}
+        _rollax_entry.host_devices(argv, environ)
+        return environ.get("XLA_FLAGS")
+
+    count = "--xla_force_host_platform_device_count"
+    assert flags(["train", "--seeds", "2", "--devices", "2"]) == f"{count}=2"
+    assert flags(["train", "--devices=4"], "--xla_cpu_multi_thread_eigen=false") == (
+        f"--xla_cpu_multi_thread_eigen=false {count}=4")
+    assert flags(["train", "--devices", "8"], f"{count}=2") == f"{count}=2"
+    assert flags(["train", "--devices", "1"]) is None
+    assert flags(["train", "--devices", "two"]) is None  # the command refuses it
+    assert flags(["eval", "run", "--devices", "2"]) is None
+    assert flags(["train", "--seeds", "2"]) is None
