@@ -17,9 +17,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
-if [ ! -x .bench/anchors/bin/python ]; then
-    "$PYTHON" -m venv .bench/anchors
+# (re)installed when new or when pyproject.toml changed since, so its pins apply here too
+if [ ! -x .bench/anchors/bin/python ] || [ pyproject.toml -nt .bench/anchors/.installed ]; then
+    [ -x .bench/anchors/bin/python ] || "$PYTHON" -m venv .bench/anchors
     .bench/anchors/bin/python -m pip install -e ".[gymnax]" -r benchmarks/requirements-anchors.txt
+    touch .bench/anchors/.installed
 fi
 if [ ! -x .bench/rejax/bin/python ]; then
     "$PYTHON" -m venv .bench/rejax
