@@ -158,13 +158,13 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
                            entropy=live_mean(out.entropy, live))
 
     if not skip:
-        def epoch(inner, _):
+        def whole_epoch(inner, _):
             step = episodic.gradient_step(
                 parts, inner, lambda p: summary(episodic.replay(parts, p, traj)), hp)
             return (inner._replace(params=step.params, opt_state=step.opt_state),
                     (step.aux, optim.actor_norm(step.grads)))
 
-        stepped, (aux, grad_norms) = jax.lax.scan(epoch, state, None, config.epochs)
+        stepped, (aux, grad_norms) = jax.lax.scan(whole_epoch, state, None, config.epochs)
         aux = jax.tree.map(lambda x: x[0], aux)  # the first epoch's
     else:  # normalized_sum is linear: a weight per cell, the gradient summed over live chunks
         data = dict(weight=episodic.cell_weights(live, config.group_size, config.normalization),
@@ -175,7 +175,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
                          d["advantage"])[1]
             return -d["weight"] * jnp.where(d["live"], full, 0.0)
 
-        def epoch(inner, _):
+        def chunked_epoch(inner, _):
             total, grads = episodic.chunked_value_and_grad(parts, inner.params, traj, data,
                                                            per_cell)
             step = optim.apply_gradient(total, {}, grads, inner.params, inner.opt_state,
@@ -184,7 +184,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
                     optim.actor_norm(step.grads))
 
         aux = summary(replay(parts, state.params, traj))[1]  # the first epoch's parameters
-        stepped, grad_norms = jax.lax.scan(epoch, state, None, config.epochs)
+        stepped, grad_norms = jax.lax.scan(chunked_epoch, state, None, config.epochs)
     final = replay(parts, stepped.params, traj).log_prob
     moved = ratio_stats(jnp.exp(final - traj.log_prob), final - traj.log_prob, hp.clip_eps, live)
     flat = jnp.all(advantage[0].reshape(-1, config.group_size) == 0, axis=1)
