@@ -97,10 +97,36 @@ def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
     environ["XLA_FLAGS"] = f"{flags} {FORCE_COUNT}={int(value)}".strip()
 
 
+def quick_version() -> str | None:
+    """``rollax --version``'s line (``rollax <version> (jax <version>)``) without importing
+    rollax or JAX (about a second): rollax's version read from the ``__init__.py`` that
+    ``import rollax`` would run, JAX's from its installed metadata. ``None`` when either cannot
+    be read so (then :func:`rollax.cli.version` answers)."""
+    import importlib.metadata
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("rollax")
+        if spec is None or spec.origin is None:
+            return None
+        with open(spec.origin, encoding="utf-8") as source:
+            found = re.search(r'^__version__ = "([^"]+)"$', source.read(), re.M)
+        jax_version = importlib.metadata.version("jax")
+    except (OSError, ValueError, importlib.metadata.PackageNotFoundError):
+        return None
+    return None if found is None else f"rollax {found.group(1)} (jax {jax_version})"
+
+
 def main() -> int:
     """``rollax``: :func:`rollax.cli.main` after :func:`exit_on_interrupt` and
-    :func:`host_devices`."""
+    :func:`host_devices`; ``rollax --version`` answered by :func:`quick_version`."""
     exit_on_interrupt(sys.argv[1:])
+    if sys.argv[1:] == ["--version"]:
+        line = quick_version()
+        if line is not None:
+            print(line)
+            return 0
     host_devices(sys.argv[1:], os.environ)
     from rollax.cli import main as command
 

@@ -168,3 +168,12 @@ def test_devices_on_the_command_line_give_the_cpu_that_many_devices():
     assert flags(["train", "--devices", "two"]) is None  # the command refuses it
     assert flags(["eval", "run", "--devices", "2"]) is None
     assert flags(["train", "--seeds", "2"]) is None
+
+
+def test_quick_version_is_the_version_line():
+    """``rollax --version`` answered before rollax and JAX are imported prints what
+    :func:`rollax.cli.version` prints."""
+    import _rollax_entry
+    from rollax.cli import version
+
+    assert _rollax_entry.quick_version() == version()
