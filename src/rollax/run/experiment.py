@@ -261,14 +261,22 @@ class Runner:
 
     def run_chunk(self, state, n: int):
         """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""
+        return self.finish(self.start(state, n), n)
+
+    def start(self, state, n: int):
+        """Start ``n <= chunk_size`` updates and return at once (JAX dispatches the chunk
+        asynchronously): :meth:`finish` waits for its metrics."""
+        return self.chunk(state, self.hp, self.length(n))
+
+    def finish(self, started, n: int):
+        """``(state, host metrics (lanes, n))`` of a chunk :meth:`start` began (a failed
+        check of checked mode raises :class:`CheckFailed`)."""
         if self.checked:
-            error, out = self.chunk(state, self.hp, self.length(n))
+            error, started = started
             message = error.get()
             if message is not None:
                 raise CheckFailed(message.splitlines()[0].replace(" (`check` failed)", ""))
-        else:
-            out = self.chunk(state, self.hp, self.length(n))
-        state, metrics = out
+        state, metrics = started
         metrics = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :n], self.to_host(metrics))
         return state, metrics
 
@@ -341,13 +349,26 @@ def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
     """Run from ``start_update`` to the end in chunks; after each chunk call
     ``on_chunk(metrics, first_update, updates_done, state)``; ``save(updates_done, state)`` when a
     checkpoint is due, at the end, and when interrupted. Returns ``(state, updates_done,
-    interrupted)``."""
+    interrupted)``.
+
+    The next chunk starts before the host reads this one's metrics, writes its rows and
+    checkpoints (JAX runs it meanwhile; the chunk reads the state without consuming it), so the
+    device does not wait for the host between chunks. Not in checked mode, whose checks stop
+    the run at the chunk that failed, nor for a host environment, whose steps are the host's
+    own work. The values are the same either way; a chunk started when the run then stops (an
+    interrupt, a failed step of the host) is dropped."""
     total = runner.algo.num_updates
     done = start_update
     last_saved = start_update
+    ahead = not (runner.checked or runner.exact)
+    started = None
     while done < total:
         n = min(runner.chunk_size, total - done)
-        state, metrics = runner.run_chunk(state, n)
+        state, metrics = runner.finish(started if started is not None else
+                                       runner.start(state, n), n)
+        started = None
+        if ahead and done + n < total:
+            started = runner.start(state, min(runner.chunk_size, total - done - n))
         on_chunk(metrics, done, done + n, state)
         done += n
         if interrupt is not None and interrupt.requested:
