@@ -43,7 +43,8 @@ ROWS = ("throughput", "ppo", "solve", "seeds", "cnn", "user")
 TARGETS = {"ppo_run": 0.7, "ppo_compile": 0.5, "solve_speedup": 20.0,
            "solve_speedup_warm": 40.0, "cnn_over_mlp": 0.35, "cnn_over_before": 4.0,
            "command_s": 2.0, "train_beyond_s": 2.5, "gymnasium_over_before": 5.0,
-           "act_over_before": 20.0, "seeds_over_processes": 0.9}
+           "act_over_before": 20.0, "seeds_over_processes": 0.9,
+           "cli_over_bare": 1.1}
 PPO_WIDE = {64: 500_000, 1024: 2_097_152}
 """The wider PPO rows: environments -> total steps (1,024 x 128 x 16 = 2,097,152). --quick runs
 one update (environments x 128 steps)."""
@@ -479,6 +480,11 @@ def report_user(results, out: list[str], summary: list[str]) -> None:
     summary.append(f"| act on one observation, after / before >= "
                    f"{TARGETS['act_over_before']:.0f} | {act:.2f} | "
                    f"{_target(act, TARGETS['act_over_before'], at_most=False)} |")
+    if "bare_run" in a:
+        over = a["train_run"] / a["bare_run"]
+        summary.append(f"| rollax train CartPole-v1 run / the bare program's <= "
+                       f"{TARGETS['cli_over_bare']} | {over:.2f} | "
+                       f"{_target(over, TARGETS['cli_over_bare'])} |")
     if "seeds_devices" in a:
         cores = a["seeds_devices"] / a["seeds_processes"]
         summary.append(f"| --seeds 2 --devices 2 on 2 cores, over 2 processes >= "

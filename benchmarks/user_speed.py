@@ -15,6 +15,9 @@ other, each with a compile cache of its own warmed by a first run. Rows:
 - ``rollax train --env CartPole-v1`` (its defaults, 5e5 steps) with a warm compile cache: the
   command's wall time, the training run's own time (``run_time_s`` of its ``summary.json``) and
   what the command costs beyond it (median);
+- the same training as a bare program, ``jax.jit(make_train(algo))`` of the command's own
+  settings (``from_settings``), compiled, then the median of 3 runs: what the command's run
+  costs beyond the program it runs (chunks, host reads, rows, checkpoints);
 - seeds on the cores: ``rollax train --env CartPole-v1 --seeds 2 --devices 2`` on two CPU
   devices (forced through ``XLA_FLAGS`` for both versions), and the same two seeds as two
   single-seed processes side by side (env steps/s of both seeds, medians);
@@ -58,6 +61,22 @@ def rate(env):
 print(json.dumps({"rollax": rate(rollax.to_gymnasium("CartPole-v1", num_envs=8)),
                   "gymnasium": rate(gym.make_vec("CartPole-v1", num_envs=8,
                                                  vectorization_mode="sync"))}))
+"""
+
+BARE = """
+import json, time, jax
+from rollax.algos.base import make_train
+from rollax.run.config import from_settings
+run, algo = from_settings({"env": "CartPole-v1"})  # what `rollax train --env CartPole-v1` runs
+key = jax.random.key(0)
+compiled = jax.jit(make_train(algo)).lower(key).compile()
+jax.block_until_ready(compiled(key))
+times = []
+for _ in range(3):
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(key))
+    times.append(time.perf_counter() - start)
+print(json.dumps({"run_s": sorted(times)[1]}))
 """
 
 ACT = """
@@ -107,6 +126,7 @@ def measure(src: Path, repeats: int, work: Path) -> dict:
     out["train_wall"] = statistics.median(walls)
     out["train_run"] = statistics.median(runs)
     out["train_beyond"] = statistics.median(w - r for w, r in zip(walls, runs))
+    out["bare_run"] = json.loads(run(src, ["-c", BARE], cache, work)[1].splitlines()[-1])["run_s"]
     out["seeds_devices"], out["seeds_processes"] = seeds_on_cores(src, repeats, work)
     out["gymnasium"] = json.loads(run(src, ["-c", GYMNASIUM], cache, work)[1].splitlines()[-1])
     act = json.loads(run(src, ["-c", ACT, str(work / "train-1")], cache, work)[1]
@@ -153,6 +173,7 @@ def table(b: dict, a: dict) -> list[str]:
             ("rollax train --env CartPole-v1: wall (s)", b["train_wall"], a["train_wall"]),
             ("  its training run (s)", b["train_run"], a["train_run"]),
             ("  the command beyond it (s)", b["train_beyond"], a["train_beyond"]),
+            ("  the same settings as a bare jit(make_train) (s)", b["bare_run"], a["bare_run"]),
             ("--seeds 2 --devices 2 on 2 cores (env steps/s)", b["seeds_devices"],
              a["seeds_devices"]),
             ("  2 single-seed processes side by side (env steps/s)", b["seeds_processes"],
