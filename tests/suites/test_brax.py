@@ -155,6 +155,25 @@ def test_train_tiny(name, tmp_path):
 pytestmark = pytest.mark.optimized
 
 
+def drawn_like_the_suite(env_id: str, theirs, out, steps: int, capsys) -> None:
+    """The picture of ``env_id``'s reset state is the suite's own (``theirs(env, state)``,
+    240x320), and ``rollax render`` of a random episode writes a GIF whose first and last
+    pictures differ."""
+    from helpers import gif_ends, run
+    from rollax.envs.frames import frame_renderer
+
+    env = rollax.make(env_id)
+    state = jax.device_get(env.reset(jax.random.key(0)))
+    mine = frame_renderer(env)(state)
+    assert mine.shape == (240, 320, 3) and mine.std() > 0
+    np.testing.assert_array_equal(mine, theirs(env, state))
+    code, _, err = run(capsys, "render", env_id, "--out", out, "--max-steps", str(steps),
+                       "--json")
+    assert code == 0, err
+    _, first, last = gif_ends(out)
+    assert not np.array_equal(first, last)
+
+
 def test_render_draws_brax_with_mujocos_renderer(tmp_path, capsys):
     """`rollax render brax:inverted_pendulum`: a random policy's episode drawn by MuJoCo's
     offscreen renderer (EGL on this headless machine) as a GIF; the pole moves, so the first
@@ -162,20 +181,11 @@ def test_render_draws_brax_with_mujocos_renderer(tmp_path, capsys):
     by Brax's own brax.io.image.render_array."""
     from brax.io import image
 
-    from helpers import gif_ends, run
-    from rollax.envs.frames import frame_renderer
-
-    env = rollax.make("brax:inverted_pendulum")
-    state = jax.device_get(env.reset(jax.random.key(0)))
-    mine = frame_renderer(env)(state)
-    theirs = image.render_array(env.suite_env.sys, state.inner.pipeline_state, 240, 320)
-    assert mine.shape == (240, 320, 3) and mine.std() > 0
-    np.testing.assert_array_equal(mine, theirs)
-    code, _, err = run(capsys, "render", "brax:inverted_pendulum", "--out",
-                       tmp_path / "p.gif", "--max-steps", "40", "--json")
-    assert code == 0, err
-    _, first, last = gif_ends(tmp_path / "p.gif")
-    assert not np.array_equal(first, last)
+    drawn_like_the_suite(
+        "brax:inverted_pendulum",
+        lambda env, state: image.render_array(env.suite_env.sys, state.inner.pipeline_state,
+                                              240, 320),
+        tmp_path / "p.gif", 40, capsys)
 
 
 def test_render_draws_playground_like_its_own_render_array(tmp_path, capsys):
@@ -184,17 +194,7 @@ def test_render_draws_playground_like_its_own_render_array(tmp_path, capsys):
     offscreen renderer, 240x320); a random episode's GIF moves."""
     from mujoco_playground._src.mjx_env import render_array
 
-    from helpers import gif_ends, run
-    from rollax.envs.frames import frame_renderer
-
-    env = rollax.make("playground:CartpoleBalance")
-    state = jax.device_get(env.reset(jax.random.key(0)))
-    mine = frame_renderer(env)(state)
-    theirs = render_array(env.suite_env.mj_model, state.inner, 240, 320)
-    assert mine.shape == (240, 320, 3) and mine.std() > 0
-    np.testing.assert_array_equal(mine, theirs)
-    code, _, err = run(capsys, "render", "playground:CartpoleBalance", "--out",
-                       tmp_path / "c.gif", "--max-steps", "30", "--json")
-    assert code == 0, err
-    _, first, last = gif_ends(tmp_path / "c.gif")
-    assert not np.array_equal(first, last)
+    drawn_like_the_suite(
+        "playground:CartpoleBalance",
+        lambda env, state: render_array(env.suite_env.mj_model, state.inner, 240, 320),
+        tmp_path / "c.gif", 30, capsys)
