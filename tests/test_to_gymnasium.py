@@ -146,9 +146,17 @@ def _by_hand_many(env, num_envs, seed, actions):
     return rows
 
 
+# A step restarts its finished environments one program call each or all in one call
+# (gymnasium_export.restart); each test below runs both ways, whatever the episodes' ends.
+RESTART_PATHS = pytest.mark.parametrize("one_at_a_time", [0, 99], ids=["all-at-once", "one-each"])
+
+
 @pytest.mark.slow
+@RESTART_PATHS
 @pytest.mark.parametrize(("env_id", "horizon"), [("CartPole-v1", 12), ("FrozenLake-v1", 4)])
-def test_vector_env_is_rollax_step_with_same_step_autoreset(env_id, horizon):
+def test_vector_env_is_rollax_step_with_same_step_autoreset(env_id, horizon, one_at_a_time,
+                                                            monkeypatch):
+    monkeypatch.setattr(gymnasium_export, "RESTART_ONE_AT_A_TIME", one_at_a_time)
     num_envs, steps = 3, 13
     venv = rollax.to_gymnasium(env_id, num_envs=num_envs, seed=0, horizon=horizon)
     actions = _actions(venv.action_space, steps, 4)
@@ -372,8 +380,12 @@ def _by_hand_next_step(env, num_envs, seed, actions):
 
 
 @pytest.mark.slow
+@RESTART_PATHS
 @pytest.mark.parametrize(("env_id", "horizon"), [("CartPole-v1", 12), ("FrozenLake-v1", 4)])
-def test_next_step_vector_env_is_rollax_step_with_next_step_autoreset(env_id, horizon):
+def test_next_step_vector_env_is_rollax_step_with_next_step_autoreset(env_id, horizon,
+                                                                      one_at_a_time,
+                                                                      monkeypatch):
+    monkeypatch.setattr(gymnasium_export, "RESTART_ONE_AT_A_TIME", one_at_a_time)
     num_envs, steps = 3, 14
     venv = rollax.to_gymnasium(env_id, num_envs=num_envs, horizon=horizon,
                                autoreset_mode=AutoresetMode.NEXT_STEP)

@@ -1,6 +1,7 @@
 """Rollax environments for Gymnasium users: :func:`to_gymnasium` wraps a functional rollax
 environment as a ``gymnasium.Env`` (one environment) or a ``gymnasium.vector.VectorEnv`` (``N``
-environments stepped by one jitted, ``vmap``-ed call), NumPy in and NumPy out.
+environments stepped by one jitted, ``vmap``-ed call, and one more for the restarts where
+episodes ended), NumPy in and NumPy out.
 
 Keys are owned by the wrapper, one chain per wrapper, and every key is used once:
 
@@ -44,12 +45,11 @@ from typing import Any
 
 import gymnasium as gym
 import jax
-import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rollax.collect import autoreset, per_env, reset_batch
+from rollax.collect import autoreset, per_env, reset_batch, split_at
 from rollax.envs.base import (
     Box,
     Dict,
@@ -267,38 +267,71 @@ def _masks(env: Environment, states) -> Any:
     return jax.vmap(lambda state: action_mask(env, state))(states)
 
 
-def _step_all(env: Environment, key: jax.Array, states, actions: jax.Array):
-    """Every environment one step with this step's keys (the module docstring's chain):
-    ``(next key, this step's reset key, stepped states, reward, terminated, truncated)``."""
+@functools.partial(jax.jit, static_argnums=0)
+def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
+    """Every environment one step with this step's keys (the module docstring's chain), no
+    restart: ``(next key, this step's reset key, stepped states, (observations, reward,
+    terminated, truncated, masks))``. A program apart from :func:`_restart_many`, which runs
+    only on steps where some environment restarts: without the resets this one is small
+    enough for XLA's CPU client to run it on the calling thread."""
     key, step_key = jax.random.split(key)
     reset_key, transition_key = jax.random.split(step_key)
     keys = per_env(transition_key, actions.shape[0]) if env.stochastic else None
-    step = functools.partial(step_with_key, env)
-    return key, reset_key, *jax.vmap(step)(states, actions, keys)
+    stepped, reward, terminated, truncated = jax.vmap(functools.partial(step_with_key, env))(
+        states, actions, keys)
+    out = (jax.vmap(env.observation)(stepped), reward, terminated, truncated,
+           _masks(env, stepped))
+    return key, reset_key, stepped, out
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _step_many(env: Environment, key: jax.Array, states, actions: jax.Array):
-    """Same-step: the environments that end an episode restart in this step."""
-    key, reset_key, stepped, reward, terminated, truncated = _step_all(env, key, states, actions)
-    final_obs = jax.vmap(env.observation)(stepped)
-    states = autoreset(env, terminated | truncated, stepped, reset_key)
-    obs = jax.vmap(env.observation)(states)
-    return key, states, (obs, final_obs, reward, terminated, truncated, _masks(env, states))
+def _restart_many(env: Environment, restart: jax.Array, states, reset_key: jax.Array):
+    """The environments where ``restart`` is true started afresh with this step's reset key
+    (:func:`rollax.collect.autoreset`), the others kept: ``(states, (observations, masks))``."""
+    states = autoreset(env, restart, states, reset_key)
+    return states, (jax.vmap(env.observation)(states), _masks(env, states))
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _step_many_next(env: Environment, key: jax.Array, states, actions: jax.Array,
-                    restart: jax.Array):
-    """Next-step: the environments that ended an episode in the previous step (``restart``)
-    restart now, their actions ignored, with reward 0 and no event (a finished state absorbs:
-    stepping it changes nothing)."""
-    key, reset_key, stepped, reward, terminated, truncated = _step_all(env, key, states, actions)
-    states = autoreset(env, restart, stepped, reset_key)
-    reward = jnp.where(restart, 0.0, reward)
-    terminated, truncated = terminated & ~restart, truncated & ~restart
-    obs = jax.vmap(env.observation)(states)
-    return key, states, (obs, reward, terminated, truncated, _masks(env, states))
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _restart_one(env: Environment, num_envs: int, states, index: jax.Array,
+                 reset_key: jax.Array):
+    """:func:`_restart_many` for the one environment ``index``: the same fresh start
+    (``env.reset(split(reset_key, N)[index])``, one key hashed instead of ``N``), a program
+    small enough to run on the calling thread."""
+    fresh = env.reset(split_at(reset_key, num_envs, index[None])[0])
+    states = jax.tree.map(lambda s, f: s.at[index].set(f), states, fresh)
+    return states, (jax.vmap(env.observation)(states), _masks(env, states))
+
+
+RESTART_ONE_AT_A_TIME = 2
+"""A step where at most this many environments restart restarts them one program call each
+(:func:`_restart_one`); more, all in one call (:func:`_restart_many`)."""
+
+
+def restart(env: Environment, ended: np.ndarray, states, reset_key: jax.Array):
+    """The environments where the host array ``ended`` is true started afresh (the key chain of
+    the module docstring; at least one is): ``(states, (observations, masks))``, the latter two
+    on the host."""
+    finished = np.flatnonzero(ended)
+    if len(finished) > RESTART_ONE_AT_A_TIME:
+        states, out = _restart_many(env, ended, states, reset_key)
+    else:
+        for index in finished:
+            states, out = _restart_one(env, len(ended), states, np.int32(index), reset_key)
+    return states, to_host(out)
+
+
+def compile_restarts(env: Environment, states, key: jax.Array) -> None:
+    """Compile both restart programs for this batch (their results discarded), so that the
+    first step that restarts an environment does not stop to compile."""
+    _restart_many(env, np.zeros(len(jax.tree.leaves(states)[0]), bool), states, key)
+    _restart_one(env, len(jax.tree.leaves(states)[0]), states, np.int32(0), key)
+
+
+def to_host(tree: Any) -> Any:
+    """A pytree of device arrays as NumPy arrays, leaf by leaf (``None`` leaves kept): for a few
+    small arrays far cheaper than ``jax.device_get``, which is made for large transfers."""
+    return jax.tree.map(np.asarray, tree)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,15 +373,15 @@ class GymnasiumEnv(gym.Env):
         if seed is not None:
             self._key = seed_key(seed)
         self._key, self._state, obs, mask = _reset_one(self.rollax_env, self._key)
-        info = mask_info(self.rollax_env.action_space, jax.device_get(mask))
-        return host_observation(self.observation_space, jax.device_get(obs)), info
+        info = mask_info(self.rollax_env.action_space, to_host(mask))
+        return host_observation(self.observation_space, to_host(obs)), info
 
     def step(self, action):
         if self._state is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         action = device_action(self.rollax_env.action_space, action)
         self._key, self._state, out = _step_one(self.rollax_env, self._key, self._state, action)
-        obs, reward, terminated, truncated, mask = jax.device_get(out)
+        obs, reward, terminated, truncated, mask = to_host(out)
         return (host_observation(self.observation_space, obs), float(reward), bool(terminated),
                 bool(truncated), mask_info(self.rollax_env.action_space, mask))
 
@@ -365,7 +398,8 @@ class GymnasiumEnv(gym.Env):
 
 class GymnasiumVectorEnv(VectorEnv):
     """``num_envs`` copies of a rollax environment as a ``gymnasium.vector.VectorEnv`` (build it
-    with :func:`to_gymnasium`), stepped by one jitted ``vmap`` over the batch.
+    with :func:`to_gymnasium`), stepped by one jitted ``vmap`` over the batch (and restarted,
+    where episodes ended, by :func:`restart`).
 
     Shapes, with ``N = num_envs``: observations ``(N, *obs_shape)`` (float32 for a ``Box``,
     int64 ``(N,)`` for a ``Discrete`` observation), actions ``(N, *action_shape)``, rewards
@@ -401,6 +435,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self._key = seed_key(seed)
         self._states = None
         self._restart = np.zeros(num_envs, bool)  # next-step: ended in the previous step
+        self._compiled = False  # the restart programs, compiled at the first reset
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None and not isinstance(seed, int | np.integer):
@@ -412,8 +447,11 @@ class GymnasiumVectorEnv(VectorEnv):
             self._key = seed_key(seed)
         self._key, self._states, obs, mask = _reset_many(self.rollax_env, self.num_envs,
                                                          self._key)
+        if not self._compiled:
+            compile_restarts(self.rollax_env, self._states, self._key)
+            self._compiled = True
         self._restart = np.zeros(self.num_envs, bool)
-        info = mask_info(self.rollax_env.action_space, jax.device_get(mask), self.num_envs)
+        info = mask_info(self.rollax_env.action_space, to_host(mask), self.num_envs)
         return host_batch(self.single_observation_space, obs), info
 
     def step(self, actions):
@@ -422,26 +460,35 @@ class GymnasiumVectorEnv(VectorEnv):
         actions = device_action(self.rollax_env.action_space, actions, (self.num_envs,))
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             return self._step_next(actions)
-        self._key, self._states, out = _step_many(self.rollax_env, self._key, self._states,
-                                                  actions)
-        obs, final_obs, reward, terminated, truncated, mask = jax.device_get(out)
-        done = np.asarray(terminated | truncated)
-        info = mask_info(self.rollax_env.action_space, mask, self.num_envs)
+        self._key, reset_key, stepped, out = _step_many(self.rollax_env, self._key,
+                                                        self._states, actions)
+        obs, reward, terminated, truncated, mask = to_host(out)
+        done = terminated | truncated
+        info = {}
         if done.any():
             final = np.full(self.num_envs, None, dtype=object)
             for b in np.flatnonzero(done):
                 final[b] = host_observation(self.single_observation_space,
-                                            jax.tree.map(lambda x, b=b: x[b], final_obs))
-            info |= {"final_obs": final, "_final_obs": done.copy(), "final_info": {},
-                     "_final_info": done.copy()}
+                                            jax.tree.map(lambda x, b=b: x[b], obs))
+            info = {"final_obs": final, "_final_obs": done.copy(), "final_info": {},
+                    "_final_info": done.copy()}
+            stepped, (obs, mask) = restart(self.rollax_env, done, stepped, reset_key)
+        self._states = stepped
+        info = mask_info(self.rollax_env.action_space, mask, self.num_envs) | info
         return (host_batch(self.single_observation_space, obs),
                 np.asarray(reward, np.float64), np.array(terminated), np.array(truncated), info)
 
-    def _step_next(self, actions: np.ndarray):
-        self._key, self._states, out = _step_many_next(self.rollax_env, self._key, self._states,
-                                                       actions, self._restart)
-        obs, reward, terminated, truncated, mask = jax.device_get(out)
-        self._restart = np.asarray(terminated | truncated)
+    def _step_next(self, actions):
+        self._key, reset_key, stepped, out = _step_many(self.rollax_env, self._key,
+                                                        self._states, actions)
+        obs, reward, terminated, truncated, mask = to_host(out)
+        ended = self._restart
+        if ended.any():  # the episodes that ended last step restart now, with no event
+            stepped, (obs, mask) = restart(self.rollax_env, ended, stepped, reset_key)
+            reward = np.where(ended, np.float32(0), reward)
+            terminated, truncated = terminated & ~ended, truncated & ~ended
+        self._states = stepped
+        self._restart = terminated | truncated
         return (host_batch(self.single_observation_space, obs),
                 np.asarray(reward, np.float64), np.array(terminated), np.array(truncated),
                 mask_info(self.rollax_env.action_space, mask, self.num_envs))
