@@ -170,6 +170,31 @@ def test_devices_on_the_command_line_give_the_cpu_that_many_devices():
     assert flags(["train", "--seeds", "2"]) is None
 
 
+@pytest.mark.parametrize(("argv", "status"), [(["envs", "--json"], 0), (["envs", "--bad"], 2)])
+def test_a_finished_command_leaves_its_objects_to_the_exit(monkeypatch, capsys, argv, status):
+    """After the command, whatever its status, the entry point freezes the objects alive
+    (``gc.freeze``) so that the interpreter's exit does not walk them; the command's status
+    and output are unchanged."""
+    import gc
+
+    import _rollax_entry
+
+    monkeypatch.setattr(sys, "argv", ["rollax", *argv])
+    previous = signal.getsignal(signal.SIGINT)
+    gc.unfreeze()
+    try:
+        assert _rollax_entry.main() == status
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        signal.signal(signal.SIGINT, previous)
+    out, err = capsys.readouterr()
+    if status == 0:
+        assert "CartPole-v1" in json.dumps(json.loads(out))
+    else:
+        assert "--bad" in err
+
+
 def test_quick_version_is_the_version_line():
     """``rollax --version`` answered before rollax and JAX are imported prints what
     :func:`rollax.cli.version` prints."""
