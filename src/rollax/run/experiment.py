@@ -223,13 +223,16 @@ class Runner:
 
             self.chunk = jit(batched, static_argnums=2)
             return
-        metric_shapes = jax.eval_shape(lambda s: algo.update(s, one_hp)[1], one_state)
+        # one trace of the update serves both the metrics' shapes and the chunk: the chunk's
+        # call of the jitted update reuses the trace made here (same per-lane shapes)
+        update = jax.jit(algo.update)
+        metric_shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
 
         def chunk(state, hp, n):
             skip = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
 
             def body(s, i):
-                s, m = jax.lax.cond(i < n, lambda s: algo.update(s, hp), lambda s: (s, skip), s)
+                s, m = jax.lax.cond(i < n, lambda s: update(s, hp), lambda s: (s, skip), s)
                 return keep_layout(s), m
 
             return jax.lax.scan(body, state, jnp.arange(chunk_size))
