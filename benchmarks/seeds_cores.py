@@ -4,14 +4,18 @@
         [--seeds 2 8] [--repeats 1] [--json OUT]
 
 Each run is ``ENV`` or ``ENV:NETWORK`` (``--network`` of ``rollax train``) with its total steps
-per seed (``--steps``, one number per run; default 32,768: 4 MinAtar updates of 64 x 128
-steps, 64 CartPole ones of 4 x 128). For every run and K, with a warm compile cache of
-its own (one untimed round first), in fresh processes of this Python:
+per seed (``--steps``, one number per run; default 500,000, CartPole's preset budget: 976
+updates of 4 x 128 steps; a run of a few updates measures the chunks' fixed costs instead).
+For every run and K, with a warm compile cache of its own (one untimed round first), in fresh
+processes of this Python:
 
 - ``rollax train --seeds K --devices C`` (C: this machine's cores, when it divides K): the
   lanes on every core, each lane its single-seed run;
 - ``rollax train --seeds K``: the lanes ``vmap``-ed on one device (the default);
 - K processes ``rollax train --seed s`` started together (the cores shared by the system).
+
+``--repeats 0`` measures the first round itself: run times exclude compilation, and the K
+processes compile the same program side by side, so they start training together.
 
 Env steps per second of all K seeds: ``K x env_steps_per_lane / run_time_s`` from each
 ``summary.json`` (training only: start-up, compile-cache loads and the final evaluation
@@ -77,18 +81,19 @@ def measure(run: str, steps: int, k: int, repeats: int, work: Path) -> dict:
     ways = {"devices": ["--seeds", str(k), "--devices", str(c)] if k % c == 0 else None,
             "vmap": ["--seeds", str(k)]}
     rates: dict[str, list[float]] = {"devices": [], "vmap": [], "processes": []}
-    for i in range(repeats + 1):  # round 0 fills the compile cache
+    for i in range(repeats + 1):  # round 0 fills the compile cache (measured if alone)
+        measured = bool(i) or not repeats
         for name, extra in ways.items():
             if extra is None:
                 continue
             folder = work / f"{name}-{k}-{i}"
             finish([start([*base, *extra, "--out", str(folder)], cache, work)], name)
-            if i:
+            if measured:
                 rates[name].append(rate(folder))
         folders = [work / f"process-{k}-{i}-{s}" for s in range(k)]
         finish([start([*base, "--seed", str(s), "--out", str(f)], cache, work)
                 for s, f in enumerate(folders)], "a single-seed process")
-        if i:
+        if measured:
             rates["processes"].append(sum(rate(f) for f in folders))
     out = {name: statistics.median(v) if v else None for name, v in rates.items()}
     return {"run": run, "steps_per_seed": steps, "seeds": k, "cores": c, **out,
@@ -117,7 +122,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--json", default=None, help="append the rows to this JSONL file")
     args = parser.parse_args()
-    steps = args.steps or [32768] * len(args.runs)
+    steps = args.steps or [500_000] * len(args.runs)
     if len(steps) != len(args.runs):
         parser.error("--steps takes one number per run")
     rows = []

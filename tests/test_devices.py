@@ -48,6 +48,19 @@ SCRIPT = textwrap.dedent(r'''
     out = Path(sys.argv[1])
     report = {"device_count": jax.device_count(), "seconds": {}}
 
+    lowered = []  # every program lowered (then compiled, or read from the compile cache)
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: lowered.append(event)
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None)
+
+    def later_chunks_lower(runner, state, n, chunks=2):
+        """Programs lowered while ``chunks`` more chunks run on from ``state`` (0: a chunk
+        takes the state as the last one left it, and nothing compiles again)."""
+        before = len(lowered)
+        for _ in range(chunks):
+            state, _ = runner.run_chunk(state, n)
+        return len(lowered) - before
+
     def clock(name, start):
         report["seconds"][name] = round(time.perf_counter() - start, 1)
 
@@ -87,6 +100,7 @@ SCRIPT = textwrap.dedent(r'''
                            "metrics": {k: np.asarray(v).tolist()
                                        for k, v in metrics._asdict().items()}}
             if devices:
+                result["later_lowerings"] = later_chunks_lower(runner, state, n)
                 result["mesh"] = dict(runner.mesh.shape)
                 result["layout"] = layout(state)
                 result["state_fields"] = [
@@ -143,7 +157,8 @@ SCRIPT = textwrap.dedent(r'''
             initial = runner.initial_state()
             state, _ = runner.run_chunk(initial, 2)
             result["one" if devices is None else "two"] = host(runner.final_params(state))
-            if devices:
+            if devices:  # one lane, its environments split
+                result["later_lowerings"] = later_chunks_lower(runner, state, 2)
                 result["carry"] = [
                     {"shape": list(x.shape), "devices": len(x.sharding.device_set),
                      "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
@@ -164,6 +179,7 @@ SCRIPT = textwrap.dedent(r'''
         apart[str(devices)] = {"lanes_apart": runner.lanes_apart,
                                "params": host(runner.final_params(state)),
                                "loss": np.asarray(metrics.policy_loss).tolist()}
+        apart[str(devices)]["later_lowerings"] = later_chunks_lower(runner, state, 4)
     for seed in range(4):
         runner = Runner(algo, make_lanes(seed, 1, {}), 4)
         state, metrics = runner.run_chunk(runner.initial_state(), 4)
@@ -253,6 +269,7 @@ def test_device_count(report):
 def test_tabular_eight_devices_equal_one(report):
     run = report["tabular"]
     assert run["mesh"] == {"lanes": 2, "envs": 4}
+    assert run["later_lowerings"] == 0  # later chunks run the first one's program
     close(run["eight"]["params"][0], run["one"]["params"][0], 1e-5, 1e-6)
     for name, values in run["one"]["metrics"].items():
         close(run["eight"]["metrics"][name], values, 1e-5, 1e-6)
@@ -424,6 +441,7 @@ def test_recurrent_carry_split_over_environments(report, network):
         assert leaf["shape"] == [1, 4, 8] and leaf["devices"] == 2
         assert leaf["shards"] == [[1, 2, 8]] and leaf["spec"][1] == "envs"
     assert run["declared"] and all("P('lanes', 'envs')" in s for s in run["declared"])
+    assert run["later_lowerings"] == 0  # later chunks run the first one's program
     for a, b in zip(run["two"], run["one"]):
         close(a, b, 1e-4, 1e-5)
 
@@ -435,6 +453,7 @@ def test_cpu_devices_run_their_lanes_apart_each_the_single_seed_run(report, devi
     split) are each, bit for bit, the run of that seed alone on one device."""
     apart = report["apart"]
     assert apart[devices]["lanes_apart"]
+    assert apart[devices]["later_lowerings"] == 0  # later chunks run the first one's program
     for lane, alone in enumerate(apart["alone"]):
         assert apart[devices]["loss"][lane] == alone["loss"][0]
         for leaf, own in zip(apart[devices]["params"], alone["params"], strict=True):

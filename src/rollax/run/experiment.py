@@ -237,7 +237,12 @@ class Runner:
 
             return jax.lax.scan(body, state, jnp.arange(chunk_size))
 
-        self.chunk = jit(lanes_vmap(chunk, in_axes=(0, 0, None)))
+        # the state goes back laid out as it came in: left to itself XLA lays an output out
+        # its own way (an axis of one device, an empty leaf: replicated), and the next chunk,
+        # taking the state laid out otherwise, would compile the program a second time
+        placed = ({} if mesh is None else {"out_shardings": (
+            self.state_shardings, NamedSharding(mesh, P(sharding.LANES)))})
+        self.chunk = jit(lanes_vmap(chunk, in_axes=(0, 0, None)), **placed)
 
     def initial_state(self):
         return self.init(self.keys, self.hp)
