@@ -294,8 +294,8 @@ def test_a_render_mode_rollax_cannot_serve_is_refused_in_one_line(kwargs, match)
 
 def test_an_environment_rollax_cannot_draw_is_refused_naming_those_it_can():
     with pytest.raises(ValueError, match=r"^render_mode='rgb_array': rollax cannot draw "
-                                         r"'FrozenLake-v1' yet; it draws CartPole-v1, "):
-        rollax.to_gymnasium("FrozenLake-v1", render_mode="rgb_array")
+                                         r"'gymnax:Catch-bsuite' yet; it draws CartPole-v1, "):
+        rollax.to_gymnasium("gymnax:Catch-bsuite", render_mode="rgb_array")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,

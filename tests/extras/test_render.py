@@ -51,6 +51,35 @@ def test_frames_are_gymnasiums_own_along_the_same_trajectory(name, actions):
     assert not np.array_equal(mine, draw(jax.device_get(env.reset(jax.random.key(1)))))
 
 
+@pytest.mark.parametrize(("name", "options", "actions"), [
+    ("FrozenLake-v1", {"is_slippery": False}, [2, 2, 1, 1, 1, 2]),
+    ("FrozenLake8x8-v1", {"is_slippery": False}, [2, 2, 2, 1, 1, 1, 2]),
+    ("CliffWalking-v1", {"horizon": 50}, [0, 1, 1, 1, 0, 1, 2]),
+    ("Taxi-v4", {}, [0, 0, 2, 2, 1, 3]),
+])
+def test_toy_text_frames_are_gymnasiums_own_at_the_states_its_dynamics_reach(name, options,
+                                                                          actions):
+    # Gymnasium's deterministic variant stepped by hand and rollax's, from the same start, reach
+    # the same states: each of rollax's pictures is Gymnasium's picture of that state (drawn
+    # facing the default way: a state does not hold the last action)
+    env = rollax.make(name, **options)
+    draw = frame_renderer(env)
+    theirs = gym.make(name, render_mode="rgb_array",
+                      **{k: v for k, v in options.items() if k != "horizon"}).unwrapped
+    theirs.reset(seed=3)
+    state = env.reset(jax.random.key(0))._replace(state=np.int32(theirs.s))
+    frames = []
+    for i, action in enumerate(actions):
+        theirs.lastaction = None
+        frames.append(draw(jax.device_get(state)))
+        np.testing.assert_array_equal(frames[-1], theirs.render())
+        state, *_ = env.step(state, np.int32(action), jax.random.key(i))
+        theirs.step(action)
+        assert int(state.state) == theirs.s
+    assert not np.array_equal(frames[0], frames[-1])  # the agent moved
+    assert frames[0].dtype == np.uint8 and frames[0].shape[-1] == 3
+
+
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory):
     from rollax.cli import main

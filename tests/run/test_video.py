@@ -100,7 +100,8 @@ def test_minatar_random_policy_video(tmp_path, capsys):
 @pytest.mark.parametrize(("argv", "message"), [
     (["corridor", "--out", "x.avi"], "out must end in .gif or .mp4, got 'x.avi'"),
     (["corridor", "--out", "missing/x.gif"], "out: the folder 'missing' does not exist"),
-    (["FrozenLake-v1"], "rollax cannot draw 'FrozenLake-v1' yet; it draws CartPole-v1, "),
+    (["gymnax:Catch-bsuite"],
+     "rollax cannot draw 'gymnax:Catch-bsuite' yet; it draws CartPole-v1, "),
     (["corridor", "--episodes", "0"], "episodes must be"),
     (["corridor", "--fps", "0"], "fps must be a number in (0, 240], got 0.0"),
     (["no-such-env"], "unknown environment 'no-such-env'"),
@@ -153,8 +154,8 @@ def test_video_every_writes_gifs_into_the_run_and_changes_no_result(capsys, tmp_
 
 
 def test_video_every_is_refused_for_what_rollax_cannot_draw(capsys, tmp_path):
-    code, _, err = run(capsys, "train", "--env", "FrozenLake-v1", "--updates", "2",
-                       "--video-every", "1", "--out", tmp_path / "run")
+    code, _, err = run(capsys, "train", "--env", "gymnax:Catch-bsuite", "--total-steps",
+                       "1024", "--video-every", "1", "--out", tmp_path / "run")
     assert code == 2 and err.startswith("rollax train: error: video_every: rollax cannot draw "
-                                        "'FrozenLake-v1' yet; it draws CartPole-v1, "), err
+                                        "'gymnax:Catch-bsuite' yet; it draws CartPole-v1, "), err
     assert not (tmp_path / "run").exists()

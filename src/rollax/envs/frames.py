@@ -5,6 +5,10 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
 - Gymnasium's classic control (``CartPole-v1``, ``Acrobot-v1``, ``MountainCar-v0``,
   ``Pendulum-v1``): Gymnasium's own renderer, its environment set to the rollax state, so the
   pictures are Gymnasium's (needs pygame: ``pip install 'rollax[render]'``);
+- Gymnasium's toy text (``FrozenLake-v1``, ``FrozenLake8x8-v1``, ``Taxi-v4``,
+  ``CliffWalking-v1``): Gymnasium's own renderer, its environment built with the task's
+  options (a FrozenLake map) and set to the state's index, facing its default way (a state
+  does not hold the last action); needs pygame too;
 - the corridor: its four cells, the agent a disc, the goal marked;
 - Jumanji's environments (``jumanji:<id>``): the environment's own viewer (matplotlib), drawn
   into an array instead of a window, 400x400 pixels;
@@ -43,6 +47,7 @@ Renderer = Callable[[Any], np.ndarray]
 """One state (NumPy leaves) -> an RGB frame ``(H, W, 3)``, ``uint8``."""
 
 DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
+         "Gymnasium's toy text (FrozenLake-v1, FrozenLake8x8-v1, Taxi-v4, CliffWalking-v1)",
          "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
          "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)",
          "Playground's (playground:<name>)", "Craftax's environments (craftax:<id>)",
@@ -67,6 +72,7 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
     from rollax.envs.pendulum import Pendulum
     from rollax.envs.suites.craftax import CraftaxEnv
     from rollax.envs.suites.xminigrid import XMiniGridEnv
+    from rollax.envs.tabular import TOY_TEXT, TabularEnv
 
     gymnasium = {CartPole: ("CartPoleEnv", _cartpole_state),
                  Acrobot: ("AcrobotEnv", _acrobot_state),
@@ -77,6 +83,10 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
             if importlib.util.find_spec("pygame") is None:
                 raise ValueError(PYGAME_MISSING.format(name=name or type(env).__name__))
             return _GymnasiumDrawing(cls, state_of)
+    if isinstance(env, TabularEnv) and env.name in TOY_TEXT:
+        if importlib.util.find_spec("pygame") is None:
+            raise ValueError(PYGAME_MISSING.format(name=name or env.name))
+        return _ToyTextDrawing(env.name, dict(env.options))
     if isinstance(env, Corridor):
         return _draw_corridor
     if getattr(env, "prefix", None) == "brax" and hasattr(env.suite_env, "sys"):
@@ -115,6 +125,22 @@ class _GymnasiumDrawing:
     def __call__(self, state) -> np.ndarray:
         self.env.state = self.state_of(state)
         self.env.last_u = None  # Pendulum draws its last torque as an arrow: none (others ignore)
+        return np.asarray(self.env.render(), np.uint8)
+
+
+class _ToyTextDrawing:
+    """Gymnasium's toy-text environment ``env_id`` (built with ``options``) drawing the states
+    it is given: ``env.s`` is the state's index, no last action (the default facing)."""
+
+    def __init__(self, env_id: str, options: dict[str, Any]):
+        import gymnasium
+
+        self.env = gymnasium.make(env_id, render_mode="rgb_array", **options).unwrapped
+        self.fps = self.env.metadata["render_fps"]
+
+    def __call__(self, state) -> np.ndarray:
+        self.env.s = int(state.state)  # pyright: ignore[reportAttributeAccessIssue]
+        self.env.lastaction = None  # pyright: ignore[reportAttributeAccessIssue]
         return np.asarray(self.env.render(), np.uint8)
 
 

@@ -241,7 +241,8 @@ def _toy_text(env_id: str) -> Callable[..., Environment]:
     def build(horizon, items) -> Environment:
         from rollax.envs.tabular import TabularEnv, mdp_from_gymnasium
 
-        return TabularEnv(mdp_from_gymnasium(env_id, horizon, **dict(items)), name=env_id)
+        return TabularEnv(mdp_from_gymnasium(env_id, horizon, **dict(items)), name=env_id,
+                          options=items)
 
     def constructor(horizon: int | None = None, **kwargs) -> Environment:
         items = tuple(sorted(kwargs.items()))

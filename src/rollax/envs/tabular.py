@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,10 @@ class TabularEnv(Environment):
 
     mdp: FiniteMDP
     name: str = "tabular"
+    options: tuple[tuple[str, Any], ...] = ()
+    """The Gymnasium keyword arguments a toy-text task was built with (``(name, value)``
+    pairs, e.g. FrozenLake's ``map_name``), so that Gymnasium's own environment can draw its
+    states (:func:`rollax.envs.frames.frame_renderer`)."""
     stochastic = True
 
     @property
