@@ -61,7 +61,7 @@ PYGAME_MISSING = ("drawing {name} needs pygame (Gymnasium's renderer): "
                   "`pip install 'rollax[render]'`")
 
 
-def frame_renderer(env, name: str | None = None) -> Renderer | None:
+def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
     """The function drawing ``env``'s states (module docstring), or ``None`` when rollax has
     no way to draw them. ``ValueError`` with the install command when the drawing needs
     pygame and it is missing. ``name`` names ``env`` in that message."""
@@ -83,7 +83,9 @@ def frame_renderer(env, name: str | None = None) -> Renderer | None:
             if importlib.util.find_spec("pygame") is None:
                 raise ValueError(PYGAME_MISSING.format(name=name or type(env).__name__))
             return _GymnasiumDrawing(cls, state_of)
-    if isinstance(env, TabularEnv) and env.name in TOY_TEXT:
+    if isinstance(env, TabularEnv):  # a toy-text task, or another finite MDP: no picture
+        if env.name not in TOY_TEXT:
+            return None
         if importlib.util.find_spec("pygame") is None:
             raise ValueError(PYGAME_MISSING.format(name=name or env.name))
         return _ToyTextDrawing(env.name, dict(env.options))
