@@ -257,3 +257,26 @@ def test_summarize_statistics():
     assert s["n"] == 5 and s["mean"] == pytest.approx(22.0)
     assert s["iqm"] == pytest.approx(3.0)  # middle values 2, 3, 4
     assert s["ci95"][0] < s["mean"] < s["ci95"][1]
+
+
+@pytest.mark.parametrize(("seeds", "name", "count"), [
+    (1, "jit(call)", 3),  # one lane: the initial state, the evaluation and the chunk
+    (2, "jit(chunk)", 1),  # lanes vmapped: the chunk alone has this name
+])
+def test_a_fresh_run_lowers_each_of_its_programs_once(tmp_path, seeds, name, count):
+    """The chunk compiles beside the initial state and the first evaluation, from the shapes of
+    the state to come: the run then finds it compiled and does not lower it a second time."""
+    from rollax.run import training
+    from rollax.run.config import from_settings
+
+    lowered = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, fun_name=None, **_: lowered.append(fun_name)
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None)
+    settings = {"env": "CartPole-v1", "total_steps": 1024, "num_envs": 4, "num_steps": 16,
+                "seeds": seeds}
+    config, algo = from_settings(settings)
+    folder = training.create_run(config, str(tmp_path / "run"))
+    before = len(lowered)
+    training.execute(config, algo, folder)
+    assert lowered[before:].count(name) == count, str(lowered[before:])

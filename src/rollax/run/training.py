@@ -199,16 +199,35 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | 
         raise unfinished(err, folder) from err
 
 
+def _compile_chunk(runner: Runner, state, chunk_size: int) -> float:
+    """Compile the chunk program for ``state`` (its arrays, or their shapes and layouts) ahead
+    of the run, which then finds it compiled; returns the seconds it took."""
+    start = time.perf_counter()
+    runner.chunk.lower(state, runner.hp, runner.length(chunk_size)).compile()
+    return time.perf_counter() - start
+
+
 def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None,
              on_chunk: Listener | None) -> tuple[dict, Any]:
     lanes = run.lanes()
     labels = lanes.labels()
     runner = Runner(algo, lanes, run.chunk_size, devices=run.devices, checked=run.checked)
     start = time.perf_counter()
-    state, update = _start(run, runner, folder, resume, labels)
-    compile_start = time.perf_counter()
-    runner.chunk.lower(state, runner.hp, runner.length(run.chunk_size)).compile()
-    compile_s = time.perf_counter() - compile_start
+    if resume is None and not is_host(algo.env):
+        # the chunk, the longest compilation, compiles beside the initial state and the first
+        # evaluation (XLA compiles without holding Python's lock: on two cores, both at once)
+        from concurrent.futures import ThreadPoolExecutor
+
+        import jax
+
+        shapes = jax.eval_shape(runner.initial_state)
+        with ThreadPoolExecutor(1) as beside:
+            compiling = beside.submit(_compile_chunk, runner, shapes, run.chunk_size)
+            state, update = _start(run, runner, folder, resume, labels)
+            compile_s = compiling.result()
+    else:
+        state, update = _start(run, runner, folder, resume, labels)
+        compile_s = _compile_chunk(runner, state, run.chunk_size)
     # live environment steps per lane so far (the metric ``env_steps``), and the rates
     steps = _steps_at(folder, labels, update)
     clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0,
