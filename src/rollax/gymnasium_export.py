@@ -321,11 +321,12 @@ def restart(env: Environment, ended: np.ndarray, states, reset_key: jax.Array):
     return states, to_host(out)
 
 
-def compile_restarts(env: Environment, states, key: jax.Array) -> None:
-    """Compile both restart programs for this batch (their results discarded), so that the
-    first step that restarts an environment does not stop to compile."""
-    _restart_many(env, np.zeros(len(jax.tree.leaves(states)[0]), bool), states, key)
-    _restart_one(env, len(jax.tree.leaves(states)[0]), states, np.int32(0), key)
+def compile_restarts(env: Environment, num_envs: int, states, key: jax.Array) -> None:
+    """Compile both restart programs for this batch of ``num_envs`` (their results
+    discarded), so that the first step that restarts an environment does not stop to
+    compile."""
+    _restart_many(env, np.zeros(num_envs, bool), states, key)
+    _restart_one(env, num_envs, states, np.int32(0), key)
 
 
 def to_host(tree: Any) -> Any:
@@ -448,7 +449,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self._key, self._states, obs, mask = _reset_many(self.rollax_env, self.num_envs,
                                                          self._key)
         if not self._compiled:
-            compile_restarts(self.rollax_env, self._states, self._key)
+            compile_restarts(self.rollax_env, self.num_envs, self._states, self._key)
             self._compiled = True
         self._restart = np.zeros(self.num_envs, bool)
         info = mask_info(self.rollax_env.action_space, to_host(mask), self.num_envs)

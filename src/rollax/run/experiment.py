@@ -224,7 +224,8 @@ class Runner:
             self.chunk = jit(batched, static_argnums=2)
             return
         # one trace of the update serves both the metrics' shapes and the chunk: the chunk's
-        # call of the jitted update reuses the trace made here (same per-lane shapes)
+        # call of the jitted update reuses the trace made here (same per-lane shapes; lanes
+        # run apart trace it again, inside shard_map's own context)
         update = jax.jit(algo.update)
         metric_shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
 

@@ -16,9 +16,11 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from rollax.algos.base import Algorithm
@@ -216,10 +218,6 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     if resume is None and not is_host(algo.env):
         # the chunk, the longest compilation, compiles beside the initial state and the first
         # evaluation (XLA compiles without holding Python's lock: on two cores, both at once)
-        from concurrent.futures import ThreadPoolExecutor
-
-        import jax
-
         shapes = jax.eval_shape(runner.initial_state)
         with ThreadPoolExecutor(1) as beside:
             compiling = beside.submit(_compile_chunk, runner, shapes, run.chunk_size)
