@@ -280,3 +280,22 @@ def test_a_fresh_run_lowers_each_of_its_programs_once(tmp_path, seeds, name, cou
     before = len(lowered)
     training.execute(config, algo, folder)
     assert lowered[before:].count(name) == count, str(lowered[before:])
+
+
+def test_the_callers_jax_contexts_reach_the_chunk(tmp_path):
+    """JAX settings made with a context manager hold for the calling thread only; the chunk
+    compiled beside the start is still traced under them. An environment that broadcasts ranks
+    implicitly (MuJoCo's MJX does) trains under ``jax.numpy_rank_promotion("allow")`` although
+    the tests' default is ``"raise"``."""
+    from rollax.run import training
+    from rollax.run.config import from_settings
+
+    settings = {"env": "custom_envs.broadcasting:make", "total_steps": 64, "num_envs": 2,
+                "num_steps": 8, "minibatches": 1}
+    with pytest.raises(ValueError, match="rank_promotion"):  # the premise: it needs "allow"
+        from_settings(settings)
+    with jax.numpy_rank_promotion("allow"):
+        config, algo = from_settings(settings)
+        folder = training.create_run(config, str(tmp_path / "run"))
+        summary, _ = training.execute(config, algo, folder)
+    assert [lane["env_steps"] for lane in summary["lanes"]] == [64]

@@ -201,12 +201,16 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | 
         raise unfinished(err, folder) from err
 
 
-def _compile_chunk(runner: Runner, state, chunk_size: int) -> float:
-    """Compile the chunk program for ``state`` (its arrays, or their shapes and layouts) ahead
-    of the run, which then finds it compiled; returns the seconds it took."""
-    start = time.perf_counter()
-    runner.chunk.lower(state, runner.hp, runner.length(chunk_size)).compile()
-    return time.perf_counter() - start
+def _lower_chunk(runner: Runner, state, chunk_size: int):
+    """The chunk program lowered for ``state`` (its arrays, or their shapes and layouts)."""
+    return runner.chunk.lower(state, runner.hp, runner.length(chunk_size))
+
+
+def _compile(lowered, since: float) -> float:
+    """Compile ``lowered`` ahead of the run, which then finds it compiled; returns the seconds
+    since ``since`` (when its lowering began)."""
+    lowered.compile()
+    return time.perf_counter() - since
 
 
 def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None,
@@ -217,15 +221,17 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     start = time.perf_counter()
     if resume is None and not is_host(algo.env):
         # the chunk, the longest compilation, compiles beside the initial state and the first
-        # evaluation (XLA compiles without holding Python's lock: on two cores, both at once)
-        shapes = jax.eval_shape(runner.initial_state)
+        # evaluation (XLA compiles without holding Python's lock: on two cores, both at once).
+        # It is lowered here: JAX's settings made with a context manager (rank promotion,
+        # matmul precision, default device) hold for this thread only, and the run calls it here
+        lowered = _lower_chunk(runner, jax.eval_shape(runner.initial_state), run.chunk_size)
         with ThreadPoolExecutor(1) as beside:
-            compiling = beside.submit(_compile_chunk, runner, shapes, run.chunk_size)
+            compiling = beside.submit(_compile, lowered, start)
             state, update = _start(run, runner, folder, resume, labels)
             compile_s = compiling.result()
     else:
         state, update = _start(run, runner, folder, resume, labels)
-        compile_s = _compile_chunk(runner, state, run.chunk_size)
+        compile_s = _compile(_lower_chunk(runner, state, run.chunk_size), time.perf_counter())
     # live environment steps per lane so far (the metric ``env_steps``), and the rates
     steps = _steps_at(folder, labels, update)
     clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0,
