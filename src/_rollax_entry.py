@@ -78,11 +78,13 @@ FORCE_COUNT = "--xla_force_host_platform_device_count"
 
 
 def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
-    """``rollax train ... --devices N`` (N > 1): give JAX's CPU platform ``N`` devices, by
-    adding ``--xla_force_host_platform_device_count=N`` to ``XLA_FLAGS``, which XLA reads
-    once, before JAX starts (so here). Nothing when ``XLA_FLAGS`` already sets a count or ``N``
-    is not a whole number above 1 (the command then says what is wrong). The flag only
-    concerns the CPU: on a GPU, ``--devices`` counts the GPUs."""
+    """``rollax train``: give JAX's CPU platform a device per core, or ``N`` devices with
+    ``--devices N`` (N > 1), by adding ``--xla_force_host_platform_device_count`` to
+    ``XLA_FLAGS``, which XLA reads once, before JAX starts (so here). A run of several lanes
+    then spreads whole lanes over the cores (:func:`rollax.sharding.lanes_per_core`); one lane
+    runs on one device as before. Nothing when ``XLA_FLAGS`` already sets a count, or when
+    ``--devices`` is 1 or not a whole number (the command then says what is wrong). The flag
+    only concerns the CPU: on a GPU, ``--devices`` counts the GPUs."""
     if not argv or argv[0] != "train":
         return
     value = None
@@ -91,8 +93,13 @@ def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
             value = argv[i + 1]
         elif word.startswith("--devices="):
             value = word.split("=", 1)[1]
+    if value is None:
+        try:
+            value = str(len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            value = str(os.cpu_count() or 1)
     flags = environ.get("XLA_FLAGS", "")
-    if value is None or not value.isdigit() or int(value) < 2 or FORCE_COUNT in flags:
+    if not value.isdigit() or int(value) < 2 or FORCE_COUNT in flags:
         return
     environ["XLA_FLAGS"] = f"{flags} {FORCE_COUNT}={int(value)}".strip()
 

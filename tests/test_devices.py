@@ -24,7 +24,7 @@ import pytest
 from rollax.cli import main
 from rollax.sharding import check_devices, mesh_shape
 
-pytestmark = pytest.mark.optimized
+pytestmark = [pytest.mark.optimized, pytest.mark.xdist_group("eight-devices")]
 """Claims about the program rollax compiles (tests/conftest.py)."""
 
 SCRIPT = textwrap.dedent(r'''
@@ -128,7 +128,20 @@ SCRIPT = textwrap.dedent(r'''
 
     common = ["train", "--updates", "6", "--batch-size", "64", "--seeds", "2", "--chunk-size",
               "2", "--checkpoint-every", "2", "--json"]
-    report["cli_one"] = cli(*common, "--out", str(out / "one"))
+    report["cli_one"] = cli(*common, "--devices", "1", "--out", str(out / "one"))
+    # without --devices: whole lanes on as many of the eight devices as there are cores
+    from rollax.sharding import cores
+    report["cores"] = cores()
+    names = []  # the programs the run lowers, by name
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, fun_name=None, **_: names.append(fun_name)
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None)
+    report["cli_auto"] = cli(*common, "--out", str(out / "auto"))
+    report["cli_auto_lowered"] = list(names)
+    alone = list(common)
+    alone[alone.index("--seeds") + 1] = "1"
+    report["cli_alone"] = [cli(*alone, "--seed", str(k), "--out", str(out / f"alone{k}"))
+                           for k in (0, 1)]
     report["cli_eight"] = cli(*common, "--devices", "8", "--out", str(out / "eight"))
     # an unfinished run (latest checkpoint at update 4) resumed on another device count
     shutil.copytree(out / "eight", out / "resumed")
@@ -258,6 +271,27 @@ def test_one_device_is_the_unsharded_program():
         assert runner.mesh is None and runner.devices == 1
 
 
+@pytest.mark.parametrize(("platform", "visible", "cores", "lanes", "expected"), [
+    ("cpu", 2, 2, 2, 2), ("cpu", 2, 2, 8, 2), ("cpu", 2, 2, 3, None),  # 3 lanes: no split
+    ("cpu", 8, 2, 8, 2),  # never more devices than cores
+    ("cpu", 8, 16, 6, 6), ("cpu", 8, 16, 12, 6), ("cpu", 1, 16, 4, None),
+    ("cpu", 2, 2, 1, None), ("gpu", 8, 16, 8, None),  # a GPU's count is --devices' to say
+])
+def test_lanes_per_core(monkeypatch, platform, visible, cores, lanes, expected):
+    """The devices a run takes without ``--devices``: the largest divisor of the lanes that
+    is at most the CPU devices and the cores."""
+    from rollax import sharding
+
+    class Device:
+        pass
+
+    device = Device()
+    device.platform = platform
+    monkeypatch.setattr(sharding.jax, "devices", lambda: [device] * visible)
+    monkeypatch.setattr(sharding, "cores", lambda: cores)
+    assert sharding.lanes_per_core(lanes) == expected
+
+
 # --- eight CPU devices (one subprocess) ------------------------------------------------------
 
 @pytest.mark.integration
@@ -341,6 +375,28 @@ def test_cli_eight_devices(report):
     summary = json.loads((folder / "eight" / "summary.json").read_text())
     assert summary["devices"] == 8 and summary["mesh"] == {"lanes": 2, "envs": 4}
     assert json.loads((folder / "one" / "summary.json").read_text())["mesh"] is None
+
+
+@pytest.mark.integration
+def test_cli_without_devices_puts_whole_lanes_on_the_cores(report):
+    """``rollax train --seeds 2`` on a CPU with several devices and cores runs each seed on
+    its own device, each lane then its seed's run alone bit for bit; on one core, one device
+    (the lanes one ``vmap``)."""
+    auto = json.loads(report["cli_auto"]["stdout"])
+    alone = [json.loads(a["stdout"]) for a in report["cli_alone"]]
+    summary = json.loads((report["folder"] / "auto" / "summary.json").read_text())
+    if report["cores"] == 1:
+        assert "devices" not in auto and summary["mesh"] is None
+        return
+    assert auto["devices"] == 2 and summary["mesh"] == {"lanes": 2, "envs": 1}
+    # the initial state, the evaluation and the chunk, which compiled beside the first two for
+    # the state's layout on the devices (lanes apart, each program is named "call")
+    assert report["cli_auto_lowered"].count("jit(call)") == 3, report["cli_auto_lowered"]
+    assert auto["params"] == [a["params"][0] for a in alone]
+    assert auto["exact_return"] == [a["exact_return"][0] for a in alone]
+    # config.json leaves the count to the machine the run is resumed on
+    assert json.loads((report["folder"] / "auto" / "config.json").read_text())[
+        "num_devices"] is None
 
 
 @pytest.mark.integration

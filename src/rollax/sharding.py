@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 
 import jax
 import numpy as np
@@ -72,6 +73,27 @@ def check_available(devices: int, flag: str = "devices") -> None:
                 "CPU devices)" if platform == "cpu" else "")
         raise ValueError(f"{flag} is {devices} but JAX sees only {count} {platform} "
                          f"device{'s' if count != 1 else ''}{hint}")
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def lanes_per_core(lanes: int) -> int | None:
+    """On a CPU, the devices a run of ``lanes`` lanes takes when it does not say: the most
+    devices, at most one a core, that each hold whole lanes (the largest divisor of ``lanes``
+    not above the CPU devices JAX sees nor :func:`cores`), so the lanes run on that many cores
+    at once. ``None`` (one device) when that is 1 or the devices are not CPUs."""
+    devices = jax.devices()
+    if devices[0].platform != "cpu":
+        return None
+    most = min(len(devices), cores(), lanes)
+    split = max(d for d in range(1, most + 1) if lanes % d == 0)
+    return split if split > 1 else None
 
 
 def device_mesh(devices: int, lanes: int, env_batch: int) -> Mesh:

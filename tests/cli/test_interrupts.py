@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -149,10 +150,14 @@ def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
     assert summary["env_steps_per_lane"] == rows[-1]["env_steps"]  # all 6 updates ran
 
 
-def test_devices_on_the_command_line_give_the_cpu_that_many_devices():
+@pytest.mark.parametrize("cores", [1, 2, 6])
+def test_devices_on_the_command_line_give_the_cpu_that_many_devices(monkeypatch, cores):
     """``rollax train --devices N`` sets XLA's host device count before JAX starts, unless
-    XLA_FLAGS has one; other commands and counts below 2 are left alone."""
+    XLA_FLAGS has one; ``rollax train`` without ``--devices`` a device per core; other
+    commands and counts below 2 are left alone."""
     import _rollax_entry
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
 
     def flags(argv, before=None):
         environ = {} if before is None else {"XLA_FLAGS": before}
@@ -167,7 +172,10 @@ def test_devices_on_the_command_line_give_the_cpu_that_many_devices():
     assert flags(["train", "--devices", "1"]) is None
     assert flags(["train", "--devices", "two"]) is None  # the command refuses it
     assert flags(["eval", "run", "--devices", "2"]) is None
-    assert flags(["train", "--seeds", "2"]) is None
+    per_core = None if cores == 1 else f"{count}={cores}"
+    assert flags(["train", "--seeds", "2"]) == per_core
+    assert flags(["train", "--resume", "run"]) == per_core
+    assert flags(["train"], f"{count}=3") == f"{count}=3"
 
 
 @pytest.mark.parametrize(("argv", "status"), [(["envs", "--json"], 0), (["envs", "--bad"], 2)])

@@ -182,8 +182,16 @@ def _argv(command: str, folder: Path) -> tuple[dict[str, str], list[str], str | 
     return env, words[1:], comment.strip() if comment else None
 
 
+def _lanes(argv: list[str]) -> bool:
+    """Whether ``argv`` trains several lanes (``--seeds K``, K > 1, or ``--sweep``)."""
+    seeds = argv[argv.index("--seeds") + 1] if "--seeds" in argv[:-1] else "1"
+    return argv[:1] == ["train"] and ("--sweep" in argv or seeds != "1")
+
+
 def _run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
-    if env:  # device flags take effect only in a fresh process
+    # device flags take effect only in a fresh process; the `rollax` command gives a CPU a
+    # device per core, which several lanes share out (docs/devices.md)
+    if env or _lanes(argv):
         proc = subprocess.run([sys.executable, "-m", "rollax.cli", *argv], capture_output=True,
                               text=True, cwd=cwd, env={**os.environ, **env}, timeout=600)
         return proc.returncode, proc.stdout + proc.stderr

@@ -62,11 +62,11 @@ class RunFlags:
     never changes the training results (default: none)."""
     devices: int | None = None
     """Split the lanes and each lane's environment batch over this many devices (the first N
-    of jax.devices(); must divide lanes x num_envs or batch size; default: one device);
-    results equal one device's to float tolerance. On a CPU the rollax command makes N
-    devices, and devices that each hold whole lanes run every lane as its single-seed run:
-    --devices C on C cores trains the seeds on every core. With --resume: continue on N
-    devices."""
+    of jax.devices(); must divide lanes x num_envs or batch size); results equal one device's
+    to float tolerance. On a CPU the rollax command makes N devices, and devices that each
+    hold whole lanes run every lane as its single-seed run. Default: on a CPU, the most
+    devices, one a core, that each hold whole lanes (seeds on every core), else one device;
+    1: the lanes in one vmap on one device. With --resume: continue on N devices."""
     config: str | None = None
     """TOML or YAML file of these settings (names as here); command-line flags override it."""
     resume: str | None = None

@@ -410,9 +410,13 @@ def _aggregate_line(score: str, agg: dict) -> str | None:
 
 def _print_timings(out, folder, summary: dict) -> None:
     if summary["mesh"] is not None:
-        mesh = summary["mesh"]
-        out.print(f"{summary['devices']} devices: lanes split {mesh['lanes']} ways, "
-                  f"environment batch {mesh['envs']} ways")
+        mesh, devices = summary["mesh"], summary["devices"]
+        if mesh["envs"] == 1:
+            each = len(summary["lanes"]) // devices
+            out.print(f"{devices} devices, {each} lane{'s' if each > 1 else ''} each")
+        else:
+            out.print(f"{devices} devices: lanes split {mesh['lanes']} ways, "
+                      f"environment batch {mesh['envs']} ways")
     sps = summary["env_steps_per_second"]
     cache = summary.get("compile_cache") or "off"
     out.print(f"compile {summary['compile_time_s']:.1f} s (cache: {cache}), run "

@@ -248,6 +248,15 @@ class Runner:
     def initial_state(self):
         return self.init(self.keys, self.hp)
 
+    def state_shapes(self):
+        """The shapes, dtypes and layouts of :meth:`initial_state`'s arrays, computing none."""
+        shapes = jax.eval_shape(self.initial_state)
+        if self.mesh is None:
+            return shapes
+        return jax.tree.map(lambda s, where: jax.ShapeDtypeStruct(s.shape, s.dtype,
+                                                                  sharding=where),
+                            shapes, self.state_shardings)
+
     def place(self, state):
         """Lay a state read from the host (a checkpoint) out like the chunks expect it."""
         if self.mesh is None:

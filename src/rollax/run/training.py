@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from rollax import sharding
 from rollax.algos.base import Algorithm
 from rollax.envs.host import is_host
 from rollax.run import compile_cache
@@ -78,8 +79,6 @@ Listener = Callable[[ChunkDone], None]
 
 
 def versions() -> dict:
-    import jax
-
     import rollax
 
     return {"rollax": rollax.__version__, "jax": jax.__version__,
@@ -101,8 +100,6 @@ def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int) -> Callable:
     """``(state, update) -> (lanes,)`` mean greedy return of ``episodes`` fresh absorbing
     episodes per lane (:func:`rollax.evaluation.evaluate_policy`) on the evaluation keys of
     ``update``; the training state is only read, so training results never change."""
-    import jax
-
     from rollax.evaluation import evaluate_policy
 
     def one(lane_state, key):
@@ -127,8 +124,6 @@ from training's and the evaluations' keys."""
 def _video(run: RunConfig, algo: Algorithm, folder: RunFolder, state, update: int) -> None:
     """``videos/update-NNNNNNN.gif`` in the run folder: one greedy episode of lane 0 at
     ``update`` (:func:`rollax.run.video.training_video`), on a key of its own."""
-    import jax
-
     from rollax.run.video import training_video
 
     lane = jax.tree_util.tree_map(lambda x: x[0], state)
@@ -217,14 +212,17 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
              on_chunk: Listener | None) -> tuple[dict, Any]:
     lanes = run.lanes()
     labels = lanes.labels()
-    runner = Runner(algo, lanes, run.chunk_size, devices=run.devices, checked=run.checked)
+    devices = run.devices
+    if devices is None and not run.checked and not is_host(algo.env):
+        devices = sharding.lanes_per_core(len(lanes))
+    runner = Runner(algo, lanes, run.chunk_size, devices=devices, checked=run.checked)
     start = time.perf_counter()
     if resume is None and not is_host(algo.env):
         # the chunk, the longest compilation, compiles beside the initial state and the first
         # evaluation (XLA compiles without holding Python's lock: on two cores, both at once).
         # It is lowered here: JAX's settings made with a context manager (rank promotion,
         # matmul precision, default device) hold for this thread only, and the run calls it here
-        lowered = _lower_chunk(runner, jax.eval_shape(runner.initial_state), run.chunk_size)
+        lowered = _lower_chunk(runner, runner.state_shapes(), run.chunk_size)
         with ThreadPoolExecutor(1) as beside:
             compiling = beside.submit(_compile, lowered, start)
             state, update = _start(run, runner, folder, resume, labels)
@@ -343,8 +341,6 @@ def is_loss(name: str) -> bool:
 
 def finite_lanes(params) -> np.ndarray:
     """``(lanes,)`` whether every parameter of each lane (leading axis) is finite."""
-    import jax
-
     ok: np.ndarray | None = None
     for leaf in jax.tree_util.tree_leaves(params):
         leaf = np.asarray(leaf)
@@ -513,8 +509,6 @@ def state_template(algo: Algorithm, lanes: Lanes):
     """Every lane's state as shapes and dtypes, what a checkpoint is read into, from
     ``jax.eval_shape`` (nothing compiled or run); its typed keys are concrete zeros of the
     run's key implementation, so they read back as typed keys."""
-    import jax
-
     keys = lanes.keys()
     shapes = jax.eval_shape(jax.vmap(algo.init), keys, lanes.hyperparams(algo.hyperparams))
     impl = jax.random.key_impl(keys)
@@ -534,8 +528,6 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
     a run folder's latest checkpoint (greedy or sampled actions), keys
     ``split(jax.random.key(seed), lanes)``, plus the algorithm's ``policy_extras`` (e.g. the
     exact return of a tabular policy)."""
-    import jax
-
     from rollax.evaluation import evaluate_policy
     from rollax.validate import check_count, check_seed
 
