@@ -6,8 +6,10 @@ and a neural PPO experiment on one device and on eight (2 lanes x 4 envs) give t
 metrics and parameters to float tolerance; the sharded state lies on all eight devices with
 the expected smaller shards; the compiled chunk averages the gradient with an all-reduce; the
 command line trains, resumes on another device count and refuses too many devices; a
-recurrent PPO on two of the devices splits its carry like the environments. The rest
-(the mesh arithmetic, the one-line errors) runs in this process, on one device.
+recurrent PPO on two of the devices splits its carry like the environments. Those checks are
+subtests of one test (:func:`test_eight_devices`), so that one xdist worker alone builds the
+subprocess's report. The rest (the mesh arithmetic, the one-line errors) runs in this
+process, on one device.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 from rollax.cli import main
 from rollax.sharding import check_devices, mesh_shape
 
-pytestmark = [pytest.mark.optimized, pytest.mark.xdist_group("eight-devices")]
+pytestmark = pytest.mark.optimized
 """Claims about the program rollax compiles (tests/conftest.py)."""
 
 SCRIPT = textwrap.dedent(r'''
@@ -294,13 +296,11 @@ def test_lanes_per_core(monkeypatch, platform, visible, cores, lanes, expected):
 
 # --- eight CPU devices (one subprocess) ------------------------------------------------------
 
-@pytest.mark.integration
-def test_device_count(report):
+def check_device_count(report):
     assert report["device_count"] == 8
 
 
-@pytest.mark.integration
-def test_tabular_eight_devices_equal_one(report):
+def check_tabular_eight_devices_equal_one(report):
     run = report["tabular"]
     assert run["mesh"] == {"lanes": 2, "envs": 4}
     assert run["later_lowerings"] == 0  # later chunks run the first one's program
@@ -309,8 +309,7 @@ def test_tabular_eight_devices_equal_one(report):
         close(run["eight"]["metrics"][name], values, 1e-5, 1e-6)
 
 
-@pytest.mark.integration
-def test_ppo_eight_devices_equal_one(report):
+def check_ppo_eight_devices_equal_one(report):
     run = report["ppo"]
     assert run["mesh"] == {"lanes": 2, "envs": 4}
     for a, b in zip(run["eight"]["params"], run["one"]["params"]):
@@ -320,8 +319,7 @@ def test_ppo_eight_devices_equal_one(report):
     assert np.asarray(run["one"]["metrics"]["episodes"]).sum() > 0  # episodes ended: real work
 
 
-@pytest.mark.integration
-def test_state_spread_over_every_device(report):
+def check_state_spread_over_every_device(report):
     # tabular state (params (2, 3), key (2,), update (2,)): lanes split, the rest replicated
     for leaf in report["tabular"]["layout"]:
         assert leaf["devices"] == 8 and leaf["on"] == list(range(8))
@@ -346,24 +344,21 @@ def test_state_spread_over_every_device(report):
     assert env_fields <= seen
 
 
-@pytest.mark.integration
-def test_gradient_averaged_with_all_reduce(report):
+def check_gradient_averaged_with_all_reduce(report):
     # tabular: the (per-device) gradient of the lane's 3 logits is summed across the envs axis
     assert any(s.startswith("f32[1,3]") for s in report["tabular"]["all_reduce"]), \
         report["tabular"]["all_reduce"]
     assert report["ppo"]["all_reduce"]  # batch statistics at least
 
 
-@pytest.mark.integration
-def test_ppo_gradient_all_reduce(report):
+def check_ppo_gradient_all_reduce(report):
     # each device's minibatch rows give a partial gradient, summed across "envs" (per layer)
     shapes = report["ppo"]["all_reduce"]
     flat = f"f32[1,{report['ppo']['param_count']}]"
     assert any(s == "f32[1,64,64]" or s == flat for s in shapes), shapes
 
 
-@pytest.mark.integration
-def test_cli_eight_devices(report):
+def check_cli_eight_devices(report):
     one, eight = report["cli_one"], report["cli_eight"]
     assert one["code"] == 0 and eight["code"] == 0, eight["stderr"]
     a, b = json.loads(one["stdout"]), json.loads(eight["stdout"])
@@ -377,8 +372,7 @@ def test_cli_eight_devices(report):
     assert json.loads((folder / "one" / "summary.json").read_text())["mesh"] is None
 
 
-@pytest.mark.integration
-def test_cli_without_devices_puts_whole_lanes_on_the_cores(report):
+def check_cli_without_devices_puts_whole_lanes_on_the_cores(report):
     """``rollax train --seeds 2`` on a CPU with several devices and cores runs each seed on
     its own device, each lane then its seed's run alone bit for bit; on one core, one device
     (the lanes one ``vmap``)."""
@@ -399,8 +393,7 @@ def test_cli_without_devices_puts_whole_lanes_on_the_cores(report):
         "num_devices"] is None
 
 
-@pytest.mark.integration
-def test_cli_resume_on_another_device_count(report):
+def check_cli_resume_on_another_device_count(report):
     resumed = report["cli_resumed"]
     assert resumed["code"] == 0, resumed["stderr"]
     c, b = json.loads(resumed["stdout"]), json.loads(report["cli_eight"]["stdout"])
@@ -410,8 +403,7 @@ def test_cli_resume_on_another_device_count(report):
     assert [json.loads(r)["update"] for r in rows] == [u for u in range(7) for _ in range(2)]
 
 
-@pytest.mark.integration
-def test_cli_ppo_eight_devices(report):
+def check_cli_ppo_eight_devices(report):
     result = report["cli_ppo"]
     assert result["code"] == 0, result["stderr"]
     obj = json.loads(result["stdout"])
@@ -428,8 +420,7 @@ def test_cli_ppo_eight_devices(report):
         close(logged, one[name], 1e-4, 1e-5)
 
 
-@pytest.mark.integration
-def test_cli_too_many_devices(report):
+def check_cli_too_many_devices(report):
     result = report["cli_too_many"]
     assert result["code"] == 2 and result["stdout"] == ""
     assert result["stderr"] == ("rollax train: error: devices is 16 but JAX sees only 8 cpu "
@@ -452,12 +443,12 @@ LAUNCH = textwrap.dedent(r'''
 ''')
 
 
-@pytest.mark.integration
-def test_two_processes(report, tmp_path):
+def check_two_processes(report):
     """Multi-controller: two processes with four CPU devices each, jax.distributed.initialize
     on localhost, the same command with --devices 8; each writes its own run folder."""
     import socket
 
+    tmp_path = report["folder"] / "two-processes"
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
@@ -486,9 +477,7 @@ def test_two_processes(report, tmp_path):
 # --- a recurrent PPO on two of the eight devices (the same subprocess) -------------------
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("network", ["gru", "lstm"])
-def test_recurrent_carry_split_over_environments(report, network):
+def check_recurrent_carry_split_over_environments(report, network):
     run = report["recurrent"][network]
     assert run["carry"], "no carry leaves"
     # the carried state's layout (the fresh state, and what a checkpoint is placed with):
@@ -502,9 +491,7 @@ def test_recurrent_carry_split_over_environments(report, network):
         close(a, b, 1e-4, 1e-5)
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("devices", ["2", "4"])
-def test_cpu_devices_run_their_lanes_apart_each_the_single_seed_run(report, devices):
+def check_cpu_devices_run_their_lanes_apart_each_the_single_seed_run(report, devices):
     """Four PPO lanes on two or four CPU devices (each device whole lanes: no environment
     split) are each, bit for bit, the run of that seed alone on one device."""
     apart = report["apart"]
@@ -514,3 +501,34 @@ def test_cpu_devices_run_their_lanes_apart_each_the_single_seed_run(report, devi
         assert apart[devices]["loss"][lane] == alone["loss"][0]
         for leaf, own in zip(apart[devices]["params"], alone["params"], strict=True):
             assert leaf[lane] == own[0]
+
+
+CHECKS = [
+    (check_device_count, ()),
+    (check_tabular_eight_devices_equal_one, ()),
+    (check_ppo_eight_devices_equal_one, ()),
+    (check_state_spread_over_every_device, ()),
+    (check_gradient_averaged_with_all_reduce, ()),
+    (check_ppo_gradient_all_reduce, ()),
+    (check_cli_eight_devices, ()),
+    (check_cli_without_devices_puts_whole_lanes_on_the_cores, ()),
+    (check_cli_resume_on_another_device_count, ()),
+    (check_cli_ppo_eight_devices, ()),
+    (check_cli_too_many_devices, ()),
+    (check_two_processes, ()),
+    (check_recurrent_carry_split_over_environments, ("gru",)),
+    (check_recurrent_carry_split_over_environments, ("lstm",)),
+    (check_cpu_devices_run_their_lanes_apart_each_the_single_seed_run, ("2",)),
+    (check_cpu_devices_run_their_lanes_apart_each_the_single_seed_run, ("4",)),
+]
+"""The checks of the eight-device subprocess's report, with their arguments."""
+
+
+@pytest.mark.integration
+def test_eight_devices(report, subtests):
+    """Every check of the eight-device subprocess, each a subtest (reported by name): one
+    test, so one xdist worker builds the report (2-3 minutes) instead of every worker that
+    runs one of its checks."""
+    for check, args in CHECKS:
+        with subtests.test(check.__name__.removeprefix("check_"), args=args):
+            check(report, *args)

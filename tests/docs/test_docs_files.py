@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 # executed documentation: the page's own commands train its runs
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("docs-files")]
+pytestmark = pytest.mark.integration
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 FENCE = re.compile(r"^```json\n(.*?)^```\n", re.S | re.M)

@@ -16,7 +16,7 @@ from rollax.cli import main
 from rollax.run.training import EVAL_STREAM
 
 # every test reads two trained runs (a module fixture): a long run
-pytestmark = [pytest.mark.slow, pytest.mark.optimized, pytest.mark.xdist_group("eval-every")]
+pytestmark = [pytest.mark.slow, pytest.mark.optimized]
 
 BASE = ["train", "--updates", "6", "--batch-size", "32", "--chunk-size", "2", "--json"]
 
