@@ -282,6 +282,7 @@ def test_a_fresh_run_lowers_each_of_its_programs_once(tmp_path, seeds, name, cou
     assert lowered[before:].count(name) == count, str(lowered[before:])
 
 
+@pytest.mark.slow  # a training run compiled as rollax compiles it: ~10 s
 def test_the_callers_jax_contexts_reach_the_chunk(tmp_path):
     """JAX settings made with a context manager hold for the calling thread only; the chunk
     compiled beside the start is still traced under them. An environment that broadcasts ranks
