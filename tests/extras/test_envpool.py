@@ -11,13 +11,14 @@ import pytest
 
 import rollax
 from helpers import assert_gymnasium_rows, run, seed_of, train_json
-from rollax.collect import collect_autoreset, episode_returns, reset_batch
+from rollax.collect import collect_autoreset, episode_returns, reset_batch, split_key
 from rollax.contracts.probe import RandomPolicy
 from rollax.envs.host import is_host
 from rollax.envs.registry import make_configured
 from rollax.nets.build import actor_critic
 from rollax.nets.cnn import image_shape
 from rollax.returns import gae
+from rollax.run.video import play_host_episodes
 
 envpool = pytest.importorskip("envpool")
 
@@ -205,3 +206,37 @@ def test_check_host_env_passes_on_envpool_pools():
         env = make_configured(name, horizon, options)
         report = rollax.check_host_env(env, batch_size=2, num_steps=40)
         assert report.ok, report
+
+
+@pytest.mark.parametrize(("task", "steps"), [("CartPole-v1", 40), ("HalfCheetah-v5", 4)])
+def test_videos_are_envpools_own_frames_along_the_episode(task, steps):
+    # each episode is played in an EnvPool environment of its own with render_mode="rgb_array",
+    # seeded as a pool reset with the episode's reset key: EnvPool's frames of the same seed and
+    # actions, stepped by hand (HalfCheetah's drawn into MuJoCo's OpenGL context)
+    env = rollax.make(f"envpool:{task}")
+    recorded = play_host_episodes(env, RandomPolicy.for_space(env.action_space), None,
+                                  jax.random.key(5), 2, steps, sample=True)
+    context = None
+    if task == "HalfCheetah-v5":  # EnvPool's MuJoCo draws in the calling thread's OpenGL
+        import mujoco
+
+        context = mujoco.GLContext(640, 480)
+        context.make_current()
+    for e, episode_key in enumerate(jax.random.split(jax.random.key(5), 2)):
+        length = int(recorded.lengths[e])
+        pool = envpool.make_gymnasium(task, num_envs=1, batch_size=1,
+                                      seed=envpool_seed(split_key(episode_key, False).reset, 1),
+                                      render_mode="rgb_array")
+        pool.reset()
+        frames, total = [pool.render()[0]], 0.0
+        for action in recorded.actions[e, :length]:
+            _, reward, *_ = pool.step(np.asarray(env.host_action(action[None]),
+                                                 pool.action_space.dtype))
+            frames.append(pool.render()[0])
+            total += float(reward[0])
+        pool.close()
+        np.testing.assert_array_equal(recorded.states[e, :length + 1], np.stack(frames))
+        assert recorded.rewards[e].sum() == pytest.approx(total, rel=1e-6)
+        assert not np.array_equal(frames[0], frames[-1])
+    if context is not None:
+        context.free()

@@ -12,8 +12,11 @@ import pytest
 from PIL import Image
 
 import rollax
-from helpers import run
+from helpers import run, seed_of
+from rollax.collect import split_key
+from rollax.contracts.probe import RandomPolicy
 from rollax.envs.frames import frame_renderer
+from rollax.run.video import play_host_episodes
 
 pytest.importorskip("pygame")
 iio = pytest.importorskip("imageio.v3")
@@ -140,3 +143,28 @@ def test_video_every_on_a_neural_run(capsys, tmp_path):
     for video in summary["videos"]:
         with Image.open(tmp_path / "run" / video) as gif:
             assert gif.size == (600, 400 + 18) and gif.n_frames >= 2
+
+
+def test_a_gymnasium_host_environment_is_drawn_by_gymnasium_itself(capsys, tmp_path):
+    # gymnasium:CartPole-v1 is stepped on the host: each episode plays in Gymnasium's own
+    # environment made with render_mode="rgb_array", reset with the seed a pool reset with the
+    # episode's reset key gets; the same environment stepped by hand gives the same frames
+    env = rollax.make("gymnasium:CartPole-v1")
+    recorded = play_host_episodes(env, RandomPolicy.for_space(env.action_space), None,
+                                  jax.random.key(1), 2, 60, sample=True)
+    for e, episode_key in enumerate(jax.random.split(jax.random.key(1), 2)):
+        length = int(recorded.lengths[e])
+        cartpole = gym.make("CartPole-v1", render_mode="rgb_array")
+        cartpole.reset(seed=seed_of(split_key(episode_key, False).reset))
+        frames = [cartpole.render()]
+        for action in recorded.actions[e, :length]:
+            _, _, terminated, truncated, _ = cartpole.step(int(action))
+            frames.append(cartpole.render())
+        assert terminated or truncated or length == 60
+        np.testing.assert_array_equal(recorded.states[e, :length + 1], np.stack(frames))
+        assert recorded.rewards[e].sum() == length  # +1 a step
+    code, out, err = run(capsys, "render", "gymnasium:CartPole-v1", "--out",
+                         tmp_path / "c.mp4", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert len(iio.imread(tmp_path / "c.mp4")) == done["frames"] == done["lengths"][0] + 1

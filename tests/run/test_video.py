@@ -13,8 +13,9 @@ from PIL import Image
 
 import rollax
 from helpers import gif_ends, run
+from rollax.contracts.probe import RandomPolicy
 from rollax.envs.frames import draw_planes, frame_renderer, plane_colours
-from rollax.run.video import captions, record_episodes
+from rollax.run.video import captions, play_host_episodes, record_episodes
 from rollax.run.watch import render_episodes
 
 
@@ -105,6 +106,8 @@ def test_minatar_random_policy_video(tmp_path, capsys):
     (["corridor", "--episodes", "0"], "episodes must be"),
     (["corridor", "--fps", "0"], "fps must be a number in (0, 240], got 0.0"),
     (["no-such-env"], "unknown environment 'no-such-env'"),
+    (["custom_envs.gym_walk:make_dict"],  # a host environment whose maker takes no render_mode
+     "rollax cannot draw 'custom_envs.gym_walk:make_dict' yet; it draws CartPole-v1, "),
 ])
 def test_refusals_are_one_line_before_anything_is_written(capsys, tmp_path, monkeypatch, argv,
                                                           message):
@@ -159,3 +162,75 @@ def test_video_every_is_refused_for_what_rollax_cannot_draw(capsys, tmp_path):
     assert code == 2 and err.startswith("rollax train: error: video_every: rollax cannot draw "
                                         "'gymnax:Catch-bsuite' yet; it draws CartPole-v1, "), err
     assert not (tmp_path / "run").exists()
+
+
+def _walk_replayed(actions, horizon: int):
+    """The user's walk (tests/custom_envs/gym_walk.py) stepped by hand with ``actions``: its
+    frames (the start's, then each step's), rewards and whether the last step ended it."""
+    from custom_envs.gym_walk import make
+
+    walk = make(horizon=horizon, render_mode="rgb_array")
+    walk.reset(seed=0)
+    frames, rewards, ended = [walk.render()], [], False
+    for t, action in enumerate(actions):
+        assert not ended, t  # the video stopped where the episode ended
+        _, reward, terminated, truncated, _ = walk.step(int(action))
+        frames.append(walk.render())
+        rewards.append(reward)
+        ended = terminated or truncated
+    return np.stack(frames), rewards, ended
+
+
+def test_a_host_environment_is_drawn_by_its_own_render(capsys, tmp_path):
+    # a Gymnasium environment of the user's (stepped on the host) plays its episodes in an
+    # environment of its own built with render_mode="rgb_array": the frames, rewards and ends
+    # are those of the environment stepped by hand with the same actions
+    env = rollax.make("custom_envs.gym_walk:make", horizon=12)
+    recorded = play_host_episodes(env, RandomPolicy.for_space(env.action_space), None,
+                                  jax.random.key(2), 3, 12, sample=True)
+    longest = int(recorded.lengths.max())
+    assert recorded.states.shape == (3, longest + 1, 8, 7 * 8, 3)
+    for e, length in enumerate(recorded.lengths.tolist()):
+        frames, rewards, ended = _walk_replayed(recorded.actions[e, :length], 12)
+        assert ended  # the goal, or the 12-step limit
+        np.testing.assert_array_equal(recorded.states[e, :length + 1], frames)
+        assert (recorded.states[e, length:] == frames[-1]).all()  # a shorter one keeps its last
+        np.testing.assert_allclose(recorded.rewards[e], rewards + [0.0] * (longest - length))
+    assert len({tuple(a[:n]) for a, n in zip(recorded.actions.tolist(), recorded.lengths)}) > 1
+    code, out, err = run(capsys, "render", "custom_envs.gym_walk:make", "--out",
+                         tmp_path / "walk.gif", "--max-steps", "12", "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    frames, first, last = gif_ends(tmp_path / "walk.gif")
+    assert frames == done["frames"] == done["lengths"][0] + 1
+    assert first.shape == (8 + 18, 56, 3) and not np.array_equal(first[:8], last[:8])
+
+
+def test_a_host_run_is_watched_and_filmed_as_it_trains(capsys, tmp_path):
+    # PPO on the user's walk with --video-every: GIFs in the run folder; `rollax render RUN`'s
+    # greedy episode is the walk stepped by hand with load_run(RUN).act's actions
+    code, out, err = run(capsys, "train", "--env", "custom_envs.gym_walk:make", "--horizon",
+                         "10", "--total-steps", "512", "--num-envs", "4", "--num-steps", "32",
+                         "--video-every", "2", "--json", "--out", tmp_path / "run")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["videos"] == ["videos/update-0000002.gif", "videos/update-0000004.gif"]
+    for video in summary["videos"]:
+        with Image.open(tmp_path / "run" / video) as gif:
+            assert 4 <= gif.n_frames <= 11 and gif.size == (56, 8 + 18)  # 3 to 10 steps
+    code, out, err = run(capsys, "render", tmp_path / "run", "--out", tmp_path / "w.gif",
+                         "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    loaded = rollax.load_run(tmp_path / "run")
+    from custom_envs.gym_walk import make
+
+    walk, actions = make(horizon=10), []
+    obs, _ = walk.reset(seed=0)
+    total, ended = 0.0, False
+    while not ended:
+        actions.append(int(loaded.act(obs)))
+        obs, reward, terminated, truncated, _ = walk.step(actions[-1])
+        total, ended = total + reward, terminated or truncated
+    assert done["lengths"] == [len(actions)] and done["returns"] == pytest.approx([total])
+    assert done["frames"] == len(actions) + 1

@@ -26,7 +26,10 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
   each cell coloured by its highest lit plane, one colour per plane, on black.
 
 Nothing here runs inside a compiled program: states are collected by one (see
-:mod:`rollax.run.video`) and drawn afterwards.
+:mod:`rollax.run.video`) and drawn afterwards. Host environments (``gymnasium:<id>``,
+``envpool:<id>``, a factory's ``gymnasium.Env``) hold their states outside JAX: they are
+drawn by their own ``render()`` as the episodes are played
+(:func:`rollax.run.video.play_host_episodes`), not here.
 """
 
 from __future__ import annotations
@@ -51,7 +54,9 @@ DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor
          "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
          "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)",
          "Playground's (playground:<name>)", "Craftax's environments (craftax:<id>)",
-         "XLand-MiniGrid's (xminigrid:<id>)")
+         "XLand-MiniGrid's (xminigrid:<id>)",
+         "Gymnasium's environments with rgb_array rendering (gymnasium:<id>)",
+         "EnvPool's (envpool:<id>)")
 """What :func:`frame_renderer` draws, as the refusal of anything else names it."""
 
 PLANE_CELL = 16

@@ -166,6 +166,14 @@ def _sync_pool(make_one: Callable[[], Any], batch_size: int, seed: int) -> tuple
     return pool, observation
 
 
+def _drawn_env(make_one: Callable[..., Any], seed: int) -> tuple[Any, Any]:
+    """One ``make_one(render_mode="rgb_array")`` environment reset with ``seed``, and its
+    first observation (:attr:`HostEnvironment.open_drawn`)."""
+    env = make_one(render_mode="rgb_array")
+    observation, _ = env.reset(seed=seed)
+    return env, observation
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class HostEnvironment:
     """``B`` copies of an environment stepped on the host, from compiled programs.
@@ -188,6 +196,13 @@ class HostEnvironment:
     """The environment evaluation plays when training's rewards or episodes are not the
     task's own score (EnvPool's Atari with ``episodic_life`` or ``reward_clip``: the whole game,
     unclipped); ``None``: this one (:func:`rollax.evaluation.scoring_env`)."""
+    open_drawn: Callable[[int], tuple[Any, Any]] | None = dataclasses.field(default=None,
+                                                                             repr=False)
+    """One environment that draws its states, for videos (:func:`rollax.run.video.
+    play_host_episodes`): ``open_drawn(seed)`` returns ``(env, first observation)``, ``env``
+    with Gymnasium's single-environment ``step(action)`` (its 5-tuple, no reset after an
+    episode ends), ``render()`` (the RGB frame of the state it is in) and ``close()``;
+    ``None`` when the environment has no ``rgb_array`` rendering."""
     pools: dict = dataclasses.field(default_factory=dict, repr=False)
     """The host's open pools by number (training and evaluation)."""
     numbers: Iterator[int] = dataclasses.field(default_factory=itertools.count, repr=False)
@@ -197,20 +212,24 @@ class HostEnvironment:
     """The environments' randomness is the host's, seeded per pool (no transition keys)."""
 
     @classmethod
-    def build(cls, name: str, make_one: Callable[[], Any],
-              horizon: int | None = None) -> HostEnvironment:
+    def build(cls, name: str, make_one: Callable[..., Any], horizon: int | None = None,
+              renders: bool = True) -> HostEnvironment:
         """``B`` copies of the ``gymnasium.Env`` that ``make_one()`` builds (with its
         ``TimeLimit``, as ``gymnasium.make`` gives it) in a ``SyncVectorEnv``. Probes one for
         its spaces and step limit (``horizon`` when given, else its registered
-        ``max_episode_steps``, else none: 10**9), then closes it."""
+        ``max_episode_steps``, else none: 10**9), then closes it. Videos build one with
+        ``make_one(render_mode="rgb_array")`` when ``renders`` (``make_one`` takes a
+        ``render_mode``) and its ``metadata["render_modes"]`` has it."""
         probe = make_one()
         try:
             spaces = read_spaces(name, probe.observation_space, probe.action_space)
             limit = getattr(getattr(probe, "spec", None), "max_episode_steps", None)
+            drawn = renders and "rgb_array" in probe.metadata.get("render_modes", ())
         finally:
             probe.close()
         return cls(name=name, open_pool=functools.partial(_sync_pool, make_one),
-                   horizon=int(horizon or limit or 10**9), spaces=spaces)
+                   horizon=int(horizon or limit or 10**9), spaces=spaces,
+                   open_drawn=functools.partial(_drawn_env, make_one) if drawn else None)
 
     # -- the spaces, as a functional environment has them ---------------------------------------
 
@@ -247,6 +266,10 @@ class HostEnvironment:
             return batch.astype(np.dtype(s.dtype), copy=False)
 
         return space_tree(space, leaf)
+
+    def one_observation(self, observation) -> Any:
+        """One environment's Gymnasium observation as the policy takes it (NumPy leaves)."""
+        return jax.tree.map(lambda x: x[0], self._observation(observation))
 
     def _flat(self, observation, batch_size: int) -> np.ndarray:
         """``(batch_size, D)``: the observation's leaves flattened side by side."""

@@ -127,12 +127,22 @@ def _gymnasium_host(name: str, env, factory, kwargs: dict, horizon: int | None):
     key = (name, tuple(sorted(kwargs.items())), horizon)
     if key not in _HOSTS:
 
-        def make_one():
-            one = factory(**kwargs)
+        def make_one(**render):  # render: render_mode="rgb_array" for videos
+            one = factory(**kwargs, **render)
             return one if horizon is None else gymnasium.wrappers.TimeLimit(one, horizon)
 
-        _HOSTS[key] = HostEnvironment.build(name, make_one, horizon or kwargs.get("horizon"))
+        _HOSTS[key] = HostEnvironment.build(name, make_one, horizon or kwargs.get("horizon"),
+                                            renders=_takes(factory, "render_mode"))
     return _HOSTS[key]
+
+
+def _takes(function, name: str) -> bool:
+    """Whether ``function`` takes a keyword argument ``name`` (by name, or ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin)
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 _HOSTS: dict = {}

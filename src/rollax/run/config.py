@@ -318,13 +318,14 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
 def check_drawable(env, name: str) -> None:
     """``ValueError`` naming ``video_every`` unless rollax can draw ``env``'s states
     (:func:`rollax.envs.frames.frame_renderer`)."""
-    from rollax.envs.frames import DRAWN, frame_renderer
+    from rollax.envs.frames import DRAWN
+    from rollax.run.video import drawable
 
     try:
-        drawable = not is_host(env) and frame_renderer(env, repr(name)) is not None
+        can = drawable(env, repr(name))
     except ValueError as err:  # a drawing whose package is missing
         raise ValueError(f"video_every: {err}") from None
-    if not drawable:
+    if not can:
         raise ValueError(f"video_every: rollax cannot draw {name!r} yet; it draws "
                          f"{', '.join(DRAWN)}")
 

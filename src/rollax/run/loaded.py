@@ -40,7 +40,7 @@ def _awaited(actions):
     which costs more than a small network (a single CartPole observation: ~70 µs a call
     blocking, ~37 µs polling, on this project's 2-core machine). So the result is polled for
     up to :data:`_SPIN_S`, then waited for as usual (a large batch)."""
-    if isinstance(actions, jax.core.Tracer):
+    if not hasattr(actions, "is_ready"):  # a tracer (act under jit or vmap)
         return actions
     end = time.perf_counter() + _SPIN_S
     while not actions.is_ready():

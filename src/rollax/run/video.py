@@ -28,10 +28,11 @@ from rollax.collect import split_key
 from rollax.contracts.probe import usable_mask
 from rollax.envs.base import step_with_key
 from rollax.envs.frames import frame_renderer
+from rollax.envs.host import HostEnvironment, is_host
 from rollax.recurrent import is_recurrent
 
-__all__ = ["FORMATS", "Recorded", "Rendered", "captions", "check_out", "record_episodes",
-           "training_video", "write_video"]
+__all__ = ["FORMATS", "Recorded", "Rendered", "captions", "check_out", "drawable",
+           "play_host_episodes", "played", "record_episodes", "training_video", "write_video"]
 
 FORMATS = (".gif", ".mp4")
 """The video files :func:`write_video` writes, by suffix."""
@@ -120,6 +121,85 @@ def record_episodes(env, policy, params, key: jax.Array, episodes: int, num_step
     return Recorded(states, np.asarray(actions), np.asarray(rewards), np.asarray(lengths))
 
 
+@functools.partial(jax.jit, static_argnames=("policy", "sample"))
+def _act_one(policy, params, carry, observation, key, sample: bool):
+    return _act(policy, params, carry, observation, key, None, sample)
+
+
+def play_host_episodes(env: HostEnvironment, policy, params, key: jax.Array, episodes: int,
+                       num_steps: int, sample: bool = False) -> Recorded:
+    """:func:`record_episodes` for a host environment (:mod:`rollax.envs.host`), whose
+    states live in Gymnasium's or EnvPool's environments, not in arrays: ``episodes``
+    episodes, one after the other, each in an environment of ``env.open_drawn`` seeded as a
+    host pool seeds its environment (``bits`` of the episode's reset key, the keys split as
+    :func:`record_episodes` splits them), stepped from the host with the compiled policy (one
+    compiled call a step) for at most ``num_steps`` steps, each state drawn by the
+    environment's own ``render()`` as it is reached. The returned ``states`` are those frames,
+    ``(E, T + 1, H, W, 3)`` (``T`` the longest episode; a shorter one keeps its last
+    frame), so draw them with ``lambda frame: frame``."""
+    env = env.scoring or env  # EnvPool's Atari trained per life: the whole game
+    assert env.open_drawn is not None  # checked by the callers (they name what is drawn)
+    carry0 = policy.initial_carry(params) if is_recurrent(policy) else None
+    played = []
+    for episode_key in jax.random.split(key, episodes):
+        streams = split_key(episode_key, env.stochastic)
+        seed = int(jax.random.bits(streams.reset, dtype=jnp.uint32))
+        action_keys = jax.random.split(streams.action, num_steps)
+        drawn, observation = env.open_drawn(seed)
+        try:
+            frames, actions, rewards, carry = [np.asarray(drawn.render())], [], [], carry0
+            for t in range(num_steps):
+                carry, action = _act_one(policy, params, carry,
+                                         env.one_observation(observation), action_keys[t],
+                                         sample)
+                action = np.asarray(action)
+                observation, reward, terminated, truncated, _ = drawn.step(
+                    env.host_action(action[None])[0])
+                frames.append(np.asarray(drawn.render()))
+                actions.append(action)
+                rewards.append(float(reward))
+                if terminated or truncated:
+                    break
+        finally:
+            drawn.close()
+        played.append((frames, actions, rewards))
+    longest = max(len(rewards) for _, _, rewards in played)
+
+    def padded(items, size):
+        return np.stack(items + [items[-1]] * (size - len(items)))
+
+    return Recorded(np.stack([padded(f, longest + 1) for f, _, _ in played]),
+                    np.stack([padded(a, longest) for _, a, _ in played]),
+                    np.array([r + [0.0] * (longest - len(r)) for _, _, r in played], np.float32),
+                    np.array([len(r) for _, _, r in played]))
+
+
+def played(env, policy, params, key: jax.Array, episodes: int, num_steps: int,
+           sample: bool = False) -> tuple[Recorded, Any]:
+    """``episodes`` episodes recorded (:func:`record_episodes`, or :func:`play_host_episodes`
+    for a host environment) and the function drawing their states; for an environment checked
+    drawable (:func:`drawable`)."""
+    if is_host(env):
+        return (play_host_episodes(env, policy, params, key, episodes, num_steps, sample),
+                _as_drawn)
+    draw = frame_renderer(env)
+    assert draw is not None  # checked by the callers (they name what is drawn)
+    return record_episodes(env, policy, params, key, episodes, num_steps, sample), draw
+
+
+def _as_drawn(frame: np.ndarray) -> np.ndarray:
+    return frame
+
+
+def drawable(env, name: str) -> bool:
+    """Whether rollax can draw ``env``'s states (:func:`rollax.envs.frames.frame_renderer`,
+    or a host environment's own rendering); ``ValueError`` with the install command when the
+    drawing needs a package that is missing. ``name`` names ``env`` in that message."""
+    if is_host(env):
+        return (env.scoring or env).open_drawn is not None
+    return frame_renderer(env, name) is not None
+
+
 def _caption(frame: np.ndarray, text: str) -> np.ndarray:
     """``frame`` with a white bar of :data:`CAPTION` pixels under it holding ``text``."""
     from PIL import Image, ImageDraw
@@ -206,9 +286,7 @@ def training_video(env, policy, params, key: jax.Array, path: Path,
     """One greedy episode of ``policy`` with ``params`` (one lane's) on ``env`` from ``key``,
     written as the GIF ``path`` (its folder created): what ``rollax train --video-every N``
     writes into the run folder. Compiled once per (env, policy); reads the parameters only."""
-    draw = frame_renderer(env)
-    assert draw is not None  # checked before the run (rollax.run.config.check_drawable)
-    recorded = record_episodes(env, policy, params, key, 1, int(min(max_steps, env.horizon)))
+    recorded, draw = played(env, policy, params, key, 1, int(min(max_steps, env.horizon)))
     frames = captioned_frames(recorded, draw)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_video(frames, path, fps)

@@ -11,9 +11,8 @@ import jax
 import numpy as np
 
 from rollax.contracts.probe import RandomPolicy
-from rollax.envs.frames import DRAWN, frame_renderer
-from rollax.envs.host import is_host
-from rollax.run.video import Rendered, captioned_frames, check_out, record_episodes, write_video
+from rollax.envs.frames import DRAWN
+from rollax.run.video import Rendered, captioned_frames, check_out, drawable, played, write_video
 from rollax.validate import check_count, check_seed
 
 __all__ = ["render_episodes"]
@@ -38,15 +37,10 @@ def render_episodes(target: str | Path, out: str | Path = "episode.gif", *, epis
     path = check_out(out)
     env, policy, params, name = _target(target, lane)
     sample = sample or isinstance(policy, RandomPolicy)  # an environment: random actions
-    if is_host(env):
-        raise ValueError(f"{name} is stepped on the host: rollax cannot draw it yet "
-                         f"(it draws {', '.join(DRAWN)})")
-    draw = frame_renderer(env, name)
-    if draw is None:
+    if not drawable(env, name):
         raise ValueError(f"rollax cannot draw {name} yet; it draws {', '.join(DRAWN)}")
-    num_steps = int(min(max_steps, env.horizon))
-    recorded = record_episodes(env, policy, params, jax.random.key(seed), episodes, num_steps,
-                               sample)
+    recorded, draw = played(env, policy, params, jax.random.key(seed), episodes,
+                            int(min(max_steps, env.horizon)), sample)
     frames = captioned_frames(recorded, draw)
     write_video(frames, path, fps)
     returns = tuple(float(np.sum(recorded.rewards[e])) for e in range(episodes))
@@ -64,6 +58,4 @@ def _target(target: str | Path, lane: int) -> tuple[Any, Any, Any, str]:
     if not isinstance(target, str):
         raise ValueError(f"{str(target)!r} is not a run folder")
     env = make(target)
-    if is_host(env):
-        return env, None, None, repr(target)
     return env, RandomPolicy.for_space(env.action_space), None, repr(target)

@@ -20,6 +20,7 @@ import dataclasses
 import difflib
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -170,3 +171,13 @@ def flat_box(low, high, raw_shape: tuple[int, ...]) -> Box:
         return np.broadcast_to(np.asarray(bound, np.float32), raw_shape).reshape(size).copy()
 
     return Box(flat(low), flat(high), (size,))
+
+
+def headless_gl() -> None:
+    """MuJoCo's offscreen OpenGL through EGL (``MUJOCO_GL=egl``) on a machine without a display,
+    unless ``MUJOCO_GL`` is set: MuJoCo reads it when first imported, and its default (GLFW)
+    needs a display, so pictures of the states (``rollax render``) could not be drawn. Called
+    by the suites whose environments MuJoCo draws (Brax, Playground, Gymnasium, EnvPool) before
+    they import it."""
+    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+        os.environ["MUJOCO_GL"] = "egl"

@@ -31,7 +31,6 @@ it with a fresh key); Brax's wrappers and their cached-state auto-reset are neve
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -45,6 +44,7 @@ from rollax.envs.suites.base import (
     SuiteEnvironment,
     flat_box,
     hashable_options,
+    headless_gl,
     import_suite,
     raw_key,
     rejected_options,
@@ -151,14 +151,6 @@ class StateApiEnv(SuiteEnvironment):
     def observation(self, state: SuiteState) -> jax.Array:
         return jnp.reshape(state.inner.obs, (-1,)).astype(jnp.float32)
 
-
-
-def headless_gl() -> None:
-    """MuJoCo's offscreen OpenGL through EGL (``MUJOCO_GL=egl``) on a machine without a display,
-    unless ``MUJOCO_GL`` is set: MuJoCo reads it when first imported, and its default (GLFW)
-    needs a display, so pictures of the states (``rollax render``) could not be drawn."""
-    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "egl"
 
 
 def _import_brax_envs():

@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from rollax.envs.host import HostEnvironment, read_spaces
-from rollax.envs.suites.base import host_maker, import_suite, rejected_options, unknown_id
+from rollax.envs.suites.base import (
+    headless_gl,
+    host_maker,
+    import_suite,
+    rejected_options,
+    unknown_id,
+)
 
 PREFIX = "envpool"
 
@@ -73,6 +79,7 @@ def make(env_id: str, horizon: int | None = None, **options) -> HostEnvironment:
 
 
 def _build(env_id: str, kwargs: dict) -> HostEnvironment:
+    headless_gl()  # before MuJoCo is imported, so videos can draw EnvPool's MuJoCo tasks
     envpool = import_suite("envpool", PREFIX)
     if env_id not in envpool.list_all_envs():
         raise unknown_id(PREFIX, env_id, ids())
@@ -98,7 +105,16 @@ def _build(env_id: str, kwargs: dict) -> HostEnvironment:
         name=name, open_pool=functools.partial(SameStepPool.open, env_id, kwargs, image),
         horizon=int(spec.config.max_episode_steps),
         spaces=read_spaces(name, observation_space, spec.gymnasium_action_space),
-        scoring=scoring)
+        scoring=scoring, open_drawn=_drawn(envpool, env_id, kwargs, image))
+
+
+def _drawn(envpool, env_id: str, kwargs: dict, image: bool):
+    """:meth:`DrawnPool.open` for ``env_id``; ``None`` (not drawn) for a MuJoCo task without
+    MuJoCo's Python package, whose OpenGL context EnvPool draws into."""
+    gl = "mujoco" in str(envpool.registration.registry.specs[env_id][0])
+    if gl and importlib.util.find_spec("mujoco") is None:
+        return None
+    return functools.partial(DrawnPool.open, env_id, kwargs, image, gl)
 
 
 _make = host_maker(PREFIX, _build)
@@ -155,3 +171,55 @@ class SameStepPool:
 
     def close(self) -> None:
         self.pool.close()
+
+
+class DrawnPool:
+    """One EnvPool environment that draws its frames (EnvPool's ``render_mode="rgb_array"``),
+    behind Gymnasium's single-environment ``step`` / ``render`` / ``close``, for videos
+    (:attr:`rollax.envs.host.HostEnvironment.open_drawn`): an episode is played to its end,
+    never past it, so EnvPool's next-step reset does not matter here."""
+
+    def __init__(self, pool: Any, image: bool, context: Any = None):
+        self.pool = pool
+        self.image = image
+        self.context = context
+        self.action_dtype = pool.action_space.dtype
+
+    @classmethod
+    def open(cls, task: str, options: dict, image: bool, gl: bool,
+             seed: int) -> tuple[Any, Any]:
+        """The environment of ``task`` seeded with ``seed`` (as :meth:`SameStepPool.open`
+        seeds its first), reset; and its first observation (channels last for images).
+        EnvPool's MuJoCo tasks (``gl``) draw into the calling thread's OpenGL context,
+        which MuJoCo's ``GLContext`` makes (EGL without a display) and :meth:`close` frees."""
+        envpool = import_suite("envpool", PREFIX)
+        context = None
+        if gl:
+            import mujoco  # pyright: ignore[reportMissingImports]  (EnvPool's MuJoCo needs it)
+
+            context = mujoco.GLContext(640, 480)
+            context.make_current()
+        pool = cls(envpool.make_gymnasium(task, num_envs=1, batch_size=1,
+                                          seed=seed % (2**31 - 1), render_mode="rgb_array",
+                                          **options), image, context)
+        observation, _ = pool.pool.reset()
+        return pool, pool._observation(observation)
+
+    def _observation(self, observation) -> np.ndarray:
+        """The pool's one observation (a copy), channels last for images."""
+        one = np.array(observation[0])
+        return np.moveaxis(one, 0, -1) if self.image else one
+
+    def step(self, action) -> tuple[Any, float, bool, bool, dict]:
+        observation, reward, terminated, truncated, _ = self.pool.step(
+            np.asarray(action, self.action_dtype)[None])
+        return (self._observation(observation), float(reward[0]),
+                bool(terminated[0]), bool(truncated[0]), {})
+
+    def render(self) -> np.ndarray:
+        return np.asarray(self.pool.render())[0]
+
+    def close(self) -> None:
+        self.pool.close()
+        if self.context is not None:
+            self.context.free()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 
 from rollax.envs.host import HostEnvironment
-from rollax.envs.suites.base import host_maker, rejected_options, unknown_id
+from rollax.envs.suites.base import headless_gl, host_maker, rejected_options, unknown_id
 
 PREFIX = "gymnasium"
 
@@ -49,13 +49,14 @@ def make(env_id: str, horizon: int | None = None, **options) -> HostEnvironment:
 
 
 def _build(env_id: str, kwargs: dict) -> HostEnvironment:
+    headless_gl()  # before a MuJoCo environment imports MuJoCo, so videos can draw it
     import gymnasium
 
     if env_id not in gymnasium.registry:
         raise unknown_id(PREFIX, env_id, ids())
 
-    def make_one():
-        return gymnasium.make(env_id, **kwargs)
+    def make_one(**render):
+        return gymnasium.make(env_id, **kwargs, **render)
 
     try:
         return HostEnvironment.build(f"{PREFIX}:{env_id}", make_one)

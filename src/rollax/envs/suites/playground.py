@@ -39,8 +39,8 @@ import dataclasses
 import subprocess
 from typing import ClassVar
 
-from rollax.envs.suites.base import import_suite, unknown_id
-from rollax.envs.suites.brax import StateApiEnv, headless_gl
+from rollax.envs.suites.base import headless_gl, import_suite, unknown_id
+from rollax.envs.suites.brax import StateApiEnv
 
 DEFAULT_IMPL = "jax"
 """The physics implementation used unless the option ``impl=`` says otherwise."""
