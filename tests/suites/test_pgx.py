@@ -8,6 +8,7 @@ Needs ``pip install rollax[pgx]``; the main test suite skips this folder.
 from __future__ import annotations
 
 import functools
+import json
 import sys
 
 import jax
@@ -231,3 +232,38 @@ def test_cli_train_runs(tmp_path):
     code = rollax.cli.main(["train", "--env", "pgx:minatar-breakout", "--total-steps", "1024",
                             "--num-envs", "8", "--num-steps", "64", "--out", str(tmp_path / "run")])
     assert code == 0
+
+
+def test_2048_is_drawn_by_pgx_own_svg(capsys, tmp_path):
+    # Pgx's picture of the board (its SVG, rasterised): a tile's fill darkens with its
+    # exponent, empty cells share one light fill; each cell's fill (read off its upper-left
+    # corner, clear of the number) is checked against the board Pgx holds
+    pytest.importorskip("cairosvg")
+    from helpers import gif_ends, run
+    from rollax.envs.frames import frame_renderer
+
+    env = rollax.make("pgx:2048")
+    state, key = env.reset(jax.random.key(3)), jax.random.key(9)
+    for action in [0, 1, 2, 3, 0, 1, 2, 3]:
+        key, sub = jax.random.split(key)
+        state, *_ = env.step(state, jnp.int32(action), sub)
+    state = jax.device_get(state)
+    picture = frame_renderer(env)(state)
+    assert picture.shape == (250, 250, 3) and picture.dtype == np.uint8
+    board = np.asarray(state.inner._board).reshape(4, 4)
+    assert len(set(board.ravel().tolist()) - {0}) >= 3
+    fill = np.array([[picture[35 + 50 * r, 35 + 50 * c, 0] for c in range(4)]
+                     for r in range(4)], int)
+    empty = fill[board == 0]
+    assert (empty == empty[0]).all()
+    for value in set(board.ravel().tolist()) - {0}:
+        assert len(set(fill[board == value].tolist())) == 1
+    order = sorted(set(board.ravel().tolist()))
+    brightness = [fill[board == value][0] for value in order]
+    assert brightness == sorted(brightness, reverse=True) and len(set(brightness)) == len(order)
+    code, out, err = run(capsys, "render", "pgx:2048", "--out", tmp_path / "g.gif",
+                         "--max-steps", "20", "--json")
+    assert code == 0, err
+    frames, first, last = gif_ends(tmp_path / "g.gif")
+    assert frames == json.loads(out)["frames"] and first.shape == (250 + 18, 250, 3)
+    assert not np.array_equal(first[:250], last[:250])

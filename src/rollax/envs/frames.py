@@ -21,6 +21,8 @@ RGB frame ``(H, W, 3)`` of ``uint8``.
   player's view and inventory), 16 pixels a block, compiled once and run on the host;
 - XLand-MiniGrid's environments (``xminigrid:<id>``): xminigrid's own RGB renderer (the whole
   grid, the agent's view highlighted), 32 pixels a tile;
+- Pgx's games other than MinAtar (``pgx:2048``): Pgx's own SVG (``state.to_svg()``),
+  rasterised by CairoSVG (needs ``pip install 'rollax[render]'`` and the system's Cairo);
 - binary image planes (MinAtar's 10x10xC through gymnax or Pgx, any environment whose
   ``raw_observation_shape`` is ``(H, W, C)`` with sides of at most 32 and bounds ``[0, 1]``):
   each cell coloured by its highest lit plane, one colour per plane, on black.
@@ -51,7 +53,7 @@ Renderer = Callable[[Any], np.ndarray]
 
 DRAWN = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "corridor",
          "Gymnasium's toy text (FrozenLake-v1, FrozenLake8x8-v1, Taxi-v4, CliffWalking-v1)",
-         "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)",
+         "MinAtar's games (gymnax:<game>-MinAtar, pgx:minatar-<game>)", "pgx:2048",
          "Jumanji's environments (jumanji:<id>)", "Brax's environments (brax:<name>)",
          "Playground's (playground:<name>)", "Craftax's environments (craftax:<id>)",
          "XLand-MiniGrid's (xminigrid:<id>)",
@@ -76,6 +78,7 @@ def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
     from rollax.envs.mountain_car import MountainCar
     from rollax.envs.pendulum import Pendulum
     from rollax.envs.suites.craftax import CraftaxEnv
+    from rollax.envs.suites.pgx import PgxEnv
     from rollax.envs.suites.xminigrid import XMiniGridEnv
     from rollax.envs.tabular import TOY_TEXT, TabularEnv
 
@@ -104,6 +107,9 @@ def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
         return _CraftaxDrawing(env.name)
     if isinstance(env, XMiniGridEnv):
         return _XMiniGridDrawing(int(env.xminigrid_params.view_size))
+    if isinstance(env, PgxEnv) and not env.name.startswith("minatar"):
+        _import_cairosvg(name or f"pgx:{env.name}")
+        return _draw_pgx
     viewer = getattr(getattr(env, "jumanji_env", None), "_viewer", None)
     if hasattr(viewer, "_display_rgb_array"):
         return _JumanjiDrawing(viewer)
@@ -293,6 +299,35 @@ def _draw_corridor(state) -> np.ndarray:
     at = int(np.asarray(state.position)) * cell
     frame[:, at:at + cell][disc] = (40, 90, 200)
     return frame
+
+
+# --- Pgx ---------------------------------------------------------------------------------------
+
+def _import_cairosvg(name: str):
+    """CairoSVG, or a ``ValueError`` with the install command (it needs the system's Cairo)."""
+    try:
+        import cairosvg  # pyright: ignore[reportMissingImports]  (the render extra)
+    except (ImportError, OSError) as err:  # OSError: the package without libcairo
+        raise ValueError(f"drawing {name} needs CairoSVG (Pgx draws its games as SVG) and the "
+                         f"system's Cairo library: `pip install 'rollax[render]'` "
+                         f"({str(err).splitlines()[0]})") from None
+    return cairosvg
+
+
+def _draw_pgx(state) -> np.ndarray:
+    """Pgx's own picture of a state (``state.to_svg()``, its default light theme), rasterised
+    by CairoSVG onto white. Pgx's MinAtar draws its planes through matplotlib instead (an
+    image in the SVG, blurred when rasterised, and half a second a frame): rollax draws those
+    planes itself (below)."""
+    import io
+
+    from PIL import Image
+
+    png = _import_cairosvg("pgx").svg2png(bytestring=state.inner.to_svg().encode())
+    with Image.open(io.BytesIO(png)) as picture:
+        rgba = picture.convert("RGBA")
+    canvas = Image.new("RGBA", rgba.size, "white")
+    return np.asarray(Image.alpha_composite(canvas, rgba).convert("RGB"))
 
 
 # --- planes ------------------------------------------------------------------------------------
