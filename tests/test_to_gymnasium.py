@@ -298,6 +298,15 @@ def test_an_environment_rollax_cannot_draw_is_refused_naming_those_it_can():
         rollax.to_gymnasium("gymnax:Catch-bsuite", render_mode="rgb_array")
 
 
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_a_host_environment_is_refused_as_gymnasiums_own_already(num_envs):
+    # gymnasium:<id> (and envpool:<id>) are Gymnasium's environments stepped from a compiled
+    # program: there is no JAX environment to wrap (this once passed, then failed at reset)
+    with pytest.raises(ValueError, match=r"^gymnasium:CartPole-v1 is stepped on the host: use "
+                                         r"the environment itself \(gymnasium.make, "):
+        rollax.to_gymnasium("gymnasium:CartPole-v1", num_envs=num_envs)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,
                     reason="pygame installed (tests/extras/test_render.py draws with it)")
 def test_classic_control_without_pygame_names_the_install_command():

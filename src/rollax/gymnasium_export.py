@@ -62,6 +62,7 @@ from rollax.envs.base import (
     step_with_key,
 )
 from rollax.envs.frames import DRAWN, frame_renderer
+from rollax.envs.host import is_host
 from rollax.envs.masks import action_mask
 from rollax.envs.registry import make
 from rollax.validate import check_count, check_seed
@@ -549,6 +550,10 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
     else:
         raise ValueError(f"env_or_id must be a rollax Environment or a name for rollax.make, "
                          f"got {type(env_or_id).__name__}")
+    if is_host(env):  # its pools step Gymnasium's or EnvPool's own environments already
+        raise ValueError(f"{env.name} is stepped on the host: use the environment itself "
+                         f"(gymnasium.make, envpool.make_gymnasium); to_gymnasium wraps "
+                         f"rollax's JAX environments")
     if seed is not None:
         check_seed(seed)
     draw = check_render_mode(render_mode, env, num_envs,
