@@ -126,6 +126,21 @@ def test_an_mp4_without_imageio_names_the_install_command(capsys, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,
+                    reason="pygame installed (tests/extras/test_render.py draws with it)")
+@pytest.mark.parametrize("command", ["render", "train"])
+def test_a_host_environment_whose_renderer_needs_pygame_names_the_install_command(
+        capsys, tmp_path, command):
+    # Gymnasium's CartPole draws with pygame: named before anything is compiled or written
+    argv = (["render", "gymnasium:CartPole-v1", "--out", tmp_path / "c.gif"] if command == "render"
+            else ["train", "--env", "gymnasium:CartPole-v1", "--video-every", "1", "--out",
+                  tmp_path / "run"])
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "needs a package its renderer imports: `pip install 'rollax[render]'` (pygame" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_tabular_run_of_the_session_renders_with_a_lane(tabular_run, tmp_path, capsys):
     code, out, err = run(capsys, "render", tabular_run, "--out", tmp_path / "t.gif",
                          "--lane", "0")

@@ -196,8 +196,30 @@ def drawable(env, name: str) -> bool:
     or a host environment's own rendering); ``ValueError`` with the install command when the
     drawing needs a package that is missing. ``name`` names ``env`` in that message."""
     if is_host(env):
-        return (env.scoring or env).open_drawn is not None
+        env = env.scoring or env
+        if env.open_drawn is None:
+            return False
+        _first_frame(env, name)
+        return True
     return frame_renderer(env, name) is not None
+
+
+def _first_frame(env: HostEnvironment, name: str) -> None:
+    """Draw a host environment's first frame once, so that a package its renderer imports
+    (pygame for Gymnasium's classic control, ...) is named before anything is compiled or
+    written."""
+    import gymnasium
+
+    assert env.open_drawn is not None
+    try:
+        drawn, _ = env.open_drawn(0)
+        try:
+            drawn.render()
+        finally:
+            drawn.close()
+    except (ImportError, gymnasium.error.DependencyNotInstalled) as err:
+        raise ValueError(f"drawing {name} needs a package its renderer imports: "
+                         f"`pip install 'rollax[render]'` ({str(err).splitlines()[0]})") from None
 
 
 def _caption(frame: np.ndarray, text: str) -> np.ndarray:
