@@ -4,6 +4,9 @@ against Gymnasium's environment stepped by hand; a trained CartPole policy as a 
 and GIF; Gymnasium's ``RecordVideo`` on ``to_gymnasium(..., render_mode="rgb_array")``."""
 
 import json
+import os
+import subprocess
+import sys
 
 import gymnasium as gym
 import jax
@@ -168,3 +171,17 @@ def test_a_gymnasium_host_environment_is_drawn_by_gymnasium_itself(capsys, tmp_p
     assert code == 0, err
     done = json.loads(out)
     assert len(iio.imread(tmp_path / "c.mp4")) == done["frames"] == done["lengths"][0] + 1
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("target", ["CartPole-v1", "gymnasium:CartPole-v1"])
+def test_drawing_on_a_machine_without_display_or_sound_prints_nothing_else(tmp_path, target):
+    # pygame's first init on a headless machine prints ALSA's and SDL's complaints unless SDL's
+    # dummy drivers are chosen (rollax does, when nothing is set)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_AUDIODRIVER", "SDL_VIDEODRIVER")}
+    done = subprocess.run([sys.executable, "-m", "rollax.cli", "render", target, "--out",
+                           str(tmp_path / "c.gif"), "--max-steps", "3"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.endswith("frames)\n")

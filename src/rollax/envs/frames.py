@@ -39,6 +39,7 @@ from __future__ import annotations
 import colorsys
 import copy
 import importlib.util
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,7 @@ import numpy as np
 
 from rollax.envs.base import Box
 
-__all__ = ["DRAWN", "Renderer", "frame_renderer"]
+__all__ = ["DRAWN", "Renderer", "frame_renderer", "quiet_pygame"]
 
 Renderer = Callable[[Any], np.ndarray]
 """One state (NumPy leaves) -> an RGB frame ``(H, W, 3)``, ``uint8``."""
@@ -66,6 +67,16 @@ PLANE_CELL = 16
 
 PYGAME_MISSING = ("drawing {name} needs pygame (Gymnasium's renderer): "
                   "`pip install 'rollax[render]'`")
+
+
+def quiet_pygame() -> None:
+    """SDL's dummy audio and video drivers for pygame (Gymnasium's renderer) on a machine
+    without a display (no ``DISPLAY`` nor ``WAYLAND_DISPLAY``), unless ``SDL_AUDIODRIVER`` /
+    ``SDL_VIDEODRIVER`` are set: frames are drawn offscreen, and otherwise ``pygame.init()``
+    prints ALSA's and SDL's complaints about the missing sound card and display."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
 def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
@@ -90,12 +101,14 @@ def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
         if isinstance(env, kind):
             if importlib.util.find_spec("pygame") is None:
                 raise ValueError(PYGAME_MISSING.format(name=name or type(env).__name__))
+            quiet_pygame()
             return _GymnasiumDrawing(cls, state_of)
     if isinstance(env, TabularEnv):  # a toy-text task, or another finite MDP: no picture
         if env.name not in TOY_TEXT:
             return None
         if importlib.util.find_spec("pygame") is None:
             raise ValueError(PYGAME_MISSING.format(name=name or env.name))
+        quiet_pygame()
         return _ToyTextDrawing(env.name, dict(env.options))
     if isinstance(env, Corridor):
         return _draw_corridor

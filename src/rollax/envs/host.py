@@ -169,6 +169,9 @@ def _sync_pool(make_one: Callable[[], Any], batch_size: int, seed: int) -> tuple
 def _drawn_env(make_one: Callable[..., Any], seed: int) -> tuple[Any, Any]:
     """One ``make_one(render_mode="rgb_array")`` environment reset with ``seed``, and its
     first observation (:attr:`HostEnvironment.open_drawn`)."""
+    from rollax.envs.frames import quiet_pygame
+
+    quiet_pygame()  # Gymnasium's own environments draw with pygame
     env = make_one(render_mode="rgb_array")
     observation, _ = env.reset(seed=seed)
     return env, observation
