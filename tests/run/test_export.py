@@ -152,6 +152,29 @@ def test_a_recurrent_policy_exports_its_step_with_the_memory_in_and_out(lstm_run
     assert len(np.unique(np.concatenate(actions))) == 2  # the actions vary
 
 
+def test_a_recurrent_step_is_compiled_once_and_is_the_policys_own(lstm_run):
+    # loaded.step (one compiled program per lane, with or without a key) threads the memory
+    # along an episode exactly as the policy's own greedy / sample, called op by op, does
+    loaded = rollax.load_run(lstm_run)
+    params = loaded.lane_params(0)
+    carry = reference = loaded.initial_carry()
+    keys = jax.random.split(jax.random.key(3), 8)
+    for t in range(8):
+        obs = np.asarray(jax.random.normal(jax.random.key(t), (4,)), np.float32)
+        key = keys[t] if t % 2 else None
+        carry, action = loaded.step(carry, obs, key)
+        with jax.disable_jit():
+            if key is None:
+                reference, want = loaded.policy.greedy(params, reference, jnp.asarray(obs))
+            else:
+                reference, want, _ = loaded.policy.sample(params, reference, jnp.asarray(obs),
+                                                          key)
+        assert int(action) == int(want)
+        for a, b in zip(carry, reference):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    assert loaded._lane_step(0)._cache_size() == 2  # greedy, sampled
+
+
 def gumbel_max(logits, u):
     """The reference draw, in NumPy: ``argmax(logits - log(-log u))``."""
     return np.argmax(np.asarray(logits, np.float64) - np.log(-np.log(np.asarray(u, np.float64))),

@@ -244,8 +244,24 @@ class LoadedPolicy:
              lane: int | jax.Array = 0):
         """A recurrent policy's ``(carry', action)`` for the next observation ``obs`` of an
         episode (mode without a ``key``, a sample with one); start each episode from
-        :meth:`initial_carry`. ``vmap`` over carries and observations gives a batch."""
-        params = self.lane_params(lane)
+        :meth:`initial_carry`. ``vmap`` over carries and observations gives a batch.
+        Compiled as :meth:`act` is: one program per lane, with or without a key."""
+        self._check_lane(lane)
+        if isinstance(lane, (int, np.integer)):
+            carry, action = self._lane_step(int(lane))(carry, obs, key)
+            return carry, _awaited(action)
+        return self._step(self.lane_params(lane), carry, obs, key)  # a traced lane
+
+    @functools.cache  # noqa: B019  (one per lane, kept with the policy)
+    def _lane_step(self, lane: int) -> Callable:
+        """:meth:`step`'s compiled call for lane ``lane``, its parameters constants of the
+        program (as :meth:`_lane_act`)."""
+        leaves, treedef = self._flat_params
+        with jax.ensure_compile_time_eval():
+            params = jax.tree.unflatten(treedef, [x[lane] for x in leaves])
+        return jax.jit(lambda carry, obs, key: self._step(params, carry, obs, key))
+
+    def _step(self, params, carry, obs, key):
         if key is None:
             return self.policy.greedy(params, carry, obs)
         carry, action, _ = self.policy.sample(params, carry, obs, key)
