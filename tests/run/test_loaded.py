@@ -237,6 +237,25 @@ def env_package(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
+def test_a_factory_in_the_current_directory_is_refused_with_the_pythonpath_hint(
+        capsys, tmp_path, monkeypatch):
+    # the rollax command does not search the current directory (python -m does): a module that
+    # sits there is named with the command that finds it, nothing written
+    (tmp_path / "localenvs").mkdir()
+    (tmp_path / "localenvs" / "__init__.py").write_text("")
+    (tmp_path / "localenvs" / "grid.py").write_text("import rollax\n\ndef make():\n"
+                                                    "    return rollax.Corridor()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    code, out, err = run(capsys, "train", "--env", "localenvs.grid:make", "--updates", "1")
+    assert code == 2 and out == "" and err == (
+        "rollax train: error: environment 'localenvs.grid:make': cannot import module "
+        "'localenvs.grid' (ModuleNotFoundError: No module named 'localenvs'); it is in the "
+        "current directory, which the rollax command does not search: `PYTHONPATH=. rollax "
+        "...`\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["localenvs"]
+
+
 def test_make_by_import_path(env_package):
     env = rollax.make("mypkg.envs:make")
     assert type(env).__name__ == "ShortCorridor" and env.horizon == 6

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from rollax.envs.base import Environment
 from rollax.envs.suites import SUITES, adapter, split_suite
@@ -55,8 +56,13 @@ def factory_of(name: str) -> Callable:
     try:
         target = importlib.import_module(module_name)
     except Exception as err:  # any failure while importing: not found, or its own error
+        top = module_name.split(".")[0]
+        hint = ("; it is in the current directory, which the rollax command does not search: "
+                "`PYTHONPATH=. rollax ...`" if isinstance(err, ModuleNotFoundError)
+                and err.name == top and (Path(top).is_dir() or Path(f"{top}.py").is_file())
+                else "")
         raise ValueError(f"environment {name!r}: cannot import module {module_name!r} "
-                         f"({type(err).__name__}: {err})") from err
+                         f"({type(err).__name__}: {err}){hint}") from err
     for part in attr.split("."):
         if not hasattr(target, part):
             raise ValueError(f"environment {name!r}: module {module_name!r} has no attribute "
