@@ -240,3 +240,27 @@ def test_videos_are_envpools_own_frames_along_the_episode(task, steps):
         assert not np.array_equal(frames[0], frames[-1])
     if context is not None:
         context.free()
+
+
+def test_a_run_trained_per_life_is_filmed_on_the_whole_game():
+    # Breakout with episodic_life (an episode per life in training) is scored, and filmed, on
+    # the whole game: the video's episode goes on past the first lost life, exactly as
+    # EnvPool's game without episodic_life stepped by hand with the same actions
+    env = rollax.make("envpool:Breakout-v5", episodic_life=True)
+    recorded = play_host_episodes(env, RandomPolicy.for_space(env.action_space), None,
+                                  jax.random.key(0), 1, 400, sample=True)
+    length = int(recorded.lengths[0])
+    pool = envpool.make_gymnasium(
+        "Breakout-v5", num_envs=1, batch_size=1, render_mode="rgb_array",
+        seed=envpool_seed(split_key(jax.random.split(jax.random.key(0), 1)[0], False).reset, 1))
+    pool.reset()
+    lives, ended = [], False
+    for t, action in enumerate(recorded.actions[0, :length]):
+        assert not ended, t
+        _, _, terminated, truncated, info = pool.step(np.asarray([action], np.int32))
+        lives.append(int(info["lives"][0]))
+        ended = bool(terminated[0] or truncated[0])
+        np.testing.assert_array_equal(recorded.states[0, t + 1], pool.render()[0])
+    pool.close()
+    assert ended or length == 400
+    assert lives[0] > min(lives)  # a life was lost, and the episode went on
