@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import colorsys
 import copy
+import functools
 import importlib.util
 import os
 from collections.abc import Callable
@@ -258,26 +259,32 @@ class _CraftaxDrawing:
     BLOCK = 16
 
     def __init__(self, name: str):
-        import contextlib
-        import importlib
-        import sys
-
-        import jax
-
-        with contextlib.redirect_stdout(sys.stderr):
-            module = importlib.import_module("craftax.craftax_classic.renderer"
-                                             if "Classic" in name else "craftax.craftax.renderer")
-            render = module.make_craftax_pixel_renderer(self.BLOCK)
-
-        def draw(inner):
-            inner = inner.replace(state_rng=jax.random.wrap_key_data(inner.state_rng))
-            return render(inner)
-
-        self.draw = jax.jit(draw)
+        self.draw = _craftax_draw("craftax.craftax_classic.renderer" if "Classic" in name
+                                  else "craftax.craftax.renderer", self.BLOCK)
 
     def __call__(self, state) -> np.ndarray:
         pixels = np.asarray(self.draw(state.inner))
         return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
+
+
+@functools.cache
+def _craftax_draw(module_name: str, block: int) -> Callable:
+    """The compiled renderer of :class:`_CraftaxDrawing`, built once per process (its compile
+    takes seconds)."""
+    import contextlib
+    import importlib
+    import sys
+
+    import jax
+
+    with contextlib.redirect_stdout(sys.stderr):
+        render = importlib.import_module(module_name).make_craftax_pixel_renderer(block)
+
+    def draw(inner):
+        inner = inner.replace(state_rng=jax.random.wrap_key_data(inner.state_rng))
+        return render(inner)
+
+    return jax.jit(draw)
 
 
 class _XMiniGridDrawing:
