@@ -305,6 +305,8 @@ def test_a_host_environment_is_refused_as_gymnasiums_own_already(num_envs):
     with pytest.raises(ValueError, match=r"^gymnasium:CartPole-v1 is stepped on the host: use "
                                          r"the environment itself \(gymnasium.make, "):
         rollax.to_gymnasium("gymnasium:CartPole-v1", num_envs=num_envs)
+    with pytest.raises(ValueError, match=r"^gymnasium:CartPole-v1 is stepped on the host: "):
+        rollax.to_gymnasium(rollax.make("gymnasium:CartPole-v1"), num_envs=num_envs)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pygame") is not None,

@@ -248,6 +248,11 @@ def collect(env, policy, params, key, batch_size: int, num_steps: int, unroll: i
     check_count("num_steps", num_steps)
     if not isinstance(unroll, bool):
         check_count("unroll", unroll)
+    if is_host(env):  # its pools reset an ended environment within the step (no absorbing)
+        raise ValueError(f"env {env.name} is stepped on the host, whose environments reset "
+                         f"within the step that ends them: collect it with "
+                         f"collect_autoreset(env, policy, params, reset_batch(env, key, B), "
+                         f"key, T)")
     return _collect(env, policy, params, key, int(batch_size), int(num_steps),
                     unroll if isinstance(unroll, bool) else int(unroll))
 

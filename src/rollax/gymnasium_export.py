@@ -540,7 +540,7 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
             raise ValueError(f"autoreset_mode applies to a vector environment (num_envs=N) "
                              f"only, got autoreset_mode={autoreset_mode!r} without num_envs")
         autoreset_mode = autoreset_mode_of(autoreset_mode)
-    if isinstance(env_or_id, Environment):
+    if isinstance(env_or_id, Environment) or is_host(env_or_id):
         if make_kwargs:
             raise ValueError(f"make_kwargs {sorted(make_kwargs)} apply to an environment name "
                              f"only; got an Environment ({type(env_or_id).__name__})")

@@ -14,6 +14,7 @@ import rollax
 from helpers import assert_gymnasium_rows, gymnasium_rows, run, seed_of, train_json
 from rollax.collect import collect_autoreset, episode_returns, reset_batch
 from rollax.contracts import HOST_CHECKS
+from rollax.contracts.probe import RandomPolicy
 from rollax.envs.base import space_leaves
 from rollax.envs.host import HostEnvironment, HostState, is_host
 
@@ -208,6 +209,18 @@ def test_what_a_host_environment_cannot_do(capsys, tmp_path):
     with pytest.raises(ValueError, match="did you mean gymnasium:CartPole-v1"):
         rollax.make("gymnasium:CartPole-v9")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # the absorbing collector (this once failed with an AttributeError): pointed to the
+    # same-step one, which takes host environments
+    env = rollax.make("gymnasium:CartPole-v1")
+    policy = RandomPolicy.for_space(env.action_space)
+    with pytest.raises(ValueError, match=r"^env gymnasium:CartPole-v1 is stepped on the host, "
+                                         r"whose environments reset within the step that ends "
+                                         r"them: collect it with collect_autoreset\("):
+        rollax.collect(env, policy, None, jax.random.key(0), 4, 8)
+    _, traj = rollax.collect_autoreset(env, policy, None,
+                                       rollax.reset_batch(env, jax.random.key(0), 4),
+                                       jax.random.key(1), 8)
+    assert traj.reward.shape == (8, 4) and traj.active.all()
 
 
 def _refuses_this_mujoco():
