@@ -504,6 +504,13 @@ class GymnasiumVectorEnv(VectorEnv):
 # The entry point
 
 
+def _host_refusal(name: str) -> ValueError:
+    """A host environment's pools step Gymnasium's or EnvPool's own environments already."""
+    return ValueError(f"{name} is stepped on the host: use the environment itself "
+                      f"(gymnasium.make, envpool.make_gymnasium); to_gymnasium wraps rollax's "
+                      f"JAX environments")
+
+
 def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed: int | None = 0,
                  autoreset_mode: AutoresetMode | str | None = None,
                  render_mode: str | None = None,
@@ -540,7 +547,9 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
             raise ValueError(f"autoreset_mode applies to a vector environment (num_envs=N) "
                              f"only, got autoreset_mode={autoreset_mode!r} without num_envs")
         autoreset_mode = autoreset_mode_of(autoreset_mode)
-    if isinstance(env_or_id, Environment) or is_host(env_or_id):
+    if is_host(env_or_id):
+        raise _host_refusal(env_or_id.name)
+    if isinstance(env_or_id, Environment):
         if make_kwargs:
             raise ValueError(f"make_kwargs {sorted(make_kwargs)} apply to an environment name "
                              f"only; got an Environment ({type(env_or_id).__name__})")
@@ -550,10 +559,8 @@ def to_gymnasium(env_or_id: Environment | str, num_envs: int | None = None, seed
     else:
         raise ValueError(f"env_or_id must be a rollax Environment or a name for rollax.make, "
                          f"got {type(env_or_id).__name__}")
-    if is_host(env):  # its pools step Gymnasium's or EnvPool's own environments already
-        raise ValueError(f"{env.name} is stepped on the host: use the environment itself "
-                         f"(gymnasium.make, envpool.make_gymnasium); to_gymnasium wraps "
-                         f"rollax's JAX environments")
+    if is_host(env):
+        raise _host_refusal(env.name)
     if seed is not None:
         check_seed(seed)
     draw = check_render_mode(render_mode, env, num_envs,
