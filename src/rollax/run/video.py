@@ -140,7 +140,7 @@ def play_host_episodes(env: HostEnvironment, policy, params, key: jax.Array, epi
     env = env.scoring or env  # EnvPool's Atari trained per life: the whole game
     assert env.open_drawn is not None  # checked by the callers (they name what is drawn)
     carry0 = policy.initial_carry(params) if is_recurrent(policy) else None
-    played = []
+    recorded = []
     for episode_key in jax.random.split(key, episodes):
         streams = split_key(episode_key, env.stochastic)
         seed = int(jax.random.bits(streams.reset, dtype=jnp.uint32))
@@ -162,16 +162,16 @@ def play_host_episodes(env: HostEnvironment, policy, params, key: jax.Array, epi
                     break
         finally:
             drawn.close()
-        played.append((frames, actions, rewards))
-    longest = max(len(rewards) for _, _, rewards in played)
+        recorded.append((frames, actions, rewards))
+    longest = max(len(rewards) for _, _, rewards in recorded)
 
     def padded(items, size):
         return np.stack(items + [items[-1]] * (size - len(items)))
 
-    return Recorded(np.stack([padded(f, longest + 1) for f, _, _ in played]),
-                    np.stack([padded(a, longest) for _, a, _ in played]),
-                    np.array([r + [0.0] * (longest - len(r)) for _, _, r in played], np.float32),
-                    np.array([len(r) for _, _, r in played]))
+    return Recorded(np.stack([padded(f, longest + 1) for f, _, _ in recorded]),
+                    np.stack([padded(a, longest) for _, a, _ in recorded]),
+                    np.array([r + [0.0] * (longest - len(r)) for _, _, r in recorded], np.float32),
+                    np.array([len(r) for _, _, r in recorded]))
 
 
 def played(env, policy, params, key: jax.Array, episodes: int, num_steps: int,
