@@ -118,14 +118,19 @@ class LoadedPolicy:
         """:meth:`act`'s compiled call for lane ``lane``, its parameters constants of the
         program: a call then passes the observation alone (each array argument costs time at
         every call; for a small network, more than the network)."""
-        leaves, treedef = self._flat_params
-        with jax.ensure_compile_time_eval():  # concrete even when first called inside a trace
-            params = jax.tree.unflatten(treedef, [x[lane] for x in leaves])
+        params = self._constant_params(lane)
 
         def act(obs, key, mask, batched: bool, clip: bool):
             return self._act_params(params, obs, key, mask, batched, clip)
 
         return jax.jit(act, static_argnums=(3, 4))
+
+    def _constant_params(self, lane: int):
+        """Lane ``lane``'s parameters as concrete arrays (constants of a compiled call), even
+        when first asked for inside a trace."""
+        leaves, treedef = self._flat_params
+        with jax.ensure_compile_time_eval():
+            return jax.tree.unflatten(treedef, [x[lane] for x in leaves])
 
     @functools.cached_property
     def _flat_params(self) -> tuple[list[jax.Array], Any]:
@@ -256,9 +261,7 @@ class LoadedPolicy:
     def _lane_step(self, lane: int) -> Callable:
         """:meth:`step`'s compiled call for lane ``lane``, its parameters constants of the
         program (as :meth:`_lane_act`)."""
-        leaves, treedef = self._flat_params
-        with jax.ensure_compile_time_eval():
-            params = jax.tree.unflatten(treedef, [x[lane] for x in leaves])
+        params = self._constant_params(lane)
         return jax.jit(lambda carry, obs, key: self._step(params, carry, obs, key))
 
     def _step(self, params, carry, obs, key):
