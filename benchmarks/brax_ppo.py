@@ -367,7 +367,7 @@ def main() -> None:
                         help="Brax physics backend of the environment (the colab's: positional)")
     parser.add_argument("--libs", nargs="+", choices=("brax", "rollax"),
                         default=["brax", "rollax"],
-                        help="train only these (benchmarks/gpu.sh runs each in its own call)")
+                        help="train only these (benchmarks/accel.sh runs each in its own call)")
     args = parser.parse_args()
     if args.num_envs < 2 or args.num_envs % 2:
         parser.error("--num-envs must be even (Brax's batch_size is num_envs / 2)")
