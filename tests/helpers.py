@@ -136,3 +136,37 @@ def lookout_observations(n: int) -> dict:
     return {"cue": np.asarray(jax.random.randint(keys[1], (n,), 0, 2), np.int32),
             "grid": grid.reshape(n, 5, 5, 1),
             "reading": np.asarray(jax.random.uniform(keys[2], (n, 2), minval=-1, maxval=1))}
+
+
+def disk_full_for_staged_files(monkeypatch) -> None:
+    """Make every file rollax stages before renaming it (:func:`rollax.run.files.staged_files`)
+    a link to ``/dev/full``: whatever writes it (Python, Pillow, matplotlib, the ffmpeg
+    encoder) gets the kernel's own ENOSPC, as on a full disk; deleting the staged file deletes
+    the link only."""
+    import os
+
+    from rollax.run import files
+
+    made = files.tempfile.mkstemp
+
+    def on_a_full_disk(*args, **kwargs):
+        fd, name = made(*args, **kwargs)
+        os.close(fd)
+        os.unlink(name)
+        os.symlink("/dev/full", name)
+        return os.open(name, os.O_WRONLY), name
+
+    full = os.stat("/dev/full").st_rdev
+    chmod, fchmod = os.chmod, os.fchmod
+
+    def chmod_not_dev_full(path, mode, *args, **kwargs):  # /dev/full's own mode is kept
+        if os.stat(path).st_rdev != full:
+            chmod(path, mode, *args, **kwargs)
+
+    def fchmod_not_dev_full(fd, mode):
+        if os.fstat(fd).st_rdev != full:
+            fchmod(fd, mode)
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", on_a_full_disk)
+    monkeypatch.setattr(os, "chmod", chmod_not_dev_full)
+    monkeypatch.setattr(os, "fchmod", fchmod_not_dev_full)

@@ -4,13 +4,14 @@ onnxruntime, the greedy actions ``load_run(...).act`` gives (exactly for discret
 within float32 rounding for Box means), on thousands of observations."""
 
 import json
+import logging
 
 import jax
 import numpy as np
 import pytest
 
 import rollax
-from helpers import lookout_observations, run
+from helpers import disk_full_for_staged_files, lookout_observations, run
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("jax2onnx")
@@ -139,3 +140,55 @@ def test_onnxruntime_draws_a_gaussian_sample_like_the_artifact(capsys, tmp_path)
         None, {"observation": obs, "noise": noise})[0]
     mine = np.asarray(jax.export.deserialize((tmp_path / "g.jax").read_bytes()).call(obs, noise))
     np.testing.assert_allclose(theirs, mine, rtol=1e-4, atol=1e-4)
+
+
+def test_an_onnx_export_on_a_full_disk_is_one_line_naming_it_and_leaves_no_file(
+        tabular_run, capsys, tmp_path, monkeypatch):
+    # the model and its description are staged and renamed together when both are whole:
+    # ENOSPC (a real one, from /dev/full) is one line naming the model, exit 1, no file
+    out = tmp_path / "p.onnx"
+    disk_full_for_staged_files(monkeypatch)
+    code, text, err = run(capsys, "export", tabular_run, "--format", "onnx", "--out", out)
+    assert (code, text, err) == (1, "", f"rollax export: error: {out}: No space left on device\n")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    code, _, err = run(capsys, "export", tabular_run, "--format", "onnx", "--out", out)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.onnx", "p.onnx.json"]
+    positions = np.arange(4, dtype=np.int32)
+    theirs = ort.InferenceSession(str(out)).run(None, {"observation": positions})[0]
+    np.testing.assert_array_equal(theirs, rollax.load_run(tabular_run).act(positions))
+
+
+def test_onnx_irs_untyped_shape_warning_is_dropped_and_nothing_else(caplog):
+    """Pgx 2048's policy flattens ``(4, 4, 31)`` bool planes: jax2onnx 0.17 records the
+    reshape's shape tensors with a shape but no type, and onnx_ir warned "The value type for
+    shape [1] is not known ... Skipping serialization" (twice) for annotations the model does
+    not need. That warning is dropped; the model still acts as JAX does, and onnx_ir's other
+    warnings still show."""
+    import jax.numpy as jnp
+
+    from rollax.run.export import _Leaf, _onnx, _untyped_shapes_unsaid
+
+    weights = np.asarray(jax.random.normal(jax.random.key(0), (4 * 4 * 31, 4)), np.float32)
+
+    def one(planes, mask):
+        logits = planes.reshape(-1).astype(jnp.float32) @ weights
+        return (jnp.argmax(jnp.where(mask, logits, -jnp.inf)).astype(jnp.int32),)
+
+    def act(inputs):
+        return jax.vmap(one)(*inputs)
+
+    signature = [("observation", _Leaf((4, 4, 31), jnp.bool_)),
+                 ("action_mask", _Leaf((4,), jnp.bool_))]
+    with caplog.at_level(logging.WARNING):
+        model = _onnx(act, signature, ["observation", "action_mask"], ["action"])
+        with _untyped_shapes_unsaid():
+            logging.getLogger("onnx_ir.serde").warning("another warning")
+    assert [r.getMessage() for r in caplog.records] == ["another warning"]
+    planes = np.asarray(jax.random.bernoulli(jax.random.key(1), 0.3, (64, 4, 4, 31)))
+    mask = np.array(jax.random.bernoulli(jax.random.key(2), 0.6, (64, 4)))
+    mask[:, 0] = True
+    theirs = ort.InferenceSession(model).run(None, {"observation": planes,
+                                                    "action_mask": mask})[0]
+    np.testing.assert_array_equal(theirs, np.asarray(act((planes, mask))[0]))

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import gymnasium as gym
 import jax
@@ -15,7 +16,7 @@ import pytest
 from PIL import Image
 
 import rollax
-from helpers import run, seed_of
+from helpers import disk_full_for_staged_files, run, seed_of
 from rollax.collect import split_key
 from rollax.contracts.probe import RandomPolicy
 from rollax.envs.frames import frame_renderer
@@ -118,6 +119,51 @@ def test_a_trained_cartpole_policy_as_a_playable_video(capsys, tmp_path, cartpol
     assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).mean() > 0.1
 
 
+def test_an_mp4_on_a_full_disk_is_one_line_naming_it_and_leaves_the_old_file(capsys, tmp_path,
+                                                                               monkeypatch):
+    # ffmpeg writes the staged file (a link to /dev/full: its writes fail with ENOSPC) and
+    # reports the failure only in its exit status and its words: one line with the path,
+    # exit 1, and the file that was there is kept
+    out = tmp_path / "x.mp4"
+    out.write_text("an older video")
+    disk_full_for_staged_files(monkeypatch)
+    code, text, err = run(capsys, "render", "corridor", "--out", out, "--episodes", "3")
+    assert (code, text, err) == (1, "", f"rollax render: error: {out}: No space left on device\n")
+    assert list(tmp_path.iterdir()) == [out] and out.read_text() == "an older video"
+
+
+def test_an_mp4_encoder_that_fails_is_named_with_its_reason(tmp_path, monkeypatch):
+    # a failure ffmpeg words without an errno: its last line, the staged name replaced by
+    # the path the user gave; nothing left
+    from rollax.run import video
+
+    monkeypatch.setattr(video, "ERRNOS", ())
+    disk_full_for_staged_files(monkeypatch)
+    frames = [np.full((4, 6, 3), i, np.uint8) for i in range(5)]
+    with pytest.raises(OSError, match="the MP4 encoder \\(ffmpeg\\) failed: ") as caught:
+        video.write_video(frames, tmp_path / "y.mp4", 10.0)
+    assert caught.value.filename == str(tmp_path / "y.mp4")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_mp4_encoder_starts_without_forking_the_jax_process(tmp_path):
+    # JAX warns "os.fork() was called ... JAX is multithreaded" when its backend is up and
+    # the process forks (imageio's writer forks for its preexec_fn); the encoder is spawned
+    from rollax.run.video import write_video
+
+    jax.devices()  # JAX's backend up: a fork from here on warns
+    frames = [np.full((5, 7, 3), 40 * i, np.uint8) for i in range(6)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_video(frames, tmp_path / "v.mp4", 12.0)
+    assert [str(w.message) for w in caught if "fork" in str(w.message)] == []
+    video = iio.imread(tmp_path / "v.mp4")
+    assert video.shape == (6, 6, 8, 3)  # the sides padded to even numbers
+    means = video[:, :5, :7].reshape(6, -1).mean(axis=1)  # lossy H.264: each frame's grey
+    np.testing.assert_allclose(means, [40 * i for i in range(6)], atol=8)
+    assert list(tmp_path.iterdir()) == [tmp_path / "v.mp4"]
+
+
 def test_record_video_on_to_gymnasium(tmp_path):
     env = gym.wrappers.RecordVideo(rollax.to_gymnasium("CartPole-v1", render_mode="rgb_array"),
                                    str(tmp_path / "videos"), episode_trigger=lambda e: e == 0,
@@ -174,14 +220,18 @@ def test_a_gymnasium_host_environment_is_drawn_by_gymnasium_itself(capsys, tmp_p
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("target", ["CartPole-v1", "gymnasium:CartPole-v1"])
-def test_drawing_on_a_machine_without_display_or_sound_prints_nothing_else(tmp_path, target):
+@pytest.mark.parametrize(("target", "suffix"), [("CartPole-v1", ".gif"),
+                                                ("gymnasium:CartPole-v1", ".gif"),
+                                                ("CartPole-v1", ".mp4")])
+def test_drawing_on_a_machine_without_display_or_sound_prints_nothing_else(tmp_path, target,
+                                                                           suffix):
     # pygame's first init on a headless machine prints ALSA's and SDL's complaints unless SDL's
-    # dummy drivers are chosen (rollax does, when nothing is set)
+    # dummy drivers are chosen (rollax does, when nothing is set); an MP4's encoder is started
+    # without forking JAX's process (whose warning it printed)
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_AUDIODRIVER", "SDL_VIDEODRIVER")}
     done = subprocess.run([sys.executable, "-m", "rollax.cli", "render", target, "--out",
-                           str(tmp_path / "c.gif"), "--max-steps", "3"], env=env,
+                           str(tmp_path / f"c{suffix}"), "--max-steps", "3"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.endswith("frames)\n")

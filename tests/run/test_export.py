@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import lookout_observations, run
+from helpers import disk_full_for_staged_files, lookout_observations, run
 
 LOAD_WITHOUT_ROLLAX = textwrap.dedent("""
     import sys
@@ -103,6 +103,28 @@ def test_refusals_write_nothing(tabular_run, capsys, tmp_path, monkeypatch, argv
     code, _, err = run(capsys, "export", tabular_run, *argv)
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_on_a_full_disk_is_one_line_naming_it_and_leaves_no_file(tabular_run, capsys,
+                                                                             tmp_path,
+                                                                             monkeypatch):
+    # the artifact and its description are staged beside their paths and renamed together
+    # when both are whole: ENOSPC (a real one, from /dev/full) is one line naming the
+    # artifact, exit 1, and the files that were there are kept
+    out = tmp_path / "p.jax"
+    out.write_text("an older artifact")
+    disk_full_for_staged_files(monkeypatch)
+    code, text, err = run(capsys, "export", tabular_run, "--out", out)
+    assert (code, text, err) == (1, "", f"rollax export: error: {out}: No space left on device\n")
+    assert list(tmp_path.iterdir()) == [out] and out.read_text() == "an older artifact"
+    monkeypatch.undo()
+    code, _, err = run(capsys, "export", tabular_run, "--out", out)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jax", "p.jax.json"]
+    exported = jax.export.deserialize(out.read_bytes())
+    positions = np.arange(4, dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(exported.call(positions)),
+                                  np.asarray(rollax.load_run(tabular_run).act(positions)))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax2onnx") is not None,

@@ -162,3 +162,29 @@ def test_out_names_that_cannot_exist_are_refused_before_anything_is_written(tmp_
         with pytest.raises(ValueError, match=re.escape(message)):
             check_path_fits(path, staged)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a" * 255, "b" * 255]
+
+
+def test_staged_files_are_renamed_all_together_or_not_at_all(tmp_path):
+    # a write that fails in the second file (a full disk: an OSError without a file name)
+    # names that file and leaves both paths as they were, with no staged file beside them
+    first, second = tmp_path / "a.png", tmp_path / "b.svg"
+    first.write_text("old a")
+    with pytest.raises(OSError) as caught:
+        with files.staged_files([first, second]) as (a, b):
+            assert (a.parent, a.suffix, b.parent, b.suffix) == (tmp_path, ".png", tmp_path, ".svg")
+            a.write_text("new a")
+            with files.writing(second, b):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(second))
+    assert sorted(tmp_path.iterdir()) == [first] and first.read_text() == "old a"
+    old = os.umask(0o027)
+    try:
+        with files.staged_files([first, second]) as (a, b):
+            a.write_text("new a")
+            b.write_text("new b")
+            assert first.read_text() == "old a" and not second.exists()  # not before the end
+    finally:
+        os.umask(old)
+    assert sorted(tmp_path.iterdir()) == [first, second]
+    assert (first.read_text(), second.read_text()) == ("new a", "new b")
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (first, second)} == {0o640}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers import disk_full_for_staged_files, run
 from rollax.cli import main
 from rollax.run.plots import carry_forward, plot_runs, smooth
 
@@ -30,6 +31,33 @@ def test_plot_x_axis_choices(tmp_path, capsys):
     assert (tmp_path / "f" / "training_curve.png").is_file()
     with pytest.raises(ValueError, match="x must be one of env_steps, updates"):
         plot_runs([run], tmp_path / "g", x="time")
+
+
+def test_figures_on_a_full_disk_are_one_line_naming_one_and_leave_none(tabular_run, capsys,
+                                                                        tmp_path, monkeypatch):
+    # every figure is staged beside its path and all are renamed once all are whole: ENOSPC
+    # (a real one, from /dev/full) is one line naming the figure, exit 1, no new file (the
+    # folder plot made is removed), and the figures that were there are kept
+    out, kept = tmp_path / "new", tmp_path / "kept"
+    kept.mkdir()
+    (kept / "training_curve.png").write_text("an older figure")
+    disk_full_for_staged_files(monkeypatch)
+    for folder, names in ((out, None), (kept, ["training_curve.png"])):
+        code, text, err = run(capsys, "plot", tabular_run, "--out", folder)
+        assert (code, text, err) == (
+            1, "", f"rollax plot: error: {folder / 'training_curve.png'}: No space left on "
+                   f"device\n")
+        assert (sorted(p.name for p in folder.iterdir()) == names if names
+                else not folder.exists())
+    assert (kept / "training_curve.png").read_text() == "an older figure"
+    monkeypatch.undo()
+    code, text, err = run(capsys, "plot", tabular_run, "--out", out)
+    assert code == 0, err
+    names = [f"{figure}.{suffix}" for figure in ("training_curve", "ppo_diagnostics")
+             for suffix in ("png", "svg")]
+    assert text.split() == [str(out / name) for name in names]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert (out / "training_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 import rollax
-from helpers import gif_ends, run
+from helpers import disk_full_for_staged_files, gif_ends, run
 from rollax.contracts.probe import RandomPolicy
 from rollax.envs.frames import draw_planes, frame_renderer, plane_colours
 from rollax.run.video import captions, play_host_episodes, record_episodes
@@ -118,8 +118,24 @@ def test_refusals_are_one_line_before_anything_is_written(capsys, tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.skipif(importlib.util.find_spec("imageio") is not None,
-                    reason="imageio installed (tests/extras/test_render.py writes MP4s)")
+def test_a_gif_on_a_full_disk_is_one_line_naming_it_and_leaves_the_old_file(capsys, tmp_path,
+                                                                              monkeypatch):
+    # the GIF is written beside its path and renamed when whole: ENOSPC (a real one, from
+    # /dev/full) is one line with the path, exit 1, and the file that was there is kept
+    out = tmp_path / "x.gif"
+    out.write_text("an older video")
+    disk_full_for_staged_files(monkeypatch)
+    code, text, err = run(capsys, "render", "corridor", "--out", out, "--episodes", "3")
+    assert (code, text, err) == (1, "", f"rollax render: error: {out}: No space left on device\n")
+    assert list(tmp_path.iterdir()) == [out] and out.read_text() == "an older video"
+    monkeypatch.undo()
+    code, _, err = run(capsys, "render", "corridor", "--out", out, "--episodes", "3")
+    assert code == 0, err
+    assert list(tmp_path.iterdir()) == [out] and gif_ends(out)[0] > 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("imageio_ffmpeg") is not None,
+                    reason="imageio-ffmpeg installed (tests/extras/test_render.py writes MP4s)")
 def test_an_mp4_without_imageio_names_the_install_command(capsys, tmp_path):
     code, _, err = run(capsys, "render", "corridor", "--out", tmp_path / "x.mp4")
     assert code == 2 and "pip install 'rollax[render]'" in err

@@ -24,16 +24,20 @@ statistics (a run that normalised observations) folded in as constants. Its inpu
   the action is the policy's mode (greedy).
 
 A JSON file beside it (``<out>.json``) records the run, lane, update, and every input's and
-output's name, shape and dtype.
+output's name, shape and dtype. Both are written whole to hidden temporary files beside them
+and renamed into place together once complete (:func:`rollax.run.files.staged_files`): a
+failure (a full disk) names the file and leaves neither, and older ones as they were.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +47,7 @@ import numpy as np
 
 from rollax.envs.base import Box, Discrete, is_structured, space_tree
 from rollax.envs.masks import has_action_mask, mask_shape
-from rollax.run.files import atomic_write_text
+from rollax.run.files import staged_files, writing
 
 __all__ = ["FORMATS", "export_policy", "policy_batch"]
 
@@ -193,10 +197,8 @@ def export_policy(run: str | Path, out: str | Path, fmt: str = "stablehlo",
     names = [n for (name, spec) in signature for n in _leaf_names(name, spec)]
     output_names = [*(_leaf_names(NEXT_CARRY, signature[0][1]) if loaded.recurrent else []),
                     OUTPUT]
-    if fmt == "stablehlo":
-        path.write_bytes(_stablehlo(act, signature))
-    else:
-        _onnx(act, signature, names, output_names, path)
+    written = (_stablehlo(act, signature) if fmt == "stablehlo"
+               else _onnx(act, signature, names, output_names))
     described = dict(zip((name for name, _ in signature),
                          (_described(_leaf_names(name, spec), structs)
                           for (name, spec), structs in zip(signature, inputs))))
@@ -219,7 +221,12 @@ def export_policy(run: str | Path, out: str | Path, fmt: str = "stablehlo",
         info["action_mask"] = described[MASK][0]
     if sample:
         info["noise"] = {**described[NOISE][0], "law": "independent uniforms on (0, 1)"}
-    atomic_write_text(Path(f"{path}.json"), json.dumps(info, indent=1) + "\n")
+    described_at = Path(f"{path}.json")
+    with staged_files([path, described_at]) as (staged, staged_description):
+        with writing(path, staged):
+            staged.write_bytes(written)
+        with writing(described_at, staged_description):
+            staged_description.write_text(json.dumps(info, indent=1) + "\n")
     return info
 
 
@@ -241,7 +248,7 @@ def _unwrap(outputs):
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def _onnx(act, signature, names: list[str], output_names: list[str], path: Path) -> None:
+def _onnx(act, signature, names: list[str], output_names: list[str]) -> bytes:
     """``act`` converted by jax2onnx for a symbolic batch size ``B``, from its batched jaxpr:
     jax2onnx 0.17 converts some ``jax.numpy`` calls whole (``jnp.argmax``: ArgMax) with the
     axis they were given before ``vmap`` batched them (measured here: the greedy action taken
@@ -258,7 +265,31 @@ def _onnx(act, signature, names: list[str], output_names: list[str], path: Path)
         out = eval_jaxpr(closed.jaxpr, closed.consts, *leaves)
         return out[0] if len(out) == 1 else tuple(out)
 
-    model = jax2onnx.to_onnx(primitives, jax.tree.leaves(spec), input_names=names,
-                             output_names=output_names)
-    onnx = importlib.import_module("onnx")
-    onnx.save_model(model, str(path))
+    with _untyped_shapes_unsaid():
+        model = jax2onnx.to_onnx(primitives, jax.tree.leaves(spec), input_names=names,
+                                 output_names=output_names)
+    return model.SerializeToString()
+
+
+UNTYPED_SHAPE = "The value type for shape %s is not known"
+"""The start of onnx_ir's warning for an intermediate value whose shape jax2onnx records
+without its element type (jax2onnx 0.17 does for the shape tensors of a reshape, as in Pgx
+2048's bool planes flattened): onnx_ir then leaves that value's shape out of the model's
+``value_info``, optional annotations that runtimes infer again, so the model is whole."""
+
+
+class _DropUntypedShape(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(UNTYPED_SHAPE)
+
+
+@contextlib.contextmanager
+def _untyped_shapes_unsaid() -> Iterator[None]:
+    """Within the block, drop onnx_ir's :data:`UNTYPED_SHAPE` warning (that message of its
+    ``onnx_ir.serde`` logger only; everything else it says is still printed)."""
+    logger, dropped = logging.getLogger("onnx_ir.serde"), _DropUntypedShape()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)

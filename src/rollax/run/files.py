@@ -9,7 +9,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,43 +28,81 @@ def default_mode(folder: bool = False) -> int:
 
 
 @contextlib.contextmanager
-def writing(path: Path) -> Iterator[None]:
-    """Name ``path`` in an ``OSError`` raised inside the block without a file name (a full disk
-    fails a ``write`` to a staged temporary file, whose name means nothing to the user)."""
+def writing(path: Path, staged: str | Path | None = None) -> Iterator[None]:
+    """Name ``path`` in an ``OSError`` raised inside the block without a file name, or naming
+    ``staged``, the temporary file ``path`` is first written as (a full disk fails a ``write``
+    to a staged file, whose name means nothing to the user)."""
     try:
         yield
     except OSError as err:
-        if err.filename is not None or err.errno is None:
+        if err.errno is None or (err.filename is not None
+                                 and (staged is None or str(err.filename) != str(staged))):
             raise
         raise OSError(err.errno, err.strerror or str(err), str(path)) from err
 
 
 STAGED_EXTRA = 10
 """The bytes a name gains as the hidden temporary name it is first written under
-(:func:`atomic_write_text`, :func:`staged_folder`): ``"." + name + "."`` and ``tempfile``'s 8
-random characters."""
+(:func:`staged_files`, :func:`staged_folder`): ``"."`` and ``"."`` around its stem (the whole
+name of a folder) and ``tempfile``'s 8 random characters."""
+
+
+@contextlib.contextmanager
+def staged_files(paths: Sequence[Path]) -> Iterator[list[Path]]:
+    """Yield a hidden temporary path beside each of ``paths`` (``.<stem>.<8 random
+    characters><suffix>``: the same suffix, for writers that choose a format by it, and the same
+    folder, so that the rename is atomic) for the block to write; when the block succeeds,
+    sync every one of them, give them the umask's permissions and only then rename each to its
+    path (``os.replace``). When anything fails, every temporary file is deleted and ``paths``
+    are left as they were: a reader sees all the new files or none of the half-written ones.
+    An ``OSError`` while syncing names the path it was for; the block names its own
+    (:func:`writing`)."""
+    staged: list[Path] = []
+    try:
+        for path in paths:
+            with writing(path):
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix,
+                                           dir=path.parent)
+            os.close(fd)
+            staged.append(Path(tmp))
+        yield list(staged)
+        for path, tmp in zip(paths, staged):
+            with writing(path, tmp):
+                os.chmod(tmp, default_mode())
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        for path, tmp in zip(paths, staged):
+            with writing(path, tmp):
+                os.replace(tmp, path)
+    finally:
+        for tmp in staged:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def staged_file(path: Path) -> Iterator[Path]:
+    """:func:`staged_files` for one file: yield the temporary path ``path`` is written as, and
+    name ``path`` in an ``OSError`` from the block that names no file or the temporary one
+    (a writer that takes a file name: an encoder, ``savefig``, ``onnx.save_model``)."""
+    with staged_files([path]) as (tmp,), writing(path, tmp):
+        yield tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` by a file holding ``data`` (written and synced to a hidden temporary
+    file beside it first), with the umask's permissions. An ``OSError`` (a full disk) names
+    ``path`` and leaves the old file as it was."""
+    with staged_file(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` by a file holding ``text`` (written and synced to a hidden temporary
-    file beside it first), with the umask's permissions. An ``OSError`` (a full disk) names
-    ``path`` and leaves the old file as it was."""
-    with writing(path):
-        _atomic_write_text(path, text)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, default_mode())
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """:func:`atomic_write_bytes` of ``text`` (UTF-8)."""
+    atomic_write_bytes(path, text.encode())
 
 
 @contextlib.contextmanager

@@ -11,21 +11,36 @@ from matplotlib.figure import Figure
 
 from rollax.algos.registry import by_name
 from rollax.run.config import from_json
+from rollax.run.files import staged_files, writing
 from rollax.run.folder import RunFolder, metric_label, metric_table
 from rollax.run.stats import curve_band
 
 
 def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, title: str):
-    """Active (live) environments before each transition; never rises when absorbing."""
+    """Active (live) environments before each transition; never rises when absorbing. The
+    figure ``path`` is written whole beside it and renamed into place (:func:`_save_all`)."""
     fig = Figure(figsize=(6, 4), dpi=120)
     _draw_active(fig, active_per_step, batch_size, title)
-    fig.savefig(path)
+    _save_all({path: (fig, {})})
 
 
-def _save(fig, out_dir: Path, name: str) -> list[Path]:
-    paths = [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
-    for p in paths:
-        fig.savefig(p, bbox_inches="tight")  # the legend sits outside the axes
+def _figures(fig, out_dir: Path, name: str) -> dict[Path, tuple[Figure, dict]]:
+    """``fig`` as ``out_dir/<name>.png`` and ``.svg``, to be written by :func:`_save_all`."""
+    tight = {"bbox_inches": "tight"}  # the legend sits outside the axes
+    return {out_dir / f"{name}.png": (fig, tight), out_dir / f"{name}.svg": (fig, tight)}
+
+
+def _save_all(figures: dict[Path, tuple[Figure, dict]]) -> list[Path]:
+    """Draw each figure into a hidden temporary file beside its path and rename them all into
+    place once every one is complete and synced (:func:`rollax.run.files.staged_files`): a
+    failure (a full disk) is an ``OSError`` naming the file, and leaves none of the new files
+    and older ones as they were."""
+    paths = list(figures)
+    with staged_files(paths) as staged:
+        for path, tmp in zip(paths, staged):
+            fig, options = figures[path]
+            with writing(path, tmp):
+                fig.savefig(tmp, format=path.suffix[1:].lower(), **options)
     return paths
 
 
@@ -171,7 +186,8 @@ def _finish(fig, axes, xlabel: str) -> None:
     fig.tight_layout()
 
 
-def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path]:
+def _training_figures(runs: list[Path], out_dir: Path, x_axis: str
+                      ) -> dict[Path, tuple[Figure, dict]]:
     curves = [RunCurves(run) for run in runs]
     metrics = list(dict.fromkeys(c.spec.report.progress for c in curves))  # one axis per metric
     curve_fig = Figure(figsize=(9, 3.6 * len(metrics)), dpi=120)
@@ -191,15 +207,15 @@ def _training_figures(runs: list[Path], out_dir: Path, x_axis: str) -> list[Path
     axes[0].set_title("training curves: " + "; ".join(titles))
     xlabel = "environment steps per lane" if x_axis == "env_steps" else "update"
     _finish(curve_fig, axes, xlabel)
-    written = _save(curve_fig, out_dir, "training_curve")
+    figures = _figures(curve_fig, out_dir, "training_curve")
     if has_diag:
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
         ax_ratio.set(ylabel="ratio pi_new / pi_old\n(min to max over the batch)",
                      title="PPO ratio spread and approximate KL per update")
         ax_kl.set(ylabel="approx_kl (k3, nats)")
         _finish(diag_fig, [ax_ratio, ax_kl], xlabel)
-        written += _save(diag_fig, out_dir, "ppo_diagnostics")
-    return written
+        figures |= _figures(diag_fig, out_dir, "ppo_diagnostics")
+    return figures
 
 
 def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
@@ -215,19 +231,25 @@ def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
     - ``ppo_diagnostics``: the ratio spread (min to max, mean over seeds) and ``approx_kl``;
     - ``active_per_step``: active environments per transition, for rollout folders.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     runs = [Path(r) for r in run_dirs]
     rollouts = [run for run in runs if RunFolder(run).is_rollout]
     training = [run for run in runs if run not in rollouts]
-    written = _training_figures(training, out_dir, x_axis) if training else []
+    figures = _training_figures(training, out_dir, x_axis) if training else {}
     for run in rollouts:
         data = RunFolder(run).read_rollout()
         fig = Figure(figsize=(6, 4), dpi=120)
         _draw_active(fig, data["active_per_step"], data["batch_size"],
                      f"{run.name}: active environments per transition")
-        written += _save(fig, out_dir, f"active_per_step-{run.name}" if len(rollouts) > 1
-                         else "active_per_step")
-    return written
+        figures |= _figures(fig, out_dir, f"active_per_step-{run.name}" if len(rollouts) > 1
+                            else "active_per_step")
+    made = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _save_all(figures)
+    except BaseException:
+        if made and not any(out_dir.iterdir()):  # a failed plot leaves no empty folder
+            out_dir.rmdir()
+        raise
 
 
 def _draw_active(fig, active_per_step, batch_size, title):
@@ -272,4 +294,4 @@ def plot_gradient_mse(rows: Sequence[dict], zero_mse: float, path: Path, title: 
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    fig.savefig(path, bbox_inches="tight")
+    _save_all({path: (fig, {"bbox_inches": "tight"})})

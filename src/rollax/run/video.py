@@ -8,15 +8,19 @@ The episodes are played by one compiled program (:func:`record_episodes`: the st
 ``episodes`` absorbing episodes of at most ``max_steps`` steps, vmapped), and drawn afterwards
 on the host (:func:`rollax.envs.frames.frame_renderer`), so drawing never runs inside training
 or acting. GIFs are written with Pillow (matplotlib's own dependency); MP4s need
-``pip install 'rollax[render]'`` (imageio with its ffmpeg).
+``pip install 'rollax[render]'`` (imageio-ffmpeg's ffmpeg). Either is written whole beside its
+path and renamed into place when complete (:func:`write_video`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import importlib
 import importlib.util
+import os
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,6 +34,7 @@ from rollax.envs.base import step_with_key
 from rollax.envs.frames import frame_renderer
 from rollax.envs.host import HostEnvironment, is_host
 from rollax.recurrent import is_recurrent
+from rollax.run.files import staged_file
 
 __all__ = ["FORMATS", "Recorded", "Rendered", "captions", "check_out", "drawable",
            "play_host_episodes", "played", "record_episodes", "training_video", "write_video"]
@@ -267,22 +272,86 @@ def captioned_frames(recorded: Recorded, draw) -> list[np.ndarray]:
 
 def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
     """``frames`` (RGB ``uint8``, all of one size) as the GIF or MP4 ``path`` (by suffix),
-    ``fps`` frames per second; an MP4's sides are padded to even numbers (H.264's
-    need)."""
-    if path.suffix.lower() == ".gif":
-        from PIL import Image
+    ``fps`` frames per second; an MP4's sides are padded to even numbers (H.264's need).
 
-        images = [Image.fromarray(f) for f in frames]
-        images[0].save(path, save_all=True, append_images=images[1:], loop=0,
-                       duration=max(1, round(1000 / fps)))
-        return
-    imageio = importlib.import_module("imageio.v2")  # the render extra (its ffmpeg plugin)
+    The video is written whole to a hidden temporary file beside ``path`` and renamed to it
+    only once complete and synced (:func:`rollax.run.files.staged_file`): on a failure (a
+    full disk, the encoder stopping) ``OSError`` names ``path`` and the reason, nothing is
+    left behind and an existing ``path`` is as it was."""
+    with staged_file(path) as tmp:
+        if path.suffix.lower() == ".gif":
+            from PIL import Image
+
+            images = [Image.fromarray(f) for f in frames]
+            images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], loop=0,
+                           duration=max(1, round(1000 / fps)))
+        else:
+            _encode_mp4(frames, tmp, fps, path)
+
+
+ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO)
+"""The errors an encoder writing a file reports in its own words that :func:`_encode_mp4`
+turns back into their ``errno`` (by the operating system's message, ``os.strerror``)."""
+
+
+def _encode_mp4(frames: list[np.ndarray], tmp: Path, fps: float, path: Path) -> None:
+    """``frames`` as an H.264 MP4 ``tmp`` (``path`` once renamed), encoded by imageio-ffmpeg's
+    ffmpeg fed raw RGB frames on its stdin.
+
+    The encoder is started without forking this multithreaded (JAX) process (no ``preexec_fn``:
+    CPython spawns it with ``vfork``/``posix_spawn``, which run no Python in the child, so JAX's
+    ``os.fork()`` warning is not raised), in its own process group (Ctrl-C interrupts rollax,
+    which stops the encoder, not the encoder first). Its exit status is checked: a failure it
+    reports only when finishing the file (a full disk) is an ``OSError`` naming ``path`` and
+    ffmpeg's reason (its ``errno`` where the reason is one of :data:`ERRNOS`)."""
+    import subprocess
+    import threading
+    from fractions import Fraction
+
+    ffmpeg = importlib.import_module("imageio_ffmpeg").get_ffmpeg_exe()  # the render extra
     height, width = frames[0].shape[:2]
     pad = ((0, height % 2), (0, width % 2), (0, 0))
-    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1,
-                            ffmpeg_log_level="error") as writer:
-        for frame in frames:
-            writer.append_data(np.pad(frame, pad, constant_values=255))
+    rate = Fraction(fps).limit_denominator(1001)
+    command = [ffmpeg, "-hide_banner", "-loglevel", "error", "-y",
+               "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width + width % 2}x"
+               f"{height + height % 2}", "-r", str(rate), "-i", "pipe:0",
+               "-an", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-crf", "25", "-f", "mp4",
+               str(tmp)]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, bufsize=0, close_fds=False,
+                               process_group=0)
+    said: list[bytes] = []  # read as it comes, so that a talkative ffmpeg never blocks
+    stdin, stderr = process.stdin, process.stderr
+    assert stdin is not None and stderr is not None
+    reader = threading.Thread(target=lambda: said.append(stderr.read()), daemon=True)
+    reader.start()
+    try:
+        try:
+            for frame in frames:
+                stdin.write(np.pad(frame, pad, constant_values=255).tobytes())
+        except BrokenPipeError:
+            pass  # ffmpeg stopped early: its exit status and words say why
+        finally:
+            try:
+                stdin.close()
+            except BrokenPipeError:
+                pass
+        code = process.wait()
+    except BaseException:  # Ctrl-C: the encoder does not outlive the write
+        process.kill()
+        process.wait()
+        raise
+    reader.join()
+    stderr.close()
+    if code != 0:
+        lines = b"".join(said).decode(errors="replace").replace(str(tmp), str(path))
+        reason = next((re.sub(r"^\[[^]]*\] ", "", line.strip())  # its "[muxer @ 0x..] "
+                       for line in reversed(lines.splitlines()) if line.strip()),
+                      f"exit status {code}")
+        known = next((e for e in ERRNOS if os.strerror(e) in lines), None)
+        if known is not None:
+            raise OSError(known, os.strerror(known), str(path))
+        raise OSError(errno.EIO, f"the MP4 encoder (ffmpeg) failed: {reason}", str(path))
 
 
 def _has(module: str) -> bool:
@@ -295,7 +364,7 @@ def check_out(out: str | Path) -> Path:
     path = Path(out)
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"out must end in {' or '.join(FORMATS)}, got {str(out)!r}")
-    if path.suffix.lower() == ".mp4" and not _has("imageio"):
+    if path.suffix.lower() == ".mp4" and not _has("imageio_ffmpeg"):
         raise ValueError("writing an MP4 needs imageio and ffmpeg: "
                          "`pip install 'rollax[render]'` (or write a .gif)")
     if not path.parent.is_dir():
