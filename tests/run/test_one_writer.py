@@ -6,6 +6,7 @@ readers (``rollax plot``) naming the line."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -189,6 +190,24 @@ def test_two_resumes_at_once_one_trains_one_line_per_update(finished, tmp_path):
     assert updates(folder) == list(range(last + 1))
     assert (folder / "checkpoints" / "latest").read_text() == f"update-{last:07d}\n"
     assert not (folder / ".lock").exists()
+
+
+def test_a_file_system_without_locks_stops_train_in_one_line_leaving_nothing(
+        capsys, monkeypatch, stopped):
+    """``flock`` failing as on a network file system without lock support (``ENOLCK``): one
+    line naming the lock file, exit status 1, the folder as it was."""
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    before = digest(stopped)
+    code, out, err = run(capsys, "train", "--resume", stopped)
+    assert (code, out) == (1, "")
+    assert err == (f"rollax train: error: {stopped}/.lock: cannot lock the run folder: "
+                   f"{os.strerror(errno.ENOLCK)}\n")
+    assert digest(stopped) == before
 
 
 def test_a_new_run_folder_made_by_another_process_first_is_refused(tmp_path, monkeypatch):

@@ -152,7 +152,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
+    except OSError:  # PermissionError: it exists, and is another user's
         return True
     return True
 
@@ -174,8 +174,14 @@ def _lock(folder: Path, what: str) -> int:
     path = folder / LOCK
     assert fcntl is not None
     while True:
-        with writing(path):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, default_mode())
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                  default_mode()), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+            except FileNotFoundError:  # removed by its holder in between: again
+                continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -184,7 +190,9 @@ def _lock(folder: Path, what: str) -> int:
             raise ValueError(f"{what}the run in {str(folder)!r} is in use by another "
                              f"process{holder}: a run folder is written by one process at a "
                              f"time") from None
-        except OSError as err:
+        except OSError as err:  # a file system without locks (ENOLCK): leave nothing
+            if created:
+                path.unlink(missing_ok=True)
             os.close(fd)
             raise OSError(err.errno, f"cannot lock the run folder: {err.strerror}",
                           str(path)) from err
