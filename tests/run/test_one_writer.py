@@ -231,8 +231,9 @@ def test_a_new_run_folder_made_by_another_process_first_is_refused(tmp_path, mon
 
 
 def test_create_run_holds_the_folder_until_released(tmp_path, holder):
-    run_config, _ = from_settings({"env": "corridor", "updates": 1, "batch_size": 16})
+    run_config, algo = from_settings({"env": "corridor", "updates": 1, "batch_size": 16})
     folder = training.create_run(run_config, str(tmp_path / "x"))
+    config = (folder.path / "config.json").read_text()
     try:
         assert os.path.realpath(folder.path) in run_folder.held()
         assert (folder.path / ".lock").read_text() == f"{os.getpid()}\n"
@@ -243,6 +244,17 @@ def test_create_run_holds_the_folder_until_released(tmp_path, holder):
     proc = holder(CLAIMER, folder.path)  # free for another process now
     with pytest.raises(ValueError, match=rf"is in use by another process \(pid {proc.pid}\)"):
         RunFolder(folder.path).claim()
+    with pytest.raises(ValueError, match=r"is in use by another process"):  # nor executed
+        training.execute(run_config, algo, RunFolder(folder.path))
+    assert (folder.path / "config.json").read_text() == config
+
+
+def test_new_run_releases_its_folder_when_it_returns(tmp_path):
+    run_config, algo = from_settings({"env": "corridor", "updates": 1, "batch_size": 16})
+    holding = run_folder.held()
+    folder, _ = training.new_run(run_config, algo, str(tmp_path / "x"))
+    assert run_folder.held() == holding
+    assert (folder.path / "summary.json").exists() and not (folder.path / ".lock").exists()
 
 
 def _shuffled(finished: Path, tmp_path: Path, edit) -> Path:
