@@ -207,7 +207,21 @@ def run_train(request: TrainRequest) -> int:
 
 def train(request: TrainRequest) -> int:
     """Resume the run ``request`` names, or build (:func:`rollax.cli.parse.build`) and train a
-    new one; then its figures and the report. The exit status: 0, or :data:`DIVERGED_EXIT`."""
+    new one; then its figures and the report. The exit status: 0, or :data:`DIVERGED_EXIT`.
+    The run folder is held for this process from before anything is compiled or written to
+    the end (:meth:`rollax.run.folder.RunFolder.claim`): a second ``train`` of one folder at
+    once is refused."""
+    from rollax.run.folder import RunFolder, held
+
+    before = held()
+    try:
+        return _train(request)
+    finally:
+        for path in held() - before:
+            RunFolder(path).release()
+
+
+def _train(request: TrainRequest) -> int:
     from rollax.run import training
     from rollax.run.loggers import check_loggers, combine, make_loggers
 

@@ -5,12 +5,18 @@ A training run's folder holds ``config.json`` (:meth:`RunConfig.to_json` plus ve
 ``summary.json`` and ``figures/``; a rollout's holds ``rollout.json`` and its figure. A new
 folder is created whole or not at all, an existing one is never written into by a new run, and
 every file is replaced atomically (:mod:`rollax.run.files`).
+
+A training run's folder is written by one process at a time: the process that trains it holds
+an OS lock (``flock``) on the hidden file ``.lock`` in it (:meth:`RunFolder.claim`), which the
+kernel drops when the process ends, however it ends; a lock whose holder is gone never blocks.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,9 +25,29 @@ from typing import Any
 import numpy as np
 
 from rollax.run import checkpoint
-from rollax.run.files import STAGED_EXTRA, atomic_write_text, read_json, write_json, writing
+from rollax.run.files import (
+    STAGED_EXTRA,
+    atomic_write_text,
+    default_mode,
+    read_json,
+    write_json,
+    writing,
+)
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; run folders are not locked there
+    fcntl = None
 
 CONFIG, METRICS, SUMMARY, ROLLOUT = "config.json", "metrics.jsonl", "summary.json", "rollout.json"
+LOCK = ".lock"
+"""The lock file of a run folder in use: it holds the holder's process id, and is removed when
+the holder releases the folder (left behind, unlocked, by a killed holder)."""
+
+_HELD: dict[str, int] = {}
+"""The run folders this process holds (their real paths) and the descriptors of their locked
+``.lock`` files."""
+_HELD_GUARD = threading.Lock()
 
 
 def _limit(name: str, fallback: int) -> int:
@@ -120,6 +146,117 @@ def metric_table(rows: list[dict], labels: list[dict], name: str) -> np.ndarray:
     return out
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, and is another user's
+        return True
+    return True
+
+
+def _holder(fd: int) -> str:
+    """`` (pid N)``: the process id a locked lock file holds, where it names a live process;
+    ``""`` where it is unknown (the holder has not written it yet, or it is not a number)."""
+    try:
+        pid = int(os.pread(fd, 32, 0).decode().strip())
+    except (OSError, ValueError):
+        return ""
+    return f" (pid {pid})" if pid > 0 and _alive(pid) else ""
+
+
+def _lock(folder: Path, what: str) -> int:
+    """The descriptor of ``folder``'s ``.lock``, created where missing, locked (``flock``,
+    exclusive) and holding this process's id; ``ValueError`` naming the folder (and the
+    holder's process id where known) when another process holds it."""
+    path = folder / LOCK
+    assert fcntl is not None
+    while True:
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                                  default_mode()), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+            except FileNotFoundError:  # removed by its holder in between: again
+                continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise ValueError(f"{what}the run in {str(folder)!r} is in use by another "
+                             f"process{holder}: a run folder is written by one process at a "
+                             f"time") from None
+        except OSError as err:  # a file system without locks (ENOLCK): leave nothing
+            if created:
+                path.unlink(missing_ok=True)
+            os.close(fd)
+            raise OSError(err.errno, f"cannot lock the run folder: {err.strerror}",
+                          str(path)) from err
+        try:  # the holder before may have removed the file between open and lock: again
+            current = os.path.samestat(os.stat(path), os.fstat(fd))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
+        with writing(path):
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def held() -> set[str]:
+    """The real paths of the run folders this process holds (:meth:`RunFolder.claim`)."""
+    with _HELD_GUARD:
+        return set(_HELD)
+
+
+def release_all() -> None:
+    """Release every run folder this process holds (:meth:`RunFolder.release`): run at exit,
+    where it removes their lock files (the kernel drops the locks themselves in any case)."""
+    for key in list(_HELD):
+        RunFolder(key).release()
+
+
+atexit.register(release_all)
+
+
+def check_metric_order(path: Path, rows: Iterable[tuple[int, dict]]) -> None:
+    """Refuse (``ValueError`` naming the line) metric rows, ``(line number, row)`` in file
+    order, that leave the order one process writes them in: every lane's row of update 0, then
+    each later update's rows, one per lane; so the update never goes back and no lane has two
+    rows of one update. (Two processes training one run at once interleave their updates, and
+    a figure drawn from them would mix two runs.) A lane is named by the fields before
+    ``update``, as rows are written (``seed``, then the swept values)."""
+    why = "was the run trained by two processes at once?"
+    last, lanes = -1, set()
+    for number, row in rows:
+        update = row["update"]
+        lane = []
+        for key, value in row.items():
+            if key == "update":
+                break
+            lane.append(f"{key}={json.dumps(value)}")
+        if update < last:
+            raise ValueError(f"{str(path)!r} line {number} goes back to update {update} after "
+                             f"update {last} ({why})")
+        if update > last:
+            last, lanes = update, set()
+        name = ", ".join(lane)
+        if name in lanes:
+            raise ValueError(f"{str(path)!r} line {number} repeats update {update}"
+                             + (f" of lane {name}" if name else "") + f" ({why})")
+        lanes.add(name)
+
+
 class RunFolder:
     """The files of one run folder (nothing is read or written until asked)."""
 
@@ -145,6 +282,36 @@ class RunFolder:
     def check_exists(self, what: str = "") -> None:
         if not self.path.is_dir():
             raise ValueError(f"{what}{str(self.path)!r} is not a folder")
+
+    # .lock: one process at a time
+    def claim(self, what: str = "") -> bool:
+        """Hold this folder for this process: an exclusive ``flock`` on its ``.lock`` (created
+        where missing), held until :meth:`release` or the process ends (the kernel drops it
+        then, after SIGKILL too, so a lock whose holder is gone never blocks). ``ValueError``
+        (``what`` leads it) naming the folder, and the holder's process id where known, when
+        another process holds it; nothing in the folder changes then. True when this call
+        took the lock, False when this process held it already."""
+        if fcntl is None:
+            return False
+        key = os.path.realpath(self.path)
+        with _HELD_GUARD:
+            if key in _HELD:
+                return False
+            _HELD[key] = _lock(self.path, what)
+            return True
+
+    def release(self) -> None:
+        """Let other processes write this folder again (its ``.lock`` is removed while still
+        held, then unlocked); nothing when this process does not hold it."""
+        with _HELD_GUARD:
+            fd = _HELD.pop(os.path.realpath(self.path), None)
+        if fd is None:
+            return
+        try:
+            os.unlink(self.path / LOCK)
+        except OSError:  # gone with its folder, or a read-only one: the lock still goes
+            pass
+        os.close(fd)
 
     # config.json, summary.json, rollout.json
     def write_config(self, data: dict) -> None:
@@ -179,7 +346,9 @@ class RunFolder:
 
     def _metric_lines(self, torn_tail: bool) -> list[tuple[str, dict]]:
         """``(line, row)`` of every non-blank line of metrics.jsonl. ``torn_tail``: drop a last
-        line cut short (no newline after it, not JSON), the half line a full disk leaves."""
+        line cut short (no newline after it, not JSON), the half line a full disk leaves.
+        Refused (``ValueError`` naming the line): a line that is not a metrics row, and rows
+        out of the order rollax writes them in (:func:`check_metric_order`)."""
         path = self.path / METRICS
         try:
             text = path.read_text()
@@ -188,7 +357,7 @@ class RunFolder:
         except ValueError as err:  # not UTF-8
             raise ValueError(f"{str(path)!r} is corrupt: {err}") from None
         lines = text.split("\n")  # the last item: what follows the last newline
-        out = []
+        out, numbers = [], []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -203,6 +372,8 @@ class RunFolder:
                 raise ValueError(f"{str(path)!r} line {number} is not a metrics row (a JSON "
                                  f"object with an integer update)")
             out.append((line, row))
+            numbers.append(number)
+        check_metric_order(path, zip(numbers, (row for _, row in out)))
         return out
 
     def check_metrics(self) -> None:

@@ -187,13 +187,19 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | 
             on_chunk: Listener | None = None) -> tuple[dict, Any]:
     """Run ``run`` in ``folder`` (or continue it from the checkpoint ``resume``); returns
     ``(summary, final params)`` (params with a leading lane axis). A file that cannot be
-    written stops the run with :class:`Unfinished` (resumable)."""
+    written stops the run with :class:`Unfinished` (resumable). The folder is held for this
+    process while it runs (:meth:`RunFolder.claim`: ``ValueError`` when another process holds
+    it), and released at the end unless it was held before the call."""
+    claimed = folder.claim()
     try:
         return _execute(run, algo, folder, resume, on_chunk)
     except Unfinished:
         raise
     except OSError as err:
         raise unfinished(err, folder) from err
+    finally:
+        if claimed:
+            folder.release()
 
 
 def _lower_chunk(runner: Runner, state, chunk_size: int):
@@ -392,12 +398,22 @@ def run_name(run: RunConfig) -> str:
 
 def create_run(run: RunConfig, out: str | None) -> RunFolder:
     """Create the folder of a new run (``out``, or a fresh name under ``runs/``) holding its
-    config.json, and nothing else yet."""
-    folder = RunFolder(check_new_run_dir(out, run_name(run)))
-    folder.path.mkdir(parents=True)
+    config.json, and nothing else yet, held for this process (:meth:`RunFolder.claim`) until
+    ``folder.release()`` or the process ends. Another process that made the same folder
+    first (``out`` given): ``ValueError``; without ``out``, the next free name is taken."""
+    while True:
+        folder = RunFolder(check_new_run_dir(out, run_name(run)))
+        try:
+            folder.path.mkdir(parents=True)
+            break
+        except FileExistsError:  # made by another process since it was checked
+            if out is not None:
+                raise ValueError(f"out {out!r} already exists: choose a new folder") from None
     try:
+        folder.claim()
         folder.write_config({**run.to_json(), **versions()})
-    except OSError:  # nothing of the run exists yet: leave no half-made folder behind
+    except BaseException:  # nothing of the run exists yet: leave no half-made folder behind
+        folder.release()
         shutil.rmtree(folder.path, ignore_errors=True)
         raise
     return folder
@@ -405,9 +421,13 @@ def create_run(run: RunConfig, out: str | None) -> RunFolder:
 
 def new_run(run: RunConfig, algo: Algorithm, out: str | None,
             on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
-    """Create the run folder (config.json first) and execute."""
+    """Create the run folder (config.json first) and execute; the folder is released when
+    this returns."""
     folder = create_run(run, out)
-    return folder, execute(run, algo, folder, on_chunk=on_chunk)
+    try:
+        return folder, execute(run, algo, folder, on_chunk=on_chunk)
+    finally:
+        folder.release()
 
 
 def read_run(folder: RunFolder) -> RunConfig:
@@ -446,10 +466,25 @@ def open_resume(path: str | Path, devices: int | None = None,
     continues from verifies (:func:`rollax.run.checkpoint.resume_point`), its metrics can be
     cut back to that checkpoint, and it fits the device count of its config.json or
     ``devices`` (a layout only: the checkpoint fits any count). ``budget``: a new, larger value
-    of the run's length setting (its algorithm's ``budget``: ``updates``, ``total_steps``)."""
+    of the run's length setting (its algorithm's ``budget``: ``updates``, ``total_steps``).
+    First of all the folder is held for this process (:meth:`RunFolder.claim`; another
+    process training it: ``ValueError``, nothing changed), until ``folder.release()`` or the
+    process ends (released at once when the run is refused)."""
     folder = RunFolder(path)
     folder.check_exists("resume: ")
-    stored = folder.read_config()
+    folder.read_config()  # a run folder: only then is its lock file made
+    claimed = folder.claim("resume: ")
+    try:
+        return _open_resume(folder, path, devices, budget)
+    except BaseException:
+        if claimed:
+            folder.release()
+        raise
+
+
+def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
+                 budget: int | None) -> Resumable:
+    stored = folder.read_config()  # again, now that no other process writes it
     run = from_json(stored, str(folder.path / "config.json"))
     name = run.spec.budget
     flag = f"--{name.replace('_', '-')}" if name else ""
