@@ -71,8 +71,9 @@ def _is(x: Any, shape: tuple[int, ...], dtype: Any) -> bool:
 
 
 @env_check("runs", "reset, step, observation and done trace, compile and run under `jit` and "
-           "`vmap`; the environment is hashable (`jit` takes it as a static argument) and "
-           "its observation one array (the leaves of its `Dict` / `Tuple` space).", gate=True)
+           "`vmap`; the environment is hashable and immutable (`jit` takes it as a static "
+           "argument: no attribute can be set, as in a frozen dataclass) and its "
+           "observation one array (the leaves of its `Dict` / `Tuple` space).", gate=True)
 def runs(run: EnvRun) -> CheckResult:
     """Trace and run the environment; every later check needs it."""
     return attempt(run.start, "reset, step, observation, done under jit+vmap")

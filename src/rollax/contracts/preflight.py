@@ -17,6 +17,7 @@ from rollax.contracts.env_run import EnvRun, Shapes, abstract_shapes
 from rollax.contracts.probe import (
     RandomPolicy,
     first_line,
+    mutable,
     unhashable,
     unsupported_observation,
     unsupported_space,
@@ -38,11 +39,11 @@ def trace_once(env: Any, name: str) -> Shapes:
 
 
 def check_usable(env: Any, name: str) -> None:
-    """``ValueError`` in one line unless ``env`` is hashable (``jit`` takes it as a static
-    argument) and its ``observation_space`` and ``action_space`` are spaces rollax supports
-    (``Discrete``, ``Box``, ``MultiDiscrete``, ``MultiBinary``; for observations a ``Dict`` or
-    ``Tuple`` of them)."""
-    problem = unhashable(env, name) or unsupported_space(env, name)
+    """``ValueError`` in one line unless ``env`` is hashable and immutable (``jit`` takes it
+    as a static argument: a frozen dataclass) and its ``observation_space`` and
+    ``action_space`` are spaces rollax supports (``Discrete``, ``Box``, ``MultiDiscrete``,
+    ``MultiBinary``; for observations a ``Dict`` or ``Tuple`` of them)."""
+    problem = unhashable(env, name) or mutable(env, name) or unsupported_space(env, name)
     if problem is not None:
         raise ValueError(problem)
 
