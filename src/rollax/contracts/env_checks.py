@@ -49,6 +49,7 @@ from rollax.envs.base import (
     MultiBinary,
     MultiDiscrete,
     is_structured,
+    mismatch_words,
     space_leaves,
     space_tree,
 )
@@ -104,7 +105,7 @@ def observation_finding(observation: Any, space: Any, what: str,
     if not is_structured(space):
         if _is(observation, tuple(space.shape), space.dtype):
             return None
-        return Finding(None, None, f"{what} does not match observation_space",
+        return Finding(None, None, mismatch_words(what),
                        {"observation": _type(observation), "space": _spec(space)}, priority)
     if unsupported_observation(observation, space, "") is not None:
         return Finding(None, None, f"{what} does not have observation_space's leaves",
@@ -112,7 +113,7 @@ def observation_finding(observation: Any, space: Any, what: str,
                         "space": leaf_paths(space_tree(space, lambda s: 0))}, priority)
     for (path, leaf), x in zip(space_leaves(space), jax.tree.leaves(observation)):
         if not _is(x, tuple(leaf.shape), leaf.dtype):
-            return Finding(None, None, f"{what} leaf {path} does not match its space",
+            return Finding(None, None, mismatch_words(what, path),
                            {"observation": _type(x), "space": _spec(leaf)}, priority)
     return None
 

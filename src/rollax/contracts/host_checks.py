@@ -18,10 +18,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from rollax.contracts.probe import RandomPolicy
+from rollax.contracts.probe import RandomPolicy, first_line
 from rollax.contracts.registry import HOST_REGISTRY, host_check
 from rollax.contracts.report import CheckReport, Finding, judge, outcome
-from rollax.envs.host import HostEnvironment, gymnasium_leaves, is_host
+from rollax.envs.host import HostEnvironment, gymnasium_leaves, host_failure, is_host
 from rollax.validate import check_count
 
 __all__ = ["check_host_env"]
@@ -84,9 +84,12 @@ def host_collects(run: HostRun) -> Any:
     policy = RandomPolicy.for_space(run.env.action_space)
     key = jax.random.key(run.seed)
     reset_key, action_key = jax.random.split(key)
-    state = reset_batch(run.env, reset_key, run.batch_size)
-    _, traj = collect_autoreset(run.env, policy, None, state, action_key, run.num_steps)
-    run.traj = jax.tree.map(np.asarray, traj)
+    try:
+        state = reset_batch(run.env, reset_key, run.batch_size)
+        _, traj = collect_autoreset(run.env, policy, None, state, action_key, run.num_steps)
+        run.traj = jax.tree.map(np.asarray, traj)
+    except Exception as err:  # a pool that failed: its one line (HostOutputError)
+        return outcome("failed", host_failure(err) or first_line(err))
     seed = int(np.asarray(jax.random.bits(reset_key, dtype=np.uint32)))
     run.rows = _pool_rows(run.env, seed, run.batch_size, run.traj.action)
     return outcome("passed", f"{run.num_steps} steps of {run.batch_size} environments")

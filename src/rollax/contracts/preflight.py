@@ -1,4 +1,7 @@
-"""The checks a command runs on an environment before it writes anything: that the environment
+"""The checks a command runs on an environment before it writes anything. A host environment
+(a ``gymnasium.Env``): one of its environments reset and stepped once, the observations,
+reward and flags held against its declared Gymnasium spaces (:func:`check_host_before_run`).
+A JAX environment: that it
 is hashable and declares spaces rollax supports, then one reset and one step traced abstractly
 (``jax.eval_shape``: nothing is compiled or run), the observation laid out as its space
 (one array, or the leaves of a ``Dict`` / ``Tuple``), and held against
@@ -22,7 +25,23 @@ from rollax.contracts.probe import (
     unsupported_observation,
     unsupported_space,
 )
+from rollax.envs.host import HostEnvironment
 from rollax.envs.masks import mask_problem
+
+
+def check_host_before_run(env: HostEnvironment, name: str) -> None:
+    """``ValueError`` in one line naming ``name`` when one environment of ``env``, reset with
+    seed 0 and stepped once, gives an observation that does not fit its declared space (the
+    leaf, its dtype and shape, and the space's: the words of ``reset_output`` /
+    ``step_output`` for a JAX environment), a reward that is not a real scalar or flags that
+    are not bool scalars, or raises (:meth:`~rollax.envs.host.HostEnvironment.first_problem`).
+    ``rollax check-env`` refuses the same, so no pointer to it."""
+    problem = env.first_problem()
+    if problem is None:
+        return
+    check, what = problem
+    raise ValueError(f"environment {name!r}: {what}" if check is None else
+                     f"environment {name!r} fails {check}: {what}")
 
 
 def trace_once(env: Any, name: str) -> Shapes:
