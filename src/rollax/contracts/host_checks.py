@@ -52,6 +52,15 @@ def _flat(leaf: Any, batch_size: int) -> np.ndarray:
     return np.array(leaf, np.float64).reshape(batch_size, -1)
 
 
+def _differ(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """``got != want``, elementwise, with a NaN equal to a NaN (a row that holds the pool's
+    NaN is the pool's row: ``host_finite`` is what reports it)."""
+    differ = got != want
+    if np.issubdtype(got.dtype, np.inexact):
+        differ &= ~(np.isnan(got) & np.isnan(want))
+    return differ
+
+
 def _pool_rows(env: HostEnvironment, seed: int, batch_size: int, actions: np.ndarray) -> list:
     """A fresh pool seeded as the collector's, stepped by ``actions`` (T, B, ...) in Python."""
     pool, first = env.open_pool(batch_size, seed)
@@ -98,7 +107,7 @@ def host_collects(run: HostRun) -> Any:
 @host_check("host_rows", "every recorded row is the pool's own: the observation, the next "
             "observation (the episode's true final one where it ended), the reward, and "
             "`terminated` and `truncated` apart (a step the pool reports as both counts as "
-            "terminated)")
+            "terminated); a NaN equals a NaN (`host_finite` reports it)")
 def host_rows(run: HostRun) -> Any:
     findings = []
     B = run.batch_size
@@ -108,7 +117,8 @@ def host_rows(run: HostRun) -> Any:
         for name, got, want in (("observation", got_before, before),
                                 ("next_observation", got_final, final)):
             for g, w in zip(got, want):
-                bad = np.flatnonzero(~np.all(np.isclose(g, w, rtol=1e-6, atol=0), axis=1))
+                same = np.isclose(g, w, rtol=1e-6, atol=0, equal_nan=True)  # NaN is NaN
+                bad = np.flatnonzero(~np.all(same, axis=1))
                 if bad.size:
                     b = int(bad[0])
                     findings.append(Finding(t, b, f"{name} differs from the pool's",
@@ -118,7 +128,7 @@ def host_rows(run: HostRun) -> Any:
                  reward.astype(np.float32).astype(np.float64)),
                 ("terminated", run.traj.terminated[t], terminated),
                 ("truncated", run.traj.truncated[t], truncated & ~terminated)):
-            bad = np.flatnonzero(got != want)
+            bad = np.flatnonzero(_differ(got, want))
             if bad.size:
                 b = int(bad[0])
                 findings.append(Finding(t, b, f"{name} differs from the pool's",
