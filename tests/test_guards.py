@@ -145,7 +145,6 @@ def test_the_first_non_finite_environment_output_is_named():
                               "env 2: [nan  0.  0.  0.]")
 
 
-@pytest.mark.integration
 def test_a_host_environments_nan_reward_is_named_not_the_loss(capsys, tmp_path):
     """A Gymnasium environment whose reward turns NaN at each environment's third step (step
     2): --checked said 'non-finite loss at update 1'; now it names the reward, the step and

@@ -62,7 +62,6 @@ def test_environments_that_fit_their_spaces_pass(name):
     check_host_before_run(rollax.make(MISFIT, fault="ints"), MISFIT)
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("command", ["train", "check-env"])
 def test_a_misfit_at_the_first_step_is_one_line_before_anything_is_written(capsys, tmp_path,
                                                                            monkeypatch, command):
@@ -82,7 +81,6 @@ LATER = ("environment 'custom_envs.gym_misfit:long_later' fails step_output: obs
          f"a step does not match observation_space: step 39, env 0, {LONG}")
 
 
-@pytest.mark.integration
 def test_a_misfit_later_in_training_ends_the_run_in_one_line(capsys, tmp_path):
     """Each environment's 40th step (step 39 of its pool, update 3 at 4 x 16; evaluation's
     episodes, at most 20 steps, never reach it): exit 2 and one line, as a failed check of
