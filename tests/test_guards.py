@@ -107,3 +107,56 @@ def test_continuous_actions_must_be_finite(bad):
     a = jnp.zeros((3, 2, 1)).at[1, 1, 0].set(bad)
     err, _ = guards.functionalize(actions)(a)
     assert "non-finite action at update 1, step 1, env 1" in err.get()
+
+
+def _first_non_finite(observation, reward) -> str | None:
+    def check(o, r):
+        guards.check_observations(o, jnp.int32(4), r)
+        return r
+
+    err, _ = jax.jit(guards.functionalize(check))(observation, reward)
+    return err.get()
+
+
+def test_the_first_non_finite_environment_output_is_named():
+    """A NaN reward used to pass the collected batch's checks and stop the run later as a
+    non-finite loss. The first cell (step, then environment) holding a non-finite output is
+    named, and in it the output: an observation leaf before the reward."""
+    T, B = 5, 3
+    observation = {"pos": jnp.zeros((T, B, 2)), "count": jnp.zeros((T, B), jnp.int32),
+                   "seen": jnp.zeros((T, B, 1))}
+    reward = jnp.zeros((T, B))
+    assert _first_non_finite(observation, reward) is None
+    later = {**observation, "pos": observation["pos"].at[3, 0, 1].set(jnp.nan)}
+    # the reward of step 2, env 1 comes before the observation of step 3
+    message = _first_non_finite(later, reward.at[2, 1].set(jnp.inf))
+    assert message.startswith("checked mode: non-finite reward at update 4, step 2, env 1: inf")
+    # in one cell, the observation (leaves in their order) is named before the reward
+    cell = {**observation, "seen": observation["seen"].at[2, 1, 0].set(jnp.nan)}
+    message = _first_non_finite(cell, reward.at[2, 1].set(jnp.nan))
+    assert message.startswith("checked mode: non-finite observation['seen'] at update 4, "
+                              "step 2, env 1: [nan]")
+    message = _first_non_finite(later, reward)
+    assert message.startswith("checked mode: non-finite observation['pos'] at update 4, step "
+                              "3, env 0: [ 0. nan]")
+    # one array: "observation", as before
+    message = _first_non_finite(jnp.zeros((T, B, 4)).at[1, 2, 0].set(jnp.nan), reward)
+    assert message.startswith("checked mode: non-finite observation at update 4, step 1, "
+                              "env 2: [nan  0.  0.  0.]")
+
+
+def test_a_host_environments_nan_reward_is_named_not_the_loss(capsys, tmp_path):
+    """A Gymnasium environment whose reward turns NaN at each environment's third step (step
+    2): --checked said 'non-finite loss at update 1'; now it names the reward, the step and
+    the environment. check-env's host_rows no longer reports 'reward nan, pool's nan' (the
+    row is the pool's); host_finite names it."""
+    name = "custom_envs.gym_misfit:nan_reward"
+    code, _, err = run(capsys, "train", "--env", name, "--checked", "--horizon", "20",
+                       "--num-envs", "4", "--num-steps", "16", "--total-steps", "128",
+                       "--hidden", "8", "--out", tmp_path / "run")
+    assert code == 2
+    assert err == ("rollax train: error: checked mode: non-finite reward at update 1, step 2, "
+                   "env 0: nan\n")
+    report = rollax.check_host_env(rollax.make(name), batch_size=2, num_steps=6)
+    assert [r.name for r in report.failures] == ["host_finite"]
+    assert report["host_finite"].message == "reward is not finite: step 2, env 0, reward nan"

@@ -22,18 +22,31 @@ def _first_index(bad: jax.Array):
     return jnp.argmax(bad.reshape(-1))
 
 
-def check_observations(observation, update) -> None:
+def check_observations(observation, update, reward=None) -> None:
     """Every observation of a ``(T, B, ...)`` batch is finite (every leaf of a pytree
-    observation, side by side)."""
-    leaves = jax.tree.leaves(observation)
-    lead = leaves[0].shape[:2]
-    obs = jnp.concatenate([x.reshape(lead + (-1,)).astype(jnp.float32) for x in leaves], -1)
-    bad = ~jnp.all(jnp.isfinite(obs), axis=-1)  # (T, B)
-    i = _first_index(bad)
-    t, b = i // bad.shape[1], i % bad.shape[1]
-    checkify.check(~jnp.any(bad),
-                   "checked mode: non-finite observation at update {u}, step {t}, env {b}: {v}",
-                   u=update, t=t, b=b, v=obs[t, b])
+    observation), and with ``reward`` ``(T, B)`` every reward. The first non-finite output is
+    named: the first cell (step, then environment) holding one, and in that cell the
+    observation (leaf by leaf, as ``observation['row']``) before the reward, which the step
+    gave after it."""
+    outputs = []
+    for path, x in jax.tree_util.tree_flatten_with_path(observation)[0]:
+        if jnp.issubdtype(x.dtype, jnp.inexact):  # an integer leaf is always finite
+            outputs.append((f"observation{jax.tree_util.keystr(path)}",
+                            x.reshape(x.shape[:2] + (-1,)).astype(jnp.float32)))
+    if reward is not None:
+        outputs.append(("reward", reward.reshape(reward.shape[:2] + (1,)).astype(jnp.float32)))
+    if not outputs:
+        return
+    bad = jnp.stack([~jnp.all(jnp.isfinite(x), axis=-1) for _, x in outputs])  # (K, T, B)
+    cell = jnp.any(bad, axis=0)
+    i = _first_index(cell)
+    t, b = i // cell.shape[1], i % cell.shape[1]
+    first = jnp.argmax(bad[:, t, b])  # the first output of that cell that is not finite
+    for k, (name, x) in enumerate(outputs):
+        value = x[t, b] if name != "reward" else x[t, b, 0]
+        checkify.check(~(jnp.any(cell) & (first == k)),
+                       f"checked mode: non-finite {name} at update {{u}}, step {{t}}, env {{b}}: "
+                       "{v}", u=update, t=t, b=b, v=value)
 
 
 def check_actions(action: jax.Array, space, update) -> None:
@@ -82,10 +95,11 @@ def check_legal(action: jax.Array, mask: jax.Array, active: jax.Array, space, up
 
 
 def check_collected(traj, action_space, update) -> None:
-    """A collected ``(T, B)`` batch's observations finite and its actions valid
-    (:func:`check_observations`, :func:`check_actions`), and legal under the stored action
-    masks, for an environment with masks (:func:`check_legal`)."""
-    check_observations(traj.observation, update)
+    """A collected ``(T, B)`` batch's observations and rewards finite (the first non-finite
+    one named: :func:`check_observations`) and its actions valid (:func:`check_actions`), and
+    legal under the stored action masks, for an environment with masks
+    (:func:`check_legal`)."""
+    check_observations(traj.observation, update, traj.reward)
     check_actions(traj.action, action_space, update)
     mask = getattr(traj, "action_mask", None)
     if mask is not None:

@@ -29,6 +29,7 @@ from rollax.contracts import (
 )
 from rollax.contracts.env_checks import batch_permutation, determinism
 from rollax.contracts.env_run import EnvRun
+from rollax.contracts.preflight import check_usable
 from rollax.contracts.probe import MAX_DEFAULT_STEPS, default_steps
 from rollax.contracts.registry import (
     COLLECTOR_REGISTRY,
@@ -815,6 +816,53 @@ def test_unhashable_environment_fails_runs():
                                  "@dataclasses.dataclass(frozen=True) with hashable fields "
                                  "(tuples, not lists or arrays)")
     assert report["reset_output"].passed and report["step_output"].passed  # still run
+
+
+class MutablePointMass(rollax.Environment):
+    """PointMass's behaviour in a plain class that sets its attributes in ``__init__``:
+    hashable (by identity), but mutable."""
+
+    def __init__(self, horizon: int):
+        self.horizon = horizon
+        self.inner = PointMass(horizon=horizon)
+
+    def reset(self, key):
+        return self.inner.reset(key)
+
+    def transition(self, state, action, key):
+        return self.inner.transition(state, action, key)
+
+    def observation(self, state):
+        return self.inner.observation(state)
+
+    @property
+    def observation_space(self):
+        return self.inner.observation_space
+
+    @property
+    def action_space(self):
+        return self.inner.action_space
+
+
+def test_mutable_environment_fails_runs():
+    """A plain subclass that sets its attributes passed every check (it hashes by identity);
+    the docs call it bad input. It fails ``runs`` in one line naming an attribute that can be
+    set, and the command line's preflight refuses it with the same words; rollax's own
+    frozen environments pass."""
+    env = MutablePointMass(horizon=4)
+    report = check_env(env, batch_size=2, autoreset_fn=None)
+    runs = report["runs"]
+    assert runs.failed and "\n" not in runs.message
+    assert runs.message.endswith("is mutable (its attribute 'horizon' can be set): "
+                                 "environments must be immutable: use "
+                                 "@dataclasses.dataclass(frozen=True) with hashable fields "
+                                 "(tuples, not lists or arrays)")
+    assert env.horizon == 4  # probing set each attribute to its own value
+    with pytest.raises(ValueError, match=r"^environment 'mine' is mutable \(its attribute "
+                                         r"'horizon' can be set\)"):
+        check_usable(env, "mine")
+    check_usable(PointMass(horizon=4), "mine")  # frozen: no attribute can be set
+    check_usable(rollax.make("CartPole-v1"), "CartPole-v1")
 
 
 def test_dict_observations_are_refused_or_reported():

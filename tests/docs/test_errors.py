@@ -241,6 +241,36 @@ class Unhashable(rollax.Environment):
         return CartPole().action_space
 
 
+class Mutable(rollax.Environment):
+    """CartPole's behaviour in a plain class that sets its attributes in ``__init__`` (hashable
+    by identity, but mutable)."""
+
+    def __init__(self, horizon=500):
+        self.horizon = horizon
+        self.cartpole = CartPole(horizon=horizon)
+
+    def reset(self, key):
+        return self.cartpole.reset(key)
+
+    def transition(self, state, action, key):
+        return self.cartpole.transition(state, action, key)
+
+    def observation(self, state):
+        return self.cartpole.observation(state)
+
+    @property
+    def observation_space(self):
+        return self.cartpole.observation_space
+
+    @property
+    def action_space(self):
+        return self.cartpole.action_space
+
+
+def mutable(horizon=500):
+    return Mutable(horizon=horizon)
+
+
 class WrongMask(CartPole):
     def action_mask(self, state):
         return jnp.ones(3, bool)  # Discrete(2) needs bool[2]

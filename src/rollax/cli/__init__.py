@@ -80,11 +80,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
+        from rollax.envs.host import host_failure
         from rollax.run.training import Interrupted
 
         if isinstance(err, Interrupted):
             print(f"{prefix}: {err}", file=sys.stderr)
             return 130
+        failure = host_failure(err)  # a host environment's output, inside JAX's error
+        if failure is not None:
+            print(f"{prefix}: error: {failure}", file=sys.stderr)
+            return 2
         raise
 
 

@@ -236,7 +236,7 @@ def run_gradients(cmd: GradientsCommand) -> None:
 
 def run_check_env(cmd: CheckEnvCommand) -> int:
     from rollax.contracts import check_env, check_host_env
-    from rollax.contracts.preflight import trace_checked
+    from rollax.contracts.preflight import check_host_before_run, trace_checked
     from rollax.envs.host import is_host
     from rollax.envs.registry import make
 
@@ -246,6 +246,7 @@ def run_check_env(cmd: CheckEnvCommand) -> int:
     check_seed(cmd.seed)
     env = make(cmd.name)
     if is_host(env):  # no state to re-step: the collector's rows against the pool's own
+        check_host_before_run(env, cmd.name)  # one line for outputs that do not fit the spaces
         report = check_host_env(env, batch_size=min(cmd.batch_size, 4),
                                 num_steps=cmd.num_steps, seed=cmd.seed)
     else:

@@ -49,6 +49,7 @@ from rollax.envs.base import (
     MultiBinary,
     MultiDiscrete,
     is_structured,
+    mismatch_words,
     space_leaves,
     space_tree,
 )
@@ -71,8 +72,9 @@ def _is(x: Any, shape: tuple[int, ...], dtype: Any) -> bool:
 
 
 @env_check("runs", "reset, step, observation and done trace, compile and run under `jit` and "
-           "`vmap`; the environment is hashable (`jit` takes it as a static argument) and "
-           "its observation one array (the leaves of its `Dict` / `Tuple` space).", gate=True)
+           "`vmap`; the environment is hashable and immutable (`jit` takes it as a static "
+           "argument: no attribute can be set, as in a frozen dataclass) and its "
+           "observation one array (the leaves of its `Dict` / `Tuple` space).", gate=True)
 def runs(run: EnvRun) -> CheckResult:
     """Trace and run the environment; every later check needs it."""
     return attempt(run.start, "reset, step, observation, done under jit+vmap")
@@ -103,7 +105,7 @@ def observation_finding(observation: Any, space: Any, what: str,
     if not is_structured(space):
         if _is(observation, tuple(space.shape), space.dtype):
             return None
-        return Finding(None, None, f"{what} does not match observation_space",
+        return Finding(None, None, mismatch_words(what),
                        {"observation": _type(observation), "space": _spec(space)}, priority)
     if unsupported_observation(observation, space, "") is not None:
         return Finding(None, None, f"{what} does not have observation_space's leaves",
@@ -111,7 +113,7 @@ def observation_finding(observation: Any, space: Any, what: str,
                         "space": leaf_paths(space_tree(space, lambda s: 0))}, priority)
     for (path, leaf), x in zip(space_leaves(space), jax.tree.leaves(observation)):
         if not _is(x, tuple(leaf.shape), leaf.dtype):
-            return Finding(None, None, f"{what} leaf {path} does not match its space",
+            return Finding(None, None, mismatch_words(what, path),
                            {"observation": _type(x), "space": _spec(leaf)}, priority)
     return None
 

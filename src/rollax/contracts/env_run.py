@@ -14,6 +14,7 @@ import numpy as np
 from rollax.contracts.probe import (
     Setup,
     describe,
+    mutable,
     sample_action,
     unhashable,
     unsupported_observation,
@@ -89,11 +90,11 @@ class EnvRun(Setup):
     def start(self) -> None:
         """Abstract shapes, then the compiled tracer and the first trace (may raise; a
         ``TypeError`` for an unhashable environment, which ``jit`` cannot take as a static
-        argument, and for an observation that is not one array)."""
+        argument, a mutable one, and for an observation that is not one array)."""
         self.shapes = abstract_shapes(self.env, self.policy, self.params,
                                       jax.random.key(self.seed))
         name = describe(self.env)
-        problem = (unhashable(self.env, name)
+        problem = (unhashable(self.env, name) or mutable(self.env, name)
                    or unsupported_observation(self.shapes.observation,
                                                self.env.observation_space, name))
         if problem is not None:

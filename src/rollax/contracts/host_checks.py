@@ -18,10 +18,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from rollax.contracts.probe import RandomPolicy
+from rollax.contracts.probe import RandomPolicy, first_line
 from rollax.contracts.registry import HOST_REGISTRY, host_check
 from rollax.contracts.report import CheckReport, Finding, judge, outcome
-from rollax.envs.host import HostEnvironment, gymnasium_leaves, is_host
+from rollax.envs.host import HostEnvironment, gymnasium_leaves, host_failure, is_host
 from rollax.validate import check_count
 
 __all__ = ["check_host_env"]
@@ -50,6 +50,15 @@ def _leaves(observation: Any) -> list[np.ndarray]:
 def _flat(leaf: Any, batch_size: int) -> np.ndarray:
     """``(batch_size, -1)`` float64, a copy (a pool may reuse its arrays)."""
     return np.array(leaf, np.float64).reshape(batch_size, -1)
+
+
+def _differ(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """``got != want``, elementwise, with a NaN equal to a NaN (a row that holds the pool's
+    NaN is the pool's row: ``host_finite`` is what reports it)."""
+    differ = got != want
+    if np.issubdtype(got.dtype, np.inexact):
+        differ &= ~(np.isnan(got) & np.isnan(want))
+    return differ
 
 
 def _pool_rows(env: HostEnvironment, seed: int, batch_size: int, actions: np.ndarray) -> list:
@@ -84,9 +93,12 @@ def host_collects(run: HostRun) -> Any:
     policy = RandomPolicy.for_space(run.env.action_space)
     key = jax.random.key(run.seed)
     reset_key, action_key = jax.random.split(key)
-    state = reset_batch(run.env, reset_key, run.batch_size)
-    _, traj = collect_autoreset(run.env, policy, None, state, action_key, run.num_steps)
-    run.traj = jax.tree.map(np.asarray, traj)
+    try:
+        state = reset_batch(run.env, reset_key, run.batch_size)
+        _, traj = collect_autoreset(run.env, policy, None, state, action_key, run.num_steps)
+        run.traj = jax.tree.map(np.asarray, traj)
+    except Exception as err:  # a pool that failed: its one line (HostOutputError)
+        return outcome("failed", host_failure(err) or first_line(err))
     seed = int(np.asarray(jax.random.bits(reset_key, dtype=np.uint32)))
     run.rows = _pool_rows(run.env, seed, run.batch_size, run.traj.action)
     return outcome("passed", f"{run.num_steps} steps of {run.batch_size} environments")
@@ -95,7 +107,7 @@ def host_collects(run: HostRun) -> Any:
 @host_check("host_rows", "every recorded row is the pool's own: the observation, the next "
             "observation (the episode's true final one where it ended), the reward, and "
             "`terminated` and `truncated` apart (a step the pool reports as both counts as "
-            "terminated)")
+            "terminated); a NaN equals a NaN (`host_finite` reports it)")
 def host_rows(run: HostRun) -> Any:
     findings = []
     B = run.batch_size
@@ -105,7 +117,8 @@ def host_rows(run: HostRun) -> Any:
         for name, got, want in (("observation", got_before, before),
                                 ("next_observation", got_final, final)):
             for g, w in zip(got, want):
-                bad = np.flatnonzero(~np.all(np.isclose(g, w, rtol=1e-6, atol=0), axis=1))
+                same = np.isclose(g, w, rtol=1e-6, atol=0, equal_nan=True)  # NaN is NaN
+                bad = np.flatnonzero(~np.all(same, axis=1))
                 if bad.size:
                     b = int(bad[0])
                     findings.append(Finding(t, b, f"{name} differs from the pool's",
@@ -115,7 +128,7 @@ def host_rows(run: HostRun) -> Any:
                  reward.astype(np.float32).astype(np.float64)),
                 ("terminated", run.traj.terminated[t], terminated),
                 ("truncated", run.traj.truncated[t], truncated & ~terminated)):
-            bad = np.flatnonzero(got != want)
+            bad = np.flatnonzero(_differ(got, want))
             if bad.size:
                 b = int(bad[0])
                 findings.append(Finding(t, b, f"{name} differs from the pool's",

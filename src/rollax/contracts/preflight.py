@@ -1,4 +1,7 @@
-"""The checks a command runs on an environment before it writes anything: that the environment
+"""The checks a command runs on an environment before it writes anything. A host environment
+(a ``gymnasium.Env``): one of its environments reset and stepped once, the observations,
+reward and flags held against its declared Gymnasium spaces (:func:`check_host_before_run`).
+A JAX environment: that it
 is hashable and declares spaces rollax supports, then one reset and one step traced abstractly
 (``jax.eval_shape``: nothing is compiled or run), the observation laid out as its space
 (one array, or the leaves of a ``Dict`` / ``Tuple``), and held against
@@ -17,11 +20,28 @@ from rollax.contracts.env_run import EnvRun, Shapes, abstract_shapes
 from rollax.contracts.probe import (
     RandomPolicy,
     first_line,
+    mutable,
     unhashable,
     unsupported_observation,
     unsupported_space,
 )
+from rollax.envs.host import HostEnvironment
 from rollax.envs.masks import mask_problem
+
+
+def check_host_before_run(env: HostEnvironment, name: str) -> None:
+    """``ValueError`` in one line naming ``name`` when one environment of ``env``, reset with
+    seed 0 and stepped once, gives an observation that does not fit its declared space (the
+    leaf, its dtype and shape, and the space's: the words of ``reset_output`` /
+    ``step_output`` for a JAX environment), a reward that is not a real scalar or flags that
+    are not bool scalars, or raises (:meth:`~rollax.envs.host.HostEnvironment.first_problem`).
+    ``rollax check-env`` refuses the same, so no pointer to it."""
+    problem = env.first_problem()
+    if problem is None:
+        return
+    check, what = problem
+    raise ValueError(f"environment {name!r}: {what}" if check is None else
+                     f"environment {name!r} fails {check}: {what}")
 
 
 def trace_once(env: Any, name: str) -> Shapes:
@@ -38,11 +58,11 @@ def trace_once(env: Any, name: str) -> Shapes:
 
 
 def check_usable(env: Any, name: str) -> None:
-    """``ValueError`` in one line unless ``env`` is hashable (``jit`` takes it as a static
-    argument) and its ``observation_space`` and ``action_space`` are spaces rollax supports
-    (``Discrete``, ``Box``, ``MultiDiscrete``, ``MultiBinary``; for observations a ``Dict`` or
-    ``Tuple`` of them)."""
-    problem = unhashable(env, name) or unsupported_space(env, name)
+    """``ValueError`` in one line unless ``env`` is hashable and immutable (``jit`` takes it
+    as a static argument: a frozen dataclass) and its ``observation_space`` and
+    ``action_space`` are spaces rollax supports (``Discrete``, ``Box``, ``MultiDiscrete``,
+    ``MultiBinary``; for observations a ``Dict`` or ``Tuple`` of them)."""
+    problem = unhashable(env, name) or mutable(env, name) or unsupported_space(env, name)
     if problem is not None:
         raise ValueError(problem)
 

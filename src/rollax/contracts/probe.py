@@ -255,6 +255,38 @@ def unhashable(env: Any, name: str) -> str | None:
     return None
 
 
+def settable_attribute(env: Any) -> str | None:
+    """The name of an attribute of ``env`` that can be set (each one tried by setting it to
+    the value it holds, which changes nothing), or None when every attribute refuses, as a
+    frozen dataclass's do (an object with no attributes of its own has none to set)."""
+    names = list(getattr(env, "__dict__", {}))
+    for cls in type(env).__mro__:  # the attributes of classes with __slots__
+        slots = cls.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    for name in dict.fromkeys(names):
+        if name.startswith("__") or not hasattr(env, name):
+            continue
+        try:
+            setattr(env, name, getattr(env, name))
+        except Exception:  # FrozenInstanceError, AttributeError: this one cannot be set
+            continue
+        return name
+    return None
+
+
+def mutable(env: Any, name: str) -> str | None:
+    """The one-line reason why ``env`` must not be used: one of its attributes can be set
+    (a plain class setting its attributes in ``__init__``, a dataclass that is not frozen);
+    ``jit`` keeps a compiled program per environment, so a change would go unseen. None for
+    an immutable environment."""
+    attribute = settable_attribute(env)
+    if attribute is None:
+        return None
+    return (f"environment {name!r} is mutable (its attribute {attribute!r} can be set): "
+            f"environments must be immutable: use @dataclasses.dataclass(frozen=True) with "
+            f"hashable fields (tuples, not lists or arrays)")
+
+
 def _space_kind(space: Any, observation: bool = False) -> str | None:
     """What ``space`` is when rollax cannot drive it (``"a dict"``), None for a ``Discrete``,
     ``Box``, ``MultiDiscrete`` or ``MultiBinary`` (or a space with the attributes of the first

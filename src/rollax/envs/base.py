@@ -208,6 +208,17 @@ def space_leaves(space: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, space)]
 
 
+def mismatch_words(what: str, path: str = "") -> str:
+    """How every check says that an observation (``what``: ``"start observation"``,
+    ``"observation after a step"``) does not have its space's shape and dtype: the whole
+    observation, or its leaf ``path`` (``['row']``) for a ``Dict`` / ``Tuple`` space. The same
+    words for a JAX environment (``check_env``'s ``reset_output`` / ``step_output``) and a
+    host one (:mod:`rollax.envs.host`)."""
+    if path:
+        return f"{what} leaf {path} does not match its space"
+    return f"{what} does not match observation_space"
+
+
 def space_tree(space: Any, leaf: Callable[[Any], Any]) -> Any:
     """An observation-shaped pytree: ``leaf(s)`` for each leaf space ``s`` of ``space``, inside
     the dicts and tuples of its :class:`Dict` and :class:`Tuple` nodes."""

@@ -25,6 +25,14 @@ The contract, kept as for JAX environments (``docs/environments.md``, Host envir
 - **Actions** go to Gymnasium as sampled; a ``Box`` action is clipped to the space's bounds
   on the host first, as Stable-Baselines3 and CleanRL do (the trajectory keeps the sampled
   action, whose log-probability the update scores).
+- **Outputs against the declared spaces.** Before a command writes anything
+  (:func:`rollax.contracts.preflight.check_host_before_run`), one environment is reset and
+  stepped once and its observation, reward and flags held against its Gymnasium spaces
+  (:meth:`HostEnvironment.first_problem`). Later, a pool whose reset or step fails (an
+  observation of another shape cannot be stacked into the batch) stops the compiled program
+  with one line, :class:`HostOutputError`, naming the leaf, the step counted from the pool's
+  reset, and the environment; the command line prints it (:func:`host_failure`) and exits 2.
+  Nothing is checked per step when the pool does not fail (no cost to throughput).
 - **What cannot be kept**: a pool's episodes in flight are not part of a checkpoint, and
   nothing about a pool survives its process.
 
@@ -34,11 +42,13 @@ environment, closed when the episodes end.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
+import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, NamedTuple, TypeGuard
 
 import jax
@@ -53,12 +63,13 @@ from rollax.envs.base import (
     MultiBinary,
     MultiDiscrete,
     Tuple,
+    mismatch_words,
     space_leaves,
     space_tree,
 )
 
-__all__ = ["BatchStep", "HostEnvironment", "HostState", "is_host", "read_spaces",
-           "space_from_gymnasium"]
+__all__ = ["BatchStep", "HostEnvironment", "HostOutputError", "HostState", "host_failure",
+           "is_host", "output_problem", "read_spaces", "space_from_gymnasium"]
 
 
 class HostState(NamedTuple):
@@ -140,6 +151,121 @@ def gymnasium_leaves(observation: Any, space: Any) -> list:
     return [observation]
 
 
+class HostOutputError(ValueError):
+    """A host environment's output does not match its declared spaces, or its pool failed: the
+    message is one line naming the environment, the output, the step and the environment
+    index."""
+
+
+_FAILURES: collections.deque = collections.deque(maxlen=16)
+"""The messages of the latest :class:`HostOutputError`: JAX hands a failed host callback's
+error back as its own error, whose text holds the message (:func:`host_failure`)."""
+
+
+class _QuietFailures(logging.Filter):
+    """Keeps JAX from logging the traceback of a :class:`HostOutputError` raised in a host
+    callback: the error reaches the caller, whose one line says it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, HostOutputError)
+
+
+logging.getLogger("jax._src.callback").addFilter(_QuietFailures())
+
+
+def host_failure(err: BaseException) -> str | None:
+    """The one line of the :class:`HostOutputError` that ``err`` carries (itself, or JAX's
+    error around the failed host callback that raised it), or None."""
+    if isinstance(err, HostOutputError):
+        return str(err)
+    text = str(err)
+    return next((line for line in reversed(_FAILURES) if line in text), None)
+
+
+def value_text(x: Any) -> str:
+    """``float32[4]``: a host value's dtype and shape (a Python number's as NumPy reads it),
+    or its type's name (a dict, a ragged list)."""
+    try:
+        array = np.asarray(x)
+    except Exception:  # a ragged list
+        return type(x).__name__
+    if array.dtype == object:
+        return type(x).__name__
+    return f"{array.dtype}{list(array.shape)}"
+
+
+def finding_text(what: str, values: dict, step: int | None = None,
+                 env: int | None = None) -> str:
+    """``what: step 5, env 3, observation 'float32[8]', space 'float32[7]'``: a finding as
+    the contract checks' reports write it (the values here are texts)."""
+    at = [] if step is None and env is None else [
+        ("reset" if step is None else f"step {step}") + ("" if env is None else f", env {env}")]
+    details = ", ".join(at + [f"{k} {v!r}" for k, v in values.items()])
+    return what + (f": {details}" if details else "")
+
+
+def output_problem(value: Any, space: Any, what: str, path: str = "") -> tuple[str, dict] | None:
+    """``(what is wrong, values)`` when a Gymnasium observation ``value`` does not fit its
+    Gymnasium ``space`` (every leaf of a ``Dict`` / ``Tuple`` in turn), else None. A leaf fits
+    with the space's shape and a dtype Gymnasium casts to the space's without changing its
+    kind (a float64 into a float32 ``Box`` fits; a float into an integer space does not)."""
+    from gymnasium import spaces
+
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        keys: list[Any]
+        if isinstance(space, spaces.Dict):
+            keys = list(space.spaces)
+            fits = isinstance(value, Mapping) and set(value) == set(keys)
+            got = ", ".join(f"[{k!r}]" for k in value) if isinstance(value, Mapping) else None
+            want = ", ".join(f"[{k!r}]" for k in keys)
+        else:
+            keys = list(range(len(space.spaces)))
+            fits = isinstance(value, (tuple, list)) and len(value) == len(keys)
+            got = (", ".join(f"[{i}]" for i in range(len(value)))
+                   if isinstance(value, (tuple, list)) else None)
+            want = ", ".join(f"[{i}]" for i in keys)
+        if not fits:
+            where = f" leaf {path}" if path else ""
+            return (f"{what}{where} does not have observation_space's leaves",
+                    {"observation": got if got is not None else value_text(value),
+                     "space": want})
+        nodes: Any = space.spaces  # a dict by key or a tuple by index, as ``value``
+        for k in keys:
+            problem = output_problem(value[k], nodes[k], what, f"{path}[{k!r}]")
+            if problem is not None:
+                return problem
+        return None
+    try:
+        array = np.asarray(value)
+    except Exception:  # a ragged list
+        array = None
+    if (array is not None and array.dtype != object and array.shape == tuple(space.shape)
+            and np.can_cast(array.dtype, np.dtype(space.dtype), "same_kind")):
+        return None
+    return mismatch_words(what, path), {"observation": value_text(value),
+                                        "space": f"{np.dtype(space.dtype)}{list(space.shape)}"}
+
+
+def reward_problem(reward: Any) -> tuple[str, dict] | None:
+    """What is wrong with a host step's reward (a real scalar: bool, int or float), or None."""
+    text = value_text(reward)
+    if text[-2:] == "[]" and np.asarray(reward).dtype.kind in "biuf":
+        return None
+    return "reward is not a real scalar", {"reward": text}
+
+
+def flag_problem(name: str, flag: Any) -> tuple[str, dict] | None:
+    """What is wrong with a host step's ``terminated`` or ``truncated`` (a bool scalar, as
+    Gymnasium's own checker asks), or None."""
+    text = value_text(flag)
+    if not text.startswith("bool"):
+        return f"{name} must be bool", {name: text}
+    if text != "bool[]":
+        return f"{name} must be a scalar", {name: text}
+    return None
+
+
 def read_spaces(name: str, observation_space: Any, action_space: Any) -> tuple:
     """``(observation space, action space, raw observation shape)`` of a host environment from
     its Gymnasium spaces: an observation of one array that is not a vector (an image, a grid)
@@ -154,6 +280,11 @@ def read_spaces(name: str, observation_space: Any, action_space: Any) -> tuple:
         observation = Box(observation.low.reshape(-1), observation.high.reshape(-1),
                           (math.prod(raw),))
     return observation, action, raw
+
+
+def _first_line(err: BaseException) -> str:
+    """``"ValueError: <the first line of its message>"``."""
+    return f"{type(err).__name__}: {str(err).strip().partition(chr(10))[0]}"
 
 
 def _sync_pool(make_one: Callable[[], Any], batch_size: int, seed: int) -> tuple[Any, Any]:
@@ -206,8 +337,14 @@ class HostEnvironment:
     with Gymnasium's single-environment ``step(action)`` (its 5-tuple, no reset after an
     episode ends), ``render()`` (the RGB frame of the state it is in) and ``close()``;
     ``None`` when the environment has no ``rgb_array`` rendering."""
+    make_single: Callable[[], Any] | None = dataclasses.field(default=None, repr=False)
+    """One of the pool's ``gymnasium.Env`` (:meth:`first_problem` probes it); ``None`` for a
+    pool built another way (EnvPool's)."""
     pools: dict = dataclasses.field(default_factory=dict, repr=False)
     """The host's open pools by number (training and evaluation)."""
+    steps: dict = dataclasses.field(default_factory=dict, repr=False)
+    """How many steps each open pool has taken since its reset, by number (a failure names
+    the step)."""
     numbers: Iterator[int] = dataclasses.field(default_factory=itertools.count, repr=False)
     """The pools' numbers, never given twice (pools close in any order)."""
 
@@ -232,7 +369,42 @@ class HostEnvironment:
             probe.close()
         return cls(name=name, open_pool=functools.partial(_sync_pool, make_one),
                    horizon=int(horizon or limit or 10**9), spaces=spaces,
-                   open_drawn=functools.partial(_drawn_env, make_one) if drawn else None)
+                   open_drawn=functools.partial(_drawn_env, make_one) if drawn else None,
+                   make_single=make_one)
+
+    def first_problem(self) -> tuple[str | None, str] | None:
+        """``(check, what is wrong)`` of the first output of one environment that does not
+        match its declared Gymnasium spaces, or None when they match (or there is no
+        :attr:`make_single` to probe). The environment is reset with seed 0 and stepped once
+        with a sample of its action space (seeded 0): the observation after each against the
+        observation space (``reset_output``, ``step_output``: :func:`output_problem`), the
+        reward a real scalar, ``terminated`` and ``truncated`` bool scalars (``step_output``).
+        A reset or step that raises: ``(None, "reset(seed=0) raised <type>: <first line>")``."""
+        if self.make_single is None:
+            return None
+        env = self.make_single()
+        try:
+            try:
+                observation, _ = env.reset(seed=0)
+            except Exception as err:
+                return None, f"reset(seed=0) raised {_first_line(err)}"
+            problem = output_problem(observation, env.observation_space, "start observation")
+            if problem is not None:
+                return "reset_output", finding_text(*problem)
+            env.action_space.seed(0)
+            try:
+                observation, reward, terminated, truncated, _ = env.step(
+                    env.action_space.sample())
+            except Exception as err:
+                return None, f"step after reset(seed=0) raised {_first_line(err)}"
+            problem = (reward_problem(reward)
+                       or flag_problem("terminated", terminated)
+                       or flag_problem("truncated", truncated)
+                       or output_problem(observation, env.observation_space,
+                                         "observation after a step"))
+            return None if problem is None else ("step_output", finding_text(*problem))
+        finally:
+            env.close()
 
     # -- the spaces, as a functional environment has them ---------------------------------------
 
@@ -253,10 +425,43 @@ class HostEnvironment:
     # -- the host side ---------------------------------------------------------------------------
 
     def _open(self, seed, batch_size: int) -> tuple[np.ndarray, Any]:
-        pool, observation = self.open_pool(batch_size, int(np.asarray(seed)))
         number = next(self.numbers)
-        self.pools[number] = pool
-        return np.full(batch_size, number, np.int32), self._observation(observation)
+        pool = None
+        try:
+            pool, observation = self.open_pool(batch_size, int(np.asarray(seed)))
+            self.pools[number] = pool
+            self.steps[number] = 0
+            return np.full(batch_size, number, np.int32), self._observation(observation)
+        except Exception as err:
+            raise self._failure(err, pool, None, {}) from None
+
+    def _failure(self, err: Exception, pool: Any, step: int | None,
+                 info: dict) -> HostOutputError:
+        """The one-line error of a pool whose reset (``step`` None) or step failed: the first
+        observation that does not fit the space (each environment's latest, where the pool
+        keeps them as Gymnasium's ``SyncVectorEnv`` does, and the true final ones in
+        ``info``), else the error's type and first line."""
+        check = "reset_output" if step is None else "step_output"
+        what = "start observation" if step is None else "observation after a step"
+        space = getattr(pool, "single_observation_space", None)
+        latest = list(getattr(pool, "_env_obs", None) or ()) if space is not None else []
+        final = info.get("final_obs", ()) if space is not None else ()
+        candidates = [(b, value, what) for b, value in enumerate(latest)]
+        candidates += [(int(b), final[b], "final observation")
+                       for b in np.flatnonzero(info.get("_final_obs", ()))]
+        message = None
+        for b, value, said in candidates:
+            problem = output_problem(value, space, said)
+            if problem is not None:
+                message = (f"environment {self.name!r} fails {check}: "
+                           f"{finding_text(*problem, step, b)}")
+                break
+        if message is None:
+            action = "reset" if step is None else f"step {step}"
+            message = (f"environment {self.name!r}: its pool's {action} raised "
+                       f"{_first_line(err)}")
+        _FAILURES.append(message)
+        return HostOutputError(message)
 
     def _observation(self, observation) -> Any:
         """A pool's batch of observations as the compiled side takes them (a pytree of
@@ -291,14 +496,21 @@ class HostEnvironment:
         out = np.zeros((len(packed), 2 * size + 3), np.float32)
         if not packed[:, 1].any():  # nothing left to step (an evaluation whose episodes ended)
             return out
-        envs = self.pools[int(packed[0, 0])]
+        number = int(packed[0, 0])
+        envs = self.pools[number]
+        step = self.steps.get(number, 0)
+        self.steps[number] = step + 1
         action = self.host_action(packed[:, 2:])
-        observation, reward, terminated, truncated, info = envs.step(action)
-        out[:, :size] = self._flat(observation, len(packed))
-        out[:, size:2 * size] = out[:, :size]
-        for b in np.flatnonzero(info.get("_final_obs", ())):
-            out[b, size:2 * size] = self._flat(info["final_obs"][b], 1)[0]
-        out[:, -3], out[:, -2], out[:, -1] = reward, terminated, truncated
+        info: dict = {}
+        try:
+            observation, reward, terminated, truncated, info = envs.step(action)
+            out[:, :size] = self._flat(observation, len(packed))
+            out[:, size:2 * size] = out[:, :size]
+            for b in np.flatnonzero(info.get("_final_obs", ())):
+                out[b, size:2 * size] = self._flat(info["final_obs"][b], 1)[0]
+            out[:, -3], out[:, -2], out[:, -1] = reward, terminated, truncated
+        except Exception as err:
+            raise self._failure(err, envs, step, info) from None
         return out
 
     def host_action(self, action: np.ndarray) -> np.ndarray:
@@ -311,6 +523,7 @@ class HostEnvironment:
         return action.astype(np.int64)
 
     def _close(self, pool, after) -> np.ndarray:
+        self.steps.pop(int(np.asarray(pool)[0]), None)
         envs = self.pools.pop(int(np.asarray(pool)[0]), None)
         if envs is not None:
             envs.close()

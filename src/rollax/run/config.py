@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
-from rollax.contracts.preflight import check_before_run
+from rollax.contracts.preflight import check_before_run, check_host_before_run
 from rollax.envs.base import space_tree
 from rollax.envs.host import is_host
 from rollax.envs.registry import factory_of, is_import_path, make_configured, takes_horizon
@@ -215,10 +215,13 @@ def user_env(name: str, horizon: int | None = None, env_options=()):
     """A user's environment ``package.module:factory`` (``horizon`` passed when the factory
     takes one: :func:`~rollax.envs.registry.make_from_path`; ``env_options`` as keyword
     arguments), checked before anything is compiled or written: one reset and one step traced
-    against its declared spaces (:func:`~rollax.contracts.preflight.check_before_run`).
+    against its declared spaces (:func:`~rollax.contracts.preflight.check_before_run`; a
+    Gymnasium one's run: :func:`~rollax.contracts.preflight.check_host_before_run`).
     ``ValueError`` in one line."""
     env = make_configured(name, horizon, env_options)
-    if not is_host(env):  # a Gymnasium environment's spaces were converted when built
+    if is_host(env):  # a gymnasium.Env: its first reset and step against its spaces
+        check_host_before_run(env, name)
+    else:
         check_before_run(env, name)
     return env
 
