@@ -102,3 +102,21 @@ def test_drawing_videos_is_timed_apart_from_training(tmp_path, monkeypatch):
     assert (summary["compile_time_s"] + summary["run_time_s"] + summary["video_time_s"]
             <= summary["wall_time_s"])
     assert summary["env_steps_per_second"] == pytest.approx(80 / summary["run_time_s"])
+
+
+def test_the_closing_lines_name_the_drawing_time_apart(capsys, tmp_path):
+    """``rollax train --video-every`` prints the videos' seconds on a line of their own, the
+    number summary.json records."""
+    import json
+    import re
+
+    from helpers import run
+
+    code, out, err = run(capsys, "train", "--updates", "4", "--batch-size", "16",
+                         "--chunk-size", "1", "--video-every", "2", "--out", tmp_path / "run")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    line = re.search(r"^videos: 2 drawn in ([0-9.]+) s \(apart from the run's time and "
+                     r"throughput\)$", out, re.MULTILINE)
+    assert line is not None, out
+    assert float(line.group(1)) == pytest.approx(summary["video_time_s"], abs=0.05)
