@@ -437,6 +437,10 @@ def _print_timings(out, folder, summary: dict) -> None:
               f"{summary['run_time_s']:.1f} s" + (f" ({sps:,.0f} env steps/s)" if sps else "")
               + f", final evaluation {summary['final_eval_time_s']:.1f} s, command "
               f"{_command_seconds():.1f} s; run folder: {folder.path}")
+    if "video_time_s" in summary:
+        count = len(summary.get("videos", []))
+        out.print(f"videos: {count} drawn in {summary['video_time_s']:.1f} s (apart from the "
+                  f"run's time and throughput)")
 
 
 def _command_seconds() -> float:

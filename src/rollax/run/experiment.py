@@ -5,7 +5,9 @@ every chunk, checkpoints, resume and summaries.
 Lane ``i`` trains with root key ``jax.random.key(seed + k)`` (``k`` its seed index) and its own
 numeric hyperparameters; all lanes are one ``vmap``. A chunk applies up to ``chunk_size``
 updates to every lane and is compiled once: the last, shorter chunk reuses it, skipping its
-surplus steps with a ``lax.cond`` on an unbatched counter. Chunking never changes results.
+surplus steps with a ``lax.cond`` on an unbatched counter (host environments and checked mode:
+a loop of a traced, unbatched length, which runs no surplus step at all). Chunking never
+changes results.
 """
 
 from __future__ import annotations
@@ -177,8 +179,9 @@ class Runner:
             self.keys = sharding.place(self.keys, NamedSharding(mesh, P(sharding.LANES)))
 
         self.exact = checked or is_host(algo.env)
-        """Chunks of exactly ``n`` updates, ``n`` static (not ``chunk_size`` with the rest
-        skipped): :meth:`length` gives ``n`` as the chunk takes it."""
+        """Chunks that run exactly ``n`` updates (a loop of ``n`` steps, not ``chunk_size``
+        steps with the rest skipped): a host environment's calls and checked mode's checks
+        run for the updates asked alone."""
         self.lanes_apart = (mesh is not None and mesh.shape[sharding.ENVS] == 1
                             and not self.exact and mesh.devices.flat[0].platform == "cpu")
         """CPU devices that each hold whole lanes run them as separate programs, one lane after
@@ -204,30 +207,40 @@ class Runner:
         self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
                         **({} if mesh is None else {"out_shardings": self.state_shardings}))
         self.evaluate = jit(lanes_vmap(algo.evaluate))
+        # one trace of the update serves both the metrics' shapes and the chunk: the chunk's
+        # call of the jitted update reuses the trace made here (same per-lane shapes; lanes
+        # run apart trace it again, inside shard_map's own context)
+        from rollax.guards import functionalize
+
+        update = jax.jit(algo.update)
+        if checked:  # its staged checks trace only functionalised
+            metric_shapes = jax.eval_shape(
+                lambda s: functionalize(algo.update)(s, one_hp)[1][1], one_state)
+        else:
+            metric_shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
         if self.exact:
             # checkify cannot see through the skip-``cond`` below, nor can ``vmap`` take a
-            # ``cond`` around a host environment's calls, so these scan exactly ``n`` updates
-            # (the last, shorter chunk compiles once more)
-            from rollax.guards import functionalize
-
+            # ``cond`` around a host environment's calls ("IO effect not supported in
+            # vmap-of-cond"), so these loop exactly ``n`` times, ``n`` traced and unbatched
+            # (a ``while`` under ``vmap``): one program for every length, the last, shorter
+            # chunk included, and no surplus step (no host call, no check) runs
             def exact_chunk(state, hp, n):
-                def body(s, _):
-                    s, m = algo.update(s, hp)
-                    return keep_layout(s), m
+                def body(i, carry):
+                    s, out = carry
+                    s, m = (algo.update if checked else update)(s, hp)
+                    out = jax.tree_util.tree_map(lambda o, x: o.at[i].set(x), out, m)
+                    return keep_layout(s), out
 
-                return jax.lax.scan(body, state, None, n)
+                out = jax.tree_util.tree_map(
+                    lambda m: jnp.zeros((chunk_size, *m.shape), m.dtype), metric_shapes)
+                return jax.lax.fori_loop(0, n, body, (state, out))
 
             def batched(state, hp, n):
                 lanes = lanes_vmap(lambda s, h: exact_chunk(s, h, n))
                 return (functionalize(lanes) if checked else lanes)(state, hp)
 
-            self.chunk = jit(batched, static_argnums=2)
+            self.chunk = jit(batched)
             return
-        # one trace of the update serves both the metrics' shapes and the chunk: the chunk's
-        # call of the jitted update reuses the trace made here (same per-lane shapes; lanes
-        # run apart trace it again, inside shard_map's own context)
-        update = jax.jit(algo.update)
-        metric_shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
 
         def chunk(state, hp, n):
             skip = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
@@ -272,10 +285,9 @@ class Runner:
         return to_host(tree)
 
     def length(self, n: int):
-        """A chunk's length as :attr:`chunk` takes it: a Python ``int`` (static: each length
-        compiles apart) for exact chunks, else a traced int32 (one program for every length).
-        Compiling ahead of time with the same value keeps the run from compiling again."""
-        return int(n) if self.exact else jnp.int32(n)
+        """A chunk's length as :attr:`chunk` takes it: a traced int32, so one program serves
+        every length (compiled ahead of time, the run never compiles it again)."""
+        return jnp.int32(n)
 
     def run_chunk(self, state, n: int):
         """Apply ``n <= chunk_size`` updates; metrics come back on the host, ``(lanes, n)``."""

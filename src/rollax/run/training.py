@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rollax import sharding
@@ -63,9 +64,9 @@ class ChunkDone(NamedTuple):
     """Live environment steps per lane so far (the metric ``env_steps``; the mean over lanes
     where whole episodes make them differ)."""
     env_steps_per_second: float
-    """All lanes (host clock, compilation excluded): the rate of this session's first chunk,
-    then the rate since that chunk ended (the first call of the compiled chunk carries
-    one-time costs that would skew a long run's estimate for long)."""
+    """All lanes (host clock, compilation and drawing videos excluded): the rate of this
+    session's first chunk, then the rate since that chunk ended (the first call of the
+    compiled chunk carries one-time costs that would skew a long run's estimate for long)."""
     seconds_left: float
     """Estimated time to the last update at the same rate of updates (0 when done)."""
     progress: float
@@ -96,22 +97,28 @@ EVAL_STREAM = 0x6576616C
 ``u`` with ``fold_in(fold_in(key(seed_i), EVAL_STREAM), u)``, a stream training never draws."""
 
 
-def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int) -> Callable:
+def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int, state) -> Callable:
     """``(state, update) -> (lanes,)`` mean greedy return of ``episodes`` fresh absorbing
     episodes per lane (:func:`rollax.evaluation.evaluate_policy`) on the evaluation keys of
-    ``update``; the training state is only read, so training results never change."""
+    ``update``; the training state is only read, so training results never change. Compiled
+    here, for states like ``state`` (arrays, or their shapes and layouts): the evaluations
+    during the run compile nothing."""
     from rollax.evaluation import evaluate_policy
 
     def one(lane_state, key):
         return evaluate_policy(algo.env, algo.policy, algo.params(lane_state), key,
                                episodes, num_steps=getattr(algo.config, "eval_steps", None))
 
-    evaluate = jax.jit(jax.vmap(one))
+    def evaluate(state, roots, update):
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, update))(roots)
+        return jax.vmap(one)(state, keys)
+
     roots = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_STREAM))(lanes.keys())
+    compiled = jax.jit(evaluate).lower(state, roots, jnp.uint32(0)).compile()
 
     def at(state, update: int) -> np.ndarray:
-        keys = jax.vmap(lambda k: jax.random.fold_in(k, update))(roots)
-        return np.asarray(jax.device_get(evaluate(state, keys)), np.float64)
+        returns = compiled(state, roots, np.uint32(update))
+        return np.asarray(jax.device_get(returns), np.float64)
 
     return at
 
@@ -236,17 +243,22 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     else:
         state, update = _start(run, runner, folder, resume, labels)
         compile_s = _compile(_lower_chunk(runner, state, run.chunk_size), time.perf_counter())
-    # live environment steps per lane so far (the metric ``env_steps``), and the rates
+    greedy = None
+    if run.eval_every is not None:  # compiled before the clock starts, as compiling
+        began = time.perf_counter()
+        greedy = greedy_evaluator(algo, lanes, run.eval_episodes, state)
+        compile_s += time.perf_counter() - began
+    # live environment steps per lane so far (the metric ``env_steps``), and the rates; the
+    # seconds spent drawing videos are counted apart ("video"), never as training
     steps = _steps_at(folder, labels, update)
     clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0,
-             "steps": 0}
-    steady: dict[str, float] = {}  # when the first chunk ended, and the updates/steps then
-    greedy = (None if run.eval_every is None
-              else greedy_evaluator(algo, lanes, run.eval_episodes))
+             "steps": 0, "video": 0.0}
+    steady: dict[str, float] = {}  # when the first chunk ended, the updates/steps/video then
 
     def chunk_done(metrics, first, done, state):
         nonlocal steps
         now = time.perf_counter()
+        drawn = clock["video"]  # seconds of drawing before ``now``
         now_steps = np.asarray(metrics.env_steps, np.int64)[:, -1]
         chunk_steps = int(np.sum(now_steps - steps))
         steps = now_steps
@@ -260,17 +272,21 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
                 row["greedy_return"] = float(value)
         if run.video_every is not None and (
                 done // run.video_every > first // run.video_every or done == algo.num_updates):
+            began = time.perf_counter()
             _video(run, algo, folder, state, done)
+            clock["video"] += time.perf_counter() - began
         folder.write_metrics(rows)
         clock["updates"] += done - first
         clock["steps"] += chunk_steps
         if on_chunk is not None:
             if not steady:
-                steady.update(since=now, updates=clock["updates"], steps=clock["steps"])
+                steady.update(since=now, updates=clock["updates"], steps=clock["steps"],
+                              video=drawn)
                 sps, seconds_per_update = chunk_sps, (now - clock["chunk"]) / (done - first)
-            else:
+            else:  # the rate of training; the time left counts the videos to come too
                 took = max(now - steady["since"], 1e-9)
-                sps = (clock["steps"] - steady["steps"]) / took
+                sps = (clock["steps"] - steady["steps"]) / max(
+                    took - (drawn - steady["video"]), 1e-9)
                 seconds_per_update = took / (clock["updates"] - steady["updates"])
             left = (algo.num_updates - done) * seconds_per_update
             on_chunk(ChunkDone(done, algo.num_updates, round(float(np.mean(steps))), sps,
@@ -284,7 +300,7 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     with Interrupt() as interrupt:
         state, done, interrupted = run_loop(runner, state, update, chunk_done,
                                             run.checkpoint_every, save, interrupt)
-    run_s = time.perf_counter() - clock["run"]
+    run_s = time.perf_counter() - clock["run"] - clock["video"]
     if interrupted:
         raise Interrupted(folder.path, done)
     eval_start = time.perf_counter()
@@ -294,6 +310,8 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     timings = {"wall_time_s": time.perf_counter() - start, "compile_time_s": compile_s,
                "run_time_s": run_s, "final_eval_time_s": time.perf_counter() - eval_start,
                "env_steps_per_second": clock["steps"] / run_s if run_s > 0 else None}
+    if run.video_every is not None:
+        timings["video_time_s"] = clock["video"]
     summary = summarize_run(run, algo, labels, final, params, folder.read_metrics(), timings)
     summary["devices"] = runner.devices
     summary["compile_cache"] = compile_cache.current()
