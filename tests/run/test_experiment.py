@@ -252,6 +252,7 @@ def test_eval_and_plot_refusals(capsys, tmp_path):
     assert code == 2 and "not a rollax run folder" in err
 
 
+@pytest.mark.slow
 def test_eval_prints_the_interval_as_train_does(capsys, tmp_path):
     """One lane has no interval (``n/a``, as ``train`` prints for one seed), not a zero-width
     one; three lanes print the bootstrap interval of the JSON aggregate."""

@@ -360,6 +360,7 @@ TINY_PPO = ["--total-steps", "256", "--num-envs", "4", "--num-steps", "32", "--m
             "--epochs", "1", "--hidden", "8", "--eval-episodes", "2"]
 
 
+@pytest.mark.slow
 def test_act_gives_numpy_for_numpy_and_gymnasium_cartpole_takes_it(capsys, tmp_path):
     """The first loop a Stable-Baselines3 user writes: Gymnasium's own CartPole, stepped with
     ``act`` of its NumPy observation (``step`` asserts ``action_space.contains(action)``)."""
