@@ -137,6 +137,21 @@ def test_one_problem_is_one_message(capsys, tmp_path, text, problem):
     assert refused(capsys, tmp_path, "--config", path) == f"config {path!r}: {problem}"
 
 
+@pytest.mark.parametrize("flags, problem", [
+    (["--hidden", "64,64"], "written --hidden 64 64, got '64,64'"),
+    (["--hidden=32,16,8"], "written --hidden 32 16 8, got '32,16,8'"),
+    (["--hidden", "64,", "64"], "written --hidden 64 64, got '64, 64'"),
+    (["--hidden", "[64, 64]"], "written --hidden 64 64, got '[64, 64]'"),
+    (["--hidden", "64", "x"], "written --hidden 64 64, got '64 x'"),
+    (["--algo", "a2c", "--hidden", "16,16"], "written --hidden 16 16, got '16,16'"),
+])
+def test_the_hidden_flag_gets_the_config_files_hint(capsys, tmp_path, flags, problem):
+    """``--hidden 64,64`` is answered as ``hidden: "64,64"`` in a file is, in the flag's
+    spelling (tyro's own words were "Could not find valid parse for arguments")."""
+    assert refused(capsys, tmp_path, "--env", "CartPole-v1", *flags) == (
+        "hidden must be a list of whole numbers, " + problem)
+
+
 def test_hidden_as_one_number_is_still_one_layer(tmp_path):
     path = write(tmp_path, "one.yaml", "env: CartPole-v1\nhidden: 16\n")
     assert parse_train(["train", "--config", path]).config.hidden == (16,)

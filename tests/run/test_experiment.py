@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import run
+from helpers import run, train_json
 from rollax.run.experiment import params_sha256
 from rollax.run.stats import summarize
 
@@ -250,6 +250,29 @@ def test_eval_and_plot_refusals(capsys, tmp_path):
     assert code == 2 and "config.json" in err
     code, _, err = run(capsys, "plot", str(tmp_path))
     assert code == 2 and "not a rollax run folder" in err
+
+
+@pytest.mark.slow
+def test_eval_prints_the_interval_as_train_does(capsys, tmp_path):
+    """One lane has no interval (``n/a``, as ``train`` prints for one seed), not a zero-width
+    one; three lanes print the bootstrap interval of the JSON aggregate."""
+    for seeds in (1, 3):
+        out = tmp_path / f"run{seeds}"
+        train_json(capsys, "--updates", "2", "--batch-size", "4", "--seeds", str(seeds),
+                   "--out", str(out))
+        code, stdout, err = run(capsys, "eval", str(out), "--episodes", "4", "--json")
+        assert code == 0, err
+        agg = json.loads(stdout)["aggregate"]
+        code, stdout, err = run(capsys, "eval", str(out), "--episodes", "4")
+        assert code == 0, err
+        last = stdout.splitlines()[-1]
+        if seeds == 1:
+            assert last == (f"mean {agg['mean']:.4f}, 95% CI n/a (fewer than 3 lanes), "
+                            f"IQM {agg['iqm']:.4f} over 1 lane")
+        else:
+            low, high = agg["ci95"]
+            assert last == (f"mean {agg['mean']:.4f}, 95% CI [{low:.4f}, {high:.4f}] "
+                            f"(percentile bootstrap), IQM {agg['iqm']:.4f} over 3 lanes")
 
 
 def test_summarize_statistics():

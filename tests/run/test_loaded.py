@@ -354,3 +354,78 @@ def test_checkpoint_template_is_the_initial_state_without_running_init(network):
         assert (got.shape, got.dtype) == (want.shape, want.dtype)
         if jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):
             assert jax.random.key_impl(got) == jax.random.key_impl(want)
+
+
+TINY_PPO = ["--total-steps", "256", "--num-envs", "4", "--num-steps", "32", "--minibatches", "2",
+            "--epochs", "1", "--hidden", "8", "--eval-episodes", "2"]
+
+
+@pytest.mark.slow
+def test_act_gives_numpy_for_numpy_and_gymnasium_cartpole_takes_it(capsys, tmp_path):
+    """The first loop a Stable-Baselines3 user writes: Gymnasium's own CartPole, stepped with
+    ``act`` of its NumPy observation (``step`` asserts ``action_space.contains(action)``)."""
+    gym = pytest.importorskip("gymnasium")
+    out = tmp_path / "run"
+    train_json(capsys, "--env", "CartPole-v1", *TINY_PPO, "--out", out)
+    loaded = rollax.load_run(out)
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    for _ in range(30):
+        action = loaded.act(obs)
+        assert isinstance(action, np.integer) and action.dtype == np.int32
+        assert env.action_space.contains(action)
+        # the same action JAX in, JAX out
+        theirs = loaded.act(jnp.asarray(obs))
+        assert isinstance(theirs, jax.Array) and int(theirs) == int(action)
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            obs, _ = env.reset()
+    assert loaded.act(obs.tolist()) == action  # a list is host input too
+    # a NumPy batch: a writable NumPy array of the space's dtype, one action each
+    batch = np.stack([env.observation_space.sample() for _ in range(6)]).reshape(2, 3, 4)
+    actions = loaded.act(batch, jax.random.key(1))
+    assert type(actions) is np.ndarray and actions.shape == (2, 3)
+    assert actions.dtype == np.int32 and actions.flags.writeable
+    np.testing.assert_array_equal(actions, loaded.act(jnp.asarray(batch), jax.random.key(1)))
+    # under jit the result stays traced, whatever the observation was
+    key = jax.random.key(2)
+    sampled = jax.jit(lambda k: loaded.act(batch[0, 0], k))(key)
+    assert isinstance(sampled, jax.Array) and int(sampled) == loaded.act(batch[0, 0], key)
+    greedy = jax.jit(loaded.act)(batch[0])
+    assert isinstance(greedy, jax.Array)
+    np.testing.assert_array_equal(greedy, loaded.act(batch[0]))
+
+
+def test_act_gives_a_float32_numpy_action_inside_gymnasium_pendulums_box(capsys, tmp_path):
+    gym = pytest.importorskip("gymnasium")
+    out = tmp_path / "run"
+    train_json(capsys, "--env", "Pendulum-v1", *TINY_PPO, "--out", out)
+    loaded = rollax.load_run(out)
+    env = gym.make("Pendulum-v1")
+    obs, _ = env.reset(seed=0)
+    for _ in range(10):
+        action = loaded.act(obs, clip=True)
+        assert type(action) is np.ndarray and action.dtype == np.float32
+        assert action.shape == (1,) and env.action_space.contains(action)
+        mode = loaded.act(obs)  # unclipped: the policy's own action, as a NumPy float32 array
+        assert type(mode) is np.ndarray and mode.dtype == np.float32
+        np.testing.assert_array_equal(action, np.clip(mode, -2.0, 2.0))
+        obs, *_ = env.step(action)
+    assert isinstance(loaded.act(jnp.asarray(obs)), jax.Array)
+
+
+def test_a_recurrent_step_gives_numpy_for_numpy(capsys, tmp_path):
+    gym = pytest.importorskip("gymnasium")
+    out = tmp_path / "run"
+    train_json(capsys, "--env", "CartPole-v1", "--network", "gru", *TINY_PPO[:-4],
+               "--out", out)
+    loaded = rollax.load_run(out)
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    carry, jax_carry = loaded.initial_carry(), loaded.initial_carry()
+    for _ in range(10):
+        carry, action = loaded.step(carry, obs)
+        assert isinstance(action, np.integer) and env.action_space.contains(action)
+        jax_carry, theirs = loaded.step(jax_carry, jnp.asarray(obs))
+        assert isinstance(theirs, jax.Array) and int(theirs) == action
+        obs, *_ = env.step(action)

@@ -19,7 +19,7 @@ from rollax.cli.flags import (
     parse_count,
 )
 from rollax.cli.parse import TrainRequest
-from rollax.cli.train import emit, run_train
+from rollax.cli.train import aggregate_text, emit, run_train
 from rollax.validate import check_count, check_seed, counted
 
 
@@ -37,9 +37,7 @@ def run_eval(cmd: EvalCommand) -> None:
         label = ", ".join(f"{k}={v}" for k, v in lane.items()
                           if k not in ("mean_return", "exact_return"))
         print(f"  {label}: mean return {lane['mean_return']:.4f}{extra}")
-    agg = result["aggregate"]
-    print(f"mean {agg['mean']:.4f}, 95% CI [{agg['ci95'][0]:.4f}, {agg['ci95'][1]:.4f}], "
-          f"IQM {agg['iqm']:.4f} over {counted(agg['n'], 'lane')}")
+    print(aggregate_text(result["aggregate"], "lane"))
 
 
 def _check_plot_input(run: Path) -> None:

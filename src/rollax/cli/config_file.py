@@ -285,6 +285,28 @@ def convert(value: Any, hint: Any) -> Any:
     raise TypeError(f"has a type config files cannot set ({hint})")
 
 
+def list_flag_error(name: str, hint: Any, words: list[str]) -> str | None:
+    """The one-line error for the words given to ``--name``, a flag taking a list of numbers
+    (``hint``: ``tuple[int, ...]`` or ``tuple[float, ...]``, maybe optional or annotated), that
+    tyro could not parse: the config file's hint in the flag's spelling (``hidden must be a list
+    of whole numbers, written --hidden 64 64, got '64,64'``); ``None`` for another flag."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    while origin is typing.Annotated or origin in (typing.Union, types.UnionType):
+        inner = args[:1] if origin is typing.Annotated else [a for a in args
+                                                             if a is not type(None)]
+        if len(inner) != 1:
+            return None
+        hint = inner[0]
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is not tuple or not args or args[0] not in (int, float):
+        return None
+    text = " ".join(words)
+    example = _listed(text, args[0]) or (["64", "64"] if args[0] is int else ["0.5", "0.5"])
+    kind = "whole numbers" if args[0] is int else "numbers"
+    return (f"{name} must be a list of {kind}, written --{name.replace('_', '-')} "
+            f"{' '.join(example)}, got {text!r}")
+
+
 def _listed(text: str, item: Any) -> list[str] | None:
     """The items of ``'64,64'`` or ``'64 64'`` (text where a list of numbers was meant), when
     there are several and each is an ``item``; else ``None``."""

@@ -19,7 +19,13 @@ import tyro
 
 from rollax.algos import registry
 from rollax.algos.base import Algorithm, AlgorithmSpec
-from rollax.cli.config_file import key_name, read_table, refuse_zoo, typed_settings
+from rollax.cli.config_file import (
+    key_name,
+    list_flag_error,
+    read_table,
+    refuse_zoo,
+    typed_settings,
+)
 from rollax.cli.flags import (
     ALIASES,
     COMMANDS,
@@ -74,11 +80,38 @@ _PARSE_ERROR = re.compile(
 _KINDS = {"INT": "a whole number", "FLOAT": "a number"}
 
 
-def readable(message: str) -> str:
+_NO_PARSE = re.compile(r"Error parsing --([\w-]+): (?:Could not find valid parse for arguments:"
+                       r"|no type matching .* could be instantiated from) .*")
+
+
+def _words(argv: list[str], flag: str) -> list[str]:
+    """The words the last ``flag`` of ``argv`` was given, as typed (``--flag=V``: ``[V]``;
+    ``--flag A B``: up to the next ``--`` token)."""
+    words: list[str] = []
+    for i, token in enumerate(argv):
+        if token.startswith(flag + "="):
+            words = [token.split("=", 1)[1]]
+        elif token == flag:
+            rest = argv[i + 1:]
+            stop = next((j for j, t in enumerate(rest) if t.startswith("--")), len(rest))
+            words = rest[:stop]
+    return words
+
+
+def readable(message: str, hints: dict[str, Any] | None = None,
+             argv: list[str] | None = None) -> str:
     """tyro's "Error parsing --flag: ..." for a count or a number in the form of every other
-    setting's error: ``seeds must be a whole number, got '2.5'``."""
+    setting's error: ``seeds must be a whole number, got '2.5'``; for a flag taking a list of
+    numbers (``hints``: each flag's type; ``argv``: the words given), the config file's hint in
+    the flag's spelling (:func:`rollax.cli.config_file.list_flag_error`)."""
     match = _PARSE_ERROR.fullmatch(message)
     if match is None:
+        listed = _NO_PARSE.fullmatch(message)
+        if listed is not None and hints and argv is not None:
+            name = listed.group(1).replace("-", "_")
+            words = _words(argv, "--" + listed.group(1))
+            if name in hints and words:
+                return list_flag_error(name, hints[name], words) or message
         return message
     name, count, number, optional, value = match.groups()
     if count is not None:
@@ -118,7 +151,9 @@ def parse_command(argv: list[str], train: type | None = None):
             out.flush()
             sys.stdout.write(out.buffer.getvalue().decode("utf-8"))
             raise
-        raise UsageError(readable(one_line(buffer.getvalue()))) from None
+        hints = ({f.name: f.type for f in dataclasses.fields(train)} if train is not None
+                 else None)
+        raise UsageError(readable(one_line(buffer.getvalue()), hints, argv)) from None
 
 
 def peek(argv: list[str], name: str) -> str | None:

@@ -409,17 +409,26 @@ def diverged_warning(summary: dict, labels) -> str | None:
             f"{'; '.join(lanes)}; those lanes have no score (exit status 3)")
 
 
-def _aggregate_line(score: str, agg: dict) -> str | None:
-    name = ", ".join(f"{k}={v:g}" for k, v in agg.items() if k != score)
-    stats = agg[score]
-    if stats["mean"] is None:
-        return None
+def aggregate_text(stats: dict, unit: str) -> str:
+    """One score's :func:`rollax.run.stats.summarize` as printed by ``rollax train`` (per
+    hyperparameter combination, over seeds) and ``rollax eval`` (over lanes): ``mean M, 95% CI
+    [L, H] (percentile bootstrap), IQM Q over n <unit>s``; below 3 values the interval reads
+    ``n/a (fewer than 3 <unit>s)`` (a bootstrap of one or two values means nothing, and one
+    value's would be zero-width); ``no finite <unit> value`` when none is finite."""
     n = stats["n"]
-    interval = ("95% CI n/a (fewer than 3 seeds)" if n < 3 else
+    if stats["mean"] is None:
+        return f"no finite {unit} value"
+    interval = (f"95% CI n/a (fewer than 3 {unit}s)" if n < 3 else
                 f"95% CI [{stats['ci95'][0]:.4f}, {stats['ci95'][1]:.4f}] (percentile "
                 f"bootstrap)")
-    return (f"{score}{' (' + name + ')' if name else ''}: mean {stats['mean']:.4f}, {interval}, "
-            f"IQM {stats['iqm']:.4f} over {n} seed" + ("s" if n != 1 else ""))
+    return f"mean {stats['mean']:.4f}, {interval}, IQM {stats['iqm']:.4f} over {counted(n, unit)}"
+
+
+def _aggregate_line(score: str, agg: dict) -> str | None:
+    name = ", ".join(f"{k}={v:g}" for k, v in agg.items() if k != score)
+    if agg[score]["mean"] is None:
+        return None
+    return f"{score}{' (' + name + ')' if name else ''}: {aggregate_text(agg[score], 'seed')}"
 
 
 def _print_timings(out, folder, summary: dict) -> None:

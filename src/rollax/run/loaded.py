@@ -49,6 +49,24 @@ def _awaited(actions):
     return actions
 
 
+def _on_host(obs) -> bool:
+    """Whether ``obs`` holds no JAX array (NumPy arrays or scalars, Python numbers or lists):
+    then :meth:`LoadedPolicy.act` and :meth:`LoadedPolicy.step` return NumPy actions."""
+    if isinstance(obs, np.ndarray):  # the common case, without walking a tree
+        return True
+    return not any(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(obs))
+
+
+def _numpy(actions, dtype):
+    """Computed ``actions`` as NumPy, of ``dtype`` (the action space's): a NumPy scalar for one
+    action of scalar shape (as Gymnasium's ``Discrete.sample()`` gives), else a writable array
+    of its own; tracers (acting under ``jit``) are returned as they are."""
+    if not hasattr(actions, "is_ready"):
+        return actions
+    array = np.array(actions, dtype=dtype)
+    return array[()] if array.ndim == 0 else array
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class LoadedPolicy:
     """The policy of every lane of a run's latest checkpoint."""
@@ -75,7 +93,7 @@ class LoadedPolicy:
         return jax.tree_util.tree_map(lambda x: x[lane], self.params)
 
     def act(self, obs, key: jax.Array | None = None, lane: int | jax.Array = 0, mask=None,
-            clip: bool = False) -> jax.Array:
+            clip: bool = False) -> Any:
         """The action for one observation of shape ``env.observation_space.shape`` (``S``; for a
         ``Dict`` / ``Tuple`` space, its dicts and tuples of leaves, each leaf of its shape), or
         the actions for a batch of shape ``(..., *S)`` (any leading axes; a numeric list or
@@ -84,10 +102,15 @@ class LoadedPolicy:
         observation of a batch with its own key of ``jax.random.split(key, n)`` (``n``
         observations, flattened in C order). Returns actions of shape ``(..., *A)``
         (``env.action_space.shape``). ``ValueError`` naming the expected shape for anything
-        else. ``mask``: the states' action masks for an environment with ``action_mask``, one
-        per observation (``(..., *mask shape)``), so the actions are legal ones. ``clip``:
-        a ``Box`` action clipped to the space's bounds (as Stable-Baselines3's ``predict``
-        does; off by default, so the action is the policy's own, as training sampled it).
+        else. NumPy in, NumPy out: for an observation holding no JAX array (NumPy, Python
+        numbers or lists, as Gymnasium gives them) the actions are NumPy, of the action space's
+        dtype (a NumPy scalar for one ``Discrete`` action, as ``Discrete.sample()`` gives; a
+        writable array otherwise), so Gymnasium's ``env.step`` takes them; a JAX observation
+        gives a JAX array, and under ``jit`` the result stays traced. ``mask``: the states'
+        action masks for an environment with ``action_mask``, one per observation
+        (``(..., *mask shape)``), so the actions are legal ones. ``clip``: a ``Box`` action
+        clipped to the space's bounds (as Stable-Baselines3's ``predict`` does; off by default,
+        so the action is the policy's own, as training sampled it).
 
         Compiled: the policy runs as one compiled program per lane and kind of call (one
         observation or a batch of a shape, with or without a key or a mask), its parameters
@@ -98,6 +121,7 @@ class LoadedPolicy:
                              "observations): act with loaded.initial_carry() and "
                              "loaded.step(carry, obs)")
         self._check_lane(lane)
+        host = _on_host(obs)
         if self._structured:
             obs, lead = self._tree_observations(obs)
         else:
@@ -111,6 +135,8 @@ class LoadedPolicy:
         else:  # a traced lane (act under jit or vmap): every lane's parameters go in
             leaves, _ = self._flat_params
             actions = self._compiled_act(leaves, lane, obs, key, mask, bool(lead), bool(clip))
+        if host:  # NumPy in, NumPy out (a reshape of a NumPy array costs no JAX dispatch)
+            actions = _numpy(actions, self._action_dtype)
         return actions.reshape(*lead, *actions.shape[1:]) if lead else actions
 
     @functools.cache  # noqa: B019  (one per lane, kept with the policy)
@@ -145,6 +171,10 @@ class LoadedPolicy:
     @functools.cached_property
     def _recurrent(self) -> bool:
         return is_recurrent(self.policy)
+
+    @functools.cached_property
+    def _action_dtype(self) -> np.dtype:
+        return np.dtype(self.env.action_space.dtype)  # type: ignore[union-attr]
 
     @functools.cached_property
     def _obs_shape(self) -> tuple[int, ...]:
@@ -250,12 +280,17 @@ class LoadedPolicy:
         """A recurrent policy's ``(carry', action)`` for the next observation ``obs`` of an
         episode (mode without a ``key``, a sample with one); start each episode from
         :meth:`initial_carry`. ``vmap`` over carries and observations gives a batch.
-        Compiled as :meth:`act` is: one program per lane, with or without a key."""
+        Compiled as :meth:`act` is: one program per lane, with or without a key. The action is
+        NumPy for a NumPy observation, JAX for a JAX one (as :meth:`act`'s); the carry stays a
+        JAX value either way (it only goes back into the next ``step``)."""
         self._check_lane(lane)
+        host = _on_host(obs)
         if isinstance(lane, (int, np.integer)):
             carry, action = self._lane_step(int(lane))(carry, obs, key)
-            return carry, _awaited(action)
-        return self._step(self.lane_params(lane), carry, obs, key)  # a traced lane
+            action = _awaited(action)
+        else:  # a traced lane
+            carry, action = self._step(self.lane_params(lane), carry, obs, key)
+        return carry, (_numpy(action, self._action_dtype) if host else action)
 
     @functools.cache  # noqa: B019  (one per lane, kept with the policy)
     def _lane_step(self, lane: int) -> Callable:
