@@ -38,7 +38,8 @@ MUJOCO_TASKS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
                 "InvertedDoublePendulum", "InvertedPendulum", "Pusher", "Reacher", "Swimmer",
                 "Walker2d")
 """Gymnasium's MuJoCo tasks, ``envpool:<task>-v4``/``-v5`` and ``gymnasium:<task>-v4``/``-v5``:
-the same preset for each."""
+the same preset for each, except the ``gymnasium:`` tasks rl-baselines3-zoo tunes
+(:data:`ZOO_PRESETS`)."""
 
 ATARI: dict = dict(
     total_steps=10_000_000, num_envs=8, num_steps=128, epochs=4, minibatches=4, lr=2.5e-4,
