@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import typing
+from types import SimpleNamespace
 from typing import Literal
 
 import pytest
@@ -20,7 +21,7 @@ import yaml
 from rollax.algos import registry
 from rollax.cli import main
 from rollax.cli.parse import build, parse_train
-from rollax.cli.train import settings_line
+from rollax.cli.train import header, settings_line
 from rollax.run.config import from_settings
 
 TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1", "reinforce": "CartPole-v1",
@@ -157,17 +158,29 @@ def test_sources_preset_file_and_flags(tmp_path):
         "flags: num_steps=64, lr=0.002")
 
 
-def test_an_environment_without_a_preset_says_whose_defaults_it_got():
+def test_an_environment_without_a_preset_says_so_in_one_line_of_its_header(capsys):
+    """The header's own line names the missing preset and the defaults taken among the
+    headline's settings (those no flag gave); the settings line then lists only the flags."""
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--total-steps", "512"])
-    run, _ = build(request)
-    assert settings_line(run, request.sources) == (
-        "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_envs=4, "
-        "num_steps=128, epochs=4, minibatches=4, lr=0.00025; flags: total_steps=512")
+    run, algo = build(request)
+    header(run, algo, SimpleNamespace(path="runs/x"), request.sources)
+    assert capsys.readouterr().out.splitlines()[2:] == [
+        "no preset for gymnax:CartPole-v1: PPO's defaults (num_envs=4, num_steps=128, "
+        "epochs=4, minibatches=4, lr=0.00025)",
+        "settings: flags: total_steps=512"]
     request = parse_train(["train", "--env", "gymnax:CartPole-v1", "--num-envs", "8"])
-    run, _ = build(request)
-    assert settings_line(run, request.sources) == (  # a field given is no default
-        "settings: no preset for gymnax:CartPole-v1; using ppo's defaults: num_steps=128, "
-        "epochs=4, minibatches=4, lr=0.00025; flags: num_envs=8")
+    run, algo = build(request)
+    header(run, algo, SimpleNamespace(path="runs/x"), request.sources)
+    assert capsys.readouterr().out.splitlines()[2] == (  # a field given is no default
+        "no preset for gymnax:CartPole-v1: PPO's defaults (num_steps=128, epochs=4, "
+        "minibatches=4, lr=0.00025)")
+    request = parse_train(["train", "--env", "gymnasium:LunarLander-v3"])
+    run, algo = build(request)
+    header(run, algo, SimpleNamespace(path="runs/x"), request.sources)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and not any("no preset" in line for line in lines)
+    assert lines[2].startswith(
+        "settings: preset of gymnasium:LunarLander-v3: total_steps=1000000, num_envs=16, ")
 
 
 @pytest.mark.parametrize("text, message", [

@@ -3,6 +3,8 @@ defaults, keyed by environment name (``AlgorithmSpec.presets``; ``rollax.ppo.pre
 
 from __future__ import annotations
 
+from rollax.algos.ppo_zoo import from_zoo
+
 MINATAR: dict = dict(
     total_steps=10_000_000, num_envs=64, num_steps=128, epochs=4, minibatches=8, lr=5e-4,
     anneal_lr=False, gamma=0.999, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01,
@@ -36,7 +38,8 @@ MUJOCO_TASKS = ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
                 "InvertedDoublePendulum", "InvertedPendulum", "Pusher", "Reacher", "Swimmer",
                 "Walker2d")
 """Gymnasium's MuJoCo tasks, ``envpool:<task>-v4``/``-v5`` and ``gymnasium:<task>-v4``/``-v5``:
-the same preset for each."""
+the same preset for each, except the ``gymnasium:`` tasks rl-baselines3-zoo tunes
+(:data:`ZOO_PRESETS`)."""
 
 ATARI: dict = dict(
     total_steps=10_000_000, num_envs=8, num_steps=128, epochs=4, minibatches=4, lr=2.5e-4,
@@ -67,6 +70,110 @@ ATARI_GAMES = ("Alien", "Amidar", "Assault", "Asterix", "Asteroids", "Atlantis",
 """The Atari games of the Nature-DQN benchmark, ``envpool:<game>-v5``: the same preset for
 each."""
 
+ZOO = ("DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml at "
+       "22e3ff2450fd92033f7f032915e1f64894a09584")
+"""Where :data:`ZOO_ENTRIES` come from (the file and the commit read)."""
+
+ZOO_ENTRIES: dict[str, dict] = {
+    "CartPole-v1": dict(
+        n_envs=8, n_timesteps=100_000, n_steps=32, batch_size=256, gae_lambda=0.8,
+        gamma=0.98, n_epochs=20, ent_coef=0.0, learning_rate="lin_0.001", clip_range="lin_0.2"),
+    "Acrobot-v1": dict(
+        normalize=True, n_envs=16, n_timesteps=1_000_000, n_steps=256, gae_lambda=0.94,
+        gamma=0.99, n_epochs=4, ent_coef=0.0),
+    "MountainCar-v0": dict(
+        normalize=True, n_envs=16, n_timesteps=1_000_000, n_steps=16, gae_lambda=0.98,
+        gamma=0.99, n_epochs=4, ent_coef=0.0),
+    "MountainCarContinuous-v0": dict(
+        normalize=True, n_envs=1, n_timesteps=20_000, batch_size=256, n_steps=8,
+        gamma=0.9999, learning_rate=7.77e-05, ent_coef=0.00429, clip_range=0.1, n_epochs=10,
+        gae_lambda=0.9, max_grad_norm=5, vf_coef=0.19, use_sde=True,
+        policy_kwargs=dict(log_std_init=-3.29, ortho_init=False)),
+    "Pendulum-v1": dict(
+        n_envs=4, n_timesteps=100_000, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10,
+        ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4),
+    "LunarLander-v3": dict(
+        n_envs=16, n_timesteps=1_000_000, n_steps=1024, batch_size=64, gae_lambda=0.98,
+        gamma=0.999, n_epochs=4, ent_coef=0.01),
+    "LunarLanderContinuous-v3": dict(
+        n_envs=16, n_timesteps=1_000_000, n_steps=1024, batch_size=64, gae_lambda=0.98,
+        gamma=0.999, n_epochs=4, ent_coef=0.01),
+    "BipedalWalker-v3": dict(
+        normalize=True, n_envs=32, n_timesteps=5_000_000, n_steps=2048, batch_size=64,
+        gae_lambda=0.95, gamma=0.999, n_epochs=10, ent_coef=0.0, learning_rate=3e-4,
+        clip_range=0.18),
+    "Ant-v4": dict(normalize=True, n_timesteps=1_000_000),
+    "Swimmer-v4": dict(
+        normalize=True, n_timesteps=1_000_000, gamma=0.9999, n_envs=4, n_steps=1024,
+        batch_size=256, learning_rate=6e-4, gae_lambda=0.98),
+    "HalfCheetah-v4": dict(
+        normalize=True, n_envs=1, n_timesteps=1_000_000, batch_size=64, n_steps=512,
+        gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762, clip_range=0.1,
+        n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="nn.ReLU",
+                           net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    "Hopper-v4": dict(
+        normalize=True, n_envs=1, n_timesteps=1_000_000, batch_size=32, n_steps=512,
+        gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519, clip_range=0.2,
+        n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="nn.ReLU",
+                           net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    "Humanoid-v4": dict(
+        normalize=True, n_envs=1, n_timesteps=10_000_000, batch_size=256, n_steps=512,
+        gamma=0.95, learning_rate=3.56987e-05, ent_coef=0.00238306, clip_range=0.3,
+        n_epochs=5, gae_lambda=0.9, max_grad_norm=2, vf_coef=0.431892,
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="nn.ReLU",
+                           net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    "Walker2d-v4": dict(
+        normalize=True, n_envs=1, n_timesteps=1_000_000, batch_size=32, n_steps=512,
+        gamma=0.99, learning_rate=5.05041e-05, ent_coef=0.000585045, clip_range=0.1,
+        n_epochs=20, gae_lambda=0.95, max_grad_norm=1, vf_coef=0.871923),
+}
+"""rl-baselines3-zoo's PPO entries (:data:`ZOO`) for the Gymnasium tasks of its PPO benchmark
+(its ``benchmark.md``) that rollax runs through ``gymnasium:``: the classic-control and Box2D
+tasks, and the MuJoCo tasks it tunes for v4 (``Ant-v4`` is its MuJoCo default: SB3's
+settings with ``normalize``). Its ``policy: MlpPolicy`` is left out (the translation's
+default); ``policy_kwargs`` is written as the dict its text spells. The presets
+(:data:`ZOO_PRESETS`) are :func:`rollax.algos.ppo_zoo.from_zoo`'s translation of them."""
+
+
+def _zoo_preset(entry: dict) -> dict:
+    """The preset of one zoo entry: its :func:`from_zoo` settings. What those cannot carry
+    (named in :data:`ZOO_PRESETS`' note) takes rollax's nearest part."""
+    settings, _ = from_zoo(entry)
+    return settings
+
+
+ZOO_PRESETS: dict[str, dict] = {
+    **{f"gymnasium:{name}": _zoo_preset(entry) for name, entry in ZOO_ENTRIES.items()
+       if not name.endswith("-v4")},
+    **{f"gymnasium:{name[:-3]}-{version}": _zoo_preset(entry)
+       for name, entry in ZOO_ENTRIES.items() if name.endswith("-v4")
+       for version in ("v4", "v5")},
+}
+"""rl-baselines3-zoo's PPO settings (:data:`ZOO_ENTRIES`) as presets of ``gymnasium:<task>``,
+the MuJoCo ones for v4 and v5 alike (v5 fixes v4's bugs; the zoo tunes v4). Every argument
+maps to its PPOConfig field (``n_envs`` num_envs, ``n_steps`` num_steps, ``batch_size`` the
+minibatches that split a rollout into batches of that size, or one when the rollout is
+smaller, ``n_epochs`` epochs, ``learning_rate`` lr and a ``lin_`` one anneal_lr,
+``gamma``, ``gae_lambda``, ``ent_coef``, ``vf_coef`` doubled (rollax halves the squared
+error), ``max_grad_norm``, ``normalize`` normalize_observations and normalize_rewards,
+``net_arch`` hidden, ``activation_fn`` activation, ``log_std_init`` init_log_std; no value
+clipping, as Stable-Baselines3 has none by default), except:
+
+- ``clip_range: lin_0.2`` (CartPole-v1): clip_eps stays at its start value, 0.2;
+- ``use_sde`` (MountainCarContinuous-v0, Pendulum-v1; and ``sde_sample_freq``): rollax has no
+  generalised state-dependent exploration; its Gaussian has a state-independent log standard
+  deviation, started at the entry's ``log_std_init`` (-3.29 for MountainCarContinuous, 0 for
+  Pendulum) and resampled at every step;
+- ``ortho_init: False`` (MountainCarContinuous-v0 and the MuJoCo entries): rollax's layers are
+  always orthogonally initialised;
+- ``max_grad_norm``: Stable-Baselines3 clips the norm of all gradients together, rollax the
+  actor's and the critic's apart;
+- ``n_timesteps`` is total_steps: rollax trains ``total_steps // (num_envs * num_steps)``
+  updates where Stable-Baselines3 trains whole updates until it has the steps, one more
+  when they do not divide (LunarLander-v3: 61 updates of 16,384 steps, 999,424 steps)."""
+
 PRESETS: dict[str, dict] = {
     "CartPole-v1": {},
     "Acrobot-v1": dict(total_steps=1_000_000, num_envs=8),
@@ -81,5 +188,6 @@ PRESETS: dict[str, dict] = {
     **{f"{suite}:{task}-{version}": dict(MUJOCO) for task in MUJOCO_TASKS
        for suite in ("envpool", "gymnasium") for version in ("v4", "v5")},
     **{f"envpool:{game}-v5": dict(ATARI) for game in ATARI_GAMES},
+    **ZOO_PRESETS,
 }
 """Tuned settings per task (overrides of the PPOConfig defaults)."""

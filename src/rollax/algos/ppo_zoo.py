@@ -44,7 +44,9 @@ def from_zoo(entry: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     envs, steps = _count("n_envs", sb3["n_envs"]), _count("n_steps", sb3["n_steps"])
     batch = _count("batch_size", sb3["batch_size"])
     out |= dict(num_envs=envs, num_steps=steps)
-    if batch and (envs * steps) % batch == 0:
+    if batch >= envs * steps:  # Stable-Baselines3 takes the whole rollout as one minibatch
+        out["minibatches"] = 1
+    elif batch and (envs * steps) % batch == 0:
         out["minibatches"] = envs * steps // batch
     else:
         lacks.append(f"batch_size {batch} (rollax's minibatches split n_envs x n_steps = "

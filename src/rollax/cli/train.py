@@ -110,9 +110,9 @@ def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
     out = console()
     out.print(headline(run))
     out.print(f"{budget(algo, len(run.lanes()))}; run folder: {folder.path}")
-    line = settings_line(run, sources, file)
-    if line:
-        out.print(line)
+    for line in (no_preset_line(run, sources), settings_line(run, sources, file)):
+        if line:
+            out.print(line)
     out.file.flush()
 
 
@@ -161,11 +161,22 @@ def headline(run) -> str:
     return f"{spec.method(config)} on {config.env}: {shape}{counted(len(run.lanes()), 'lane')}"
 
 
+def no_preset_line(run, sources: dict[str, str]) -> str:
+    """``no preset for E: PPO's defaults (num_envs=4, ...)``, for an algorithm with presets but
+    none for this environment: the defaults it takes among its headline fields (those the file
+    and the flags left); empty when the environment has a preset."""
+    config, spec = run.config, run.spec
+    if not spec.presets or config.env in spec.presets:
+        return ""
+    defaults = [f"{n}={_shown(getattr(config, n), run, n)}" for n in spec.report.headline
+                if n not in sources]
+    return (f"no preset for {config.env}: {spec.name.upper()}'s defaults"
+            + (f" ({', '.join(defaults)})" if defaults else ""))
+
+
 def settings_line(run, sources: dict[str, str], file=None) -> str:
     """``settings: preset of Acrobot-v1: num_envs=8, ...; from FILE: lr=0.0003; flags: ...``
-    (the resolved values), led, for an algorithm with presets but none for this environment,
-    by the algorithm's defaults it takes among its headline fields (``no preset for E; using
-    ppo's defaults: num_envs=4, ...``)."""
+    (the resolved values)."""
     from rollax.run.config import RUN_SETTINGS
 
     config, spec = run.config, run.spec
@@ -179,11 +190,6 @@ def settings_line(run, sources: dict[str, str], file=None) -> str:
         values = [f"{n}={_shown(value, run, n)}" for n, value in shown.items()]
         if values:
             parts.append(f"{title}: {', '.join(values)}")
-    if spec.presets and config.env not in spec.presets:
-        defaults = [f"{n}={_shown(getattr(config, n), run, n)}" for n in spec.report.headline
-                    if n not in sources]
-        parts.insert(0, f"no preset for {config.env}; using {spec.name}'s defaults"
-                     + (f": {', '.join(defaults)}" if defaults else ""))
     return "settings: " + "; ".join(parts) if parts else ""
 
 
