@@ -1,5 +1,5 @@
-"""benchmarks/accel.sh, the accelerator rows, checked without one: its syntax (``bash -n``) and its dry
-run (``DRY=1``: each row's command printed, nothing run), which fails when a row names a
+"""benchmarks/accel.sh, the accelerator rows, checked without one: its syntax (``bash -n``)
+and its dry run (``DRY=1``: each row's command printed, nothing run), which fails when a row names a
 benchmark script that is not there."""
 
 import subprocess
