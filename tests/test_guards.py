@@ -37,8 +37,8 @@ def test_nan_observation_named_with_update_step_env(capsys, tmp_path, nan_env):
     code, out, err = run(capsys, "train", "--env", "test-nan-observation", "--checked",
                          "--total-steps", "256", "--num-envs", "4", "--num-steps", "64",
                          "--out", str(tmp_path / "r"))
-    # stdout holds only the header printed before training started
-    assert code == 2 and out.startswith("ppo on test-nan-observation") and out.count("\n") == 3
+    # stdout holds only the header printed before training started (its no-preset line too)
+    assert code == 2 and out.startswith("ppo on test-nan-observation") and out.count("\n") == 4
     assert err.strip() == ("rollax train: error: checked mode: non-finite observation at "
                            "update 1, step 3, env 0: [nan nan nan nan]")
     assert not (tmp_path / "r" / "checkpoints").exists()  # nothing trained on garbage is kept

@@ -214,9 +214,10 @@ def test_presets_are_valid():
         config = ppo.preset(env)
         try:
             ppo.validate(config)
-        except ValueError as error:  # Gymnasium's MuJoCo tasks without the mujoco package,
-            # or Pusher-v4, which Gymnasium refuses on mujoco>=3
+        except ValueError as error:  # Gymnasium's MuJoCo or Box2D tasks without their
+            # packages, or Pusher-v4, which Gymnasium refuses on mujoco>=3
             assert ("pip install 'gymnasium[mujoco]'" in str(error)
+                    or "pip install 'rollax[box2d]'" in str(error)
                     or "cannot be built with the packages installed here" in str(error)), error
             continue
         assert ppo.num_updates(config) >= 1

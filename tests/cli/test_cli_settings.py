@@ -174,13 +174,13 @@ def test_an_environment_without_a_preset_says_so_in_one_line_of_its_header(capsy
     assert capsys.readouterr().out.splitlines()[2] == (  # a field given is no default
         "no preset for gymnax:CartPole-v1: PPO's defaults (num_steps=128, epochs=4, "
         "minibatches=4, lr=0.00025)")
-    request = parse_train(["train", "--env", "gymnasium:LunarLander-v3"])
+    request = parse_train(["train", "--env", "gymnasium:Acrobot-v1"])  # no Box2D needed
     run, algo = build(request)
     header(run, algo, SimpleNamespace(path="runs/x"), request.sources)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and not any("no preset" in line for line in lines)
     assert lines[2].startswith(
-        "settings: preset of gymnasium:LunarLander-v3: total_steps=1000000, num_envs=16, ")
+        "settings: preset of gymnasium:Acrobot-v1: total_steps=1000000, num_envs=16, ")
 
 
 @pytest.mark.parametrize("text, message", [

@@ -4,6 +4,7 @@ never by how fast something runs: throughput is measured in benchmarks/."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import jax
@@ -75,12 +76,19 @@ def test_nothing_compiles_while_the_run_is_timed(tmp_path, monkeypatch, settings
         assert [r["update"] for r in rows if "greedy_return" in r] == [2, 4, 5]
 
 
-@pytest.mark.slow  # 3 videos of a host environment's episodes: ~10 s
-def test_drawing_videos_is_timed_apart_from_training(tmp_path, monkeypatch):
-    """Each video takes at least ``PAUSE`` seconds more (a planted slow drawing): the run
-    reports those seconds as ``video_time_s``, not in ``run_time_s`` nor in the throughput
-    (all lanes' steps / ``run_time_s``), and the loop and the videos together fit in the
-    run's wall time."""
+@pytest.mark.slow  # 3 videos of an environment's episodes: ~10 s
+@pytest.mark.parametrize("settings", [
+    {"env": "corridor", "updates": 5, "batch_size": 16, "chunk_size": 2},  # drawn by rollax
+    pytest.param({**SMALL, "env": "gymnasium:CartPole-v1", "horizon": 20, "total_steps": 80},
+                 marks=pytest.mark.skipif(importlib.util.find_spec("pygame") is None,
+                                          reason="Gymnasium draws its CartPole with pygame: "
+                                                 "pip install 'rollax[render]'")),
+], ids=["corridor", "gymnasium-cartpole"])
+def test_drawing_videos_is_timed_apart_from_training(tmp_path, monkeypatch, settings):
+    """A JAX environment's videos and a host environment's alike: each video takes at least
+    ``PAUSE`` seconds more (a planted slow drawing): the run reports those seconds as
+    ``video_time_s``, not in ``run_time_s`` nor in the throughput (the lane's steps /
+    ``run_time_s``), and the loop and the videos together fit in the run's wall time."""
     from rollax.run import video
 
     PAUSE = 1.0
@@ -93,15 +101,16 @@ def test_drawing_videos_is_timed_apart_from_training(tmp_path, monkeypatch):
         return draw(*args, **kwargs)
 
     monkeypatch.setattr(video, "training_video", slow)
-    config, algo = from_settings({**SMALL, "env": "gymnasium:CartPole-v1", "horizon": 20,
-                                  "video_every": 2, "total_steps": 5 * 16})
+    config, algo = from_settings({**settings, "video_every": 2})
     folder = training.create_run(config, str(tmp_path / "run"))
     summary, _ = training.execute(config, algo, folder)
     assert len(drawn) == len(summary["videos"]) == 3  # updates 2, 4 and the last
     assert summary["video_time_s"] >= 3 * PAUSE
     assert (summary["compile_time_s"] + summary["run_time_s"] + summary["video_time_s"]
             <= summary["wall_time_s"])
-    assert summary["env_steps_per_second"] == pytest.approx(80 / summary["run_time_s"])
+    steps = summary["env_steps_per_lane"]
+    assert steps == settings.get("total_steps", steps)
+    assert summary["env_steps_per_second"] == pytest.approx(steps / summary["run_time_s"])
 
 
 def test_the_closing_lines_name_the_drawing_time_apart(capsys, tmp_path):

@@ -16,7 +16,7 @@ from rollax.envs.suites.base import headless_gl, host_maker, rejected_options, u
 
 PREFIX = "gymnasium"
 
-NEEDS = {"box2d": "pip install 'gymnasium[box2d]'", "mujoco": "pip install 'gymnasium[mujoco]'"}
+NEEDS = {"box2d": "pip install 'rollax[box2d]'", "mujoco": "pip install 'gymnasium[mujoco]'"}
 """What Gymnasium's environments that need more than Gymnasium ask for, by their module."""
 
 
