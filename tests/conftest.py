@@ -36,6 +36,10 @@ from rollax.run import compile_cache
 
 # A silent (T, B) vs (T, B, 1) broadcast is an error in the tests.
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# The tests' claims are about the mathematics (a gradient equals its formula, two programs give
+# the same numbers): float32 products are computed in float32 everywhere. The CPU does so by
+# default; a TPU's default passes float32 operands through bfloat16 (relative errors ~1e-3).
+jax.config.update("jax_default_matmul_precision", "highest")
 
 _KEY = "rollax_compile_cache"
 """The session's cache folder in ``config.workerinput`` (xdist workers)."""
