@@ -1,9 +1,9 @@
 """The shape docs/architecture.md promises, checked on the source so that it stays true: no
 import cycle, the math modules apart from the outer ring, no module importing another's
 underscored names, no branching on an algorithm's name outside ``rollax/algos/``, no
-algorithm module imported by the command line or by another algorithm, and no module past ~700
+algorithm module imported by the command line or by another algorithm, no module past ~700
 lines (cohesion, not a line count, decides where a module splits; the cap only catches one that
-grew unread).
+grew unread), and the path every training run takes read in short parts.
 
 Each rule is one test over every module; a failure lists every offender, not the first.
 """
@@ -185,3 +185,23 @@ def test_algorithms_hold_no_command_line_text():
                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
                   and id(node) not in docstrings and flag.search(node.value)]
     _offenders(found, "command-line text in an algorithm module")
+
+
+TRAINING_PATH = ("run/experiment.py", "run/training.py", "run/progress.py")
+"""The modules every training run goes through: the lanes and their programs, the loop over
+chunks and its bookkeeping."""
+
+
+def test_the_training_path_reads_in_short_parts():
+    """Each function of the training path fits on a screen (at most 50 lines) and keeps no
+    state in an enclosing function's variables (``nonlocal``): what a chunk changes lives in
+    a named type (``progress.Clock``, ``training.Recorder``)."""
+    found = []
+    for path in (SRC / name for name in TRAINING_PATH):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (lines := node.end_lineno - node.lineno + 1) > 50:
+                    found.append(f"{_name(path)}.{node.name}:{node.lineno} has {lines} lines")
+            elif isinstance(node, ast.Nonlocal):
+                found.append(f"{_name(path)}:{node.lineno} nonlocal {', '.join(node.names)}")
+    _offenders(found, "long functions or nonlocal state on the training path")

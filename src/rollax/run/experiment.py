@@ -25,8 +25,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rollax import sharding
 from rollax.algos.base import Algorithm
 from rollax.envs.host import is_host
+from rollax.run.progress import due
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +113,6 @@ def lanes_apart(fn: Callable, in_axes: int | tuple | None, mesh: Mesh) -> Callab
     as one program per device (``shard_map``) that runs its lanes one after another
     (``lax.map`` of :func:`one_lane`, unbatched): each lane's values are those of ``fn`` on
     that lane alone."""
-    from rollax import sharding
-
     def per_device(*args):
         axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
         count = next(jax.tree_util.tree_leaves(x)[0].shape[0]
@@ -142,9 +142,87 @@ class CheckFailed(ValueError):
     """A runtime check of checked mode failed (the run stops; earlier checkpoints stay)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How an experiment's lanes run, chosen once (:meth:`choose`), one of four ways:
+
+    - one lane on one device: its program unbatched (:func:`one_lane`);
+    - several lanes on one device: one ``vmap`` over them;
+    - lanes and each lane's environment batch split over ``mesh`` (:mod:`rollax.sharding`):
+      the ``vmap`` partitioned by XLA, the carried state kept in its layout (:meth:`keep`:
+      the state's ``fields`` of the environment batch on ``"envs"``, the rest replicated);
+    - ``apart``: CPU devices that each hold whole lanes run them as separate programs, one
+      lane after another (:func:`lanes_apart`): each lane is then the single-seed run bit for
+      bit, and the cores run at the rate of as many processes (a ``vmap`` over a CPU
+      device's lanes is no faster than one lane after another for small networks)."""
+
+    lanes: int
+    mesh: Mesh | None = None
+    fields: tuple[str, ...] = ()
+    """The state fields batched over environments (the algorithm's ``env_batch_fields``)."""
+    apart: bool = False
+
+    @classmethod
+    def choose(cls, algo: Algorithm, lanes: int, devices: int | None, exact: bool) -> Layout:
+        """The layout of ``lanes`` lanes of ``algo`` on ``devices`` devices (``None``: one);
+        ``exact``: chunks that run exactly their updates, which never run apart."""
+        batch_name, env_batch = algo.env_batch
+        if devices is not None:
+            sharding.check_devices(devices, lanes, env_batch, batch_name)
+        if devices is None or devices == 1:
+            return cls(lanes)
+        mesh = sharding.device_mesh(devices, lanes, env_batch)
+        apart = (mesh.shape[sharding.ENVS] == 1 and not exact
+                 and mesh.devices.flat[0].platform == "cpu")
+        return cls(lanes, mesh, algo.env_batch_fields, apart)
+
+    def vmap(self, fn: Callable, in_axes: int | tuple | None = 0) -> Callable:
+        """``jax.vmap(fn, in_axes)`` over the lanes, as this layout runs them."""
+        if self.apart:
+            return lanes_apart(fn, in_axes, cast(Mesh, self.mesh))
+        if self.mesh is None and self.lanes == 1:
+            return one_lane(fn, in_axes)
+        return jax.vmap(fn, in_axes=in_axes,
+                        spmd_axis_name=None if self.mesh is None else sharding.LANES)
+
+    def jit(self, fn: Callable, out_shardings=None) -> Callable:
+        """``jax.jit(fn)``, traced on the mesh (not a body of lanes apart: its arrays are
+        local), its outputs laid out as ``out_shardings`` on a mesh."""
+        traced = sharding.traced_in(None if self.apart else self.mesh, fn)
+        if self.mesh is None or out_shardings is None:
+            return jax.jit(traced)
+        return jax.jit(traced, out_shardings=out_shardings)
+
+    def keep(self, state):
+        """A lane's state (inside the lanes ``vmap``) constrained to its layout on the mesh."""
+        if self.mesh is None or self.apart:
+            return state
+        return sharding.constrain(state, sharding.lane_specs(state, self.fields), self.mesh)
+
+    def state_shardings(self, lane_state):
+        """The shardings of the stacked state, for one lane's state (or its shapes); ``None``
+        on one device."""
+        if self.mesh is None:
+            return None
+        return sharding.shardings(self.mesh, sharding.lane_specs(lane_state, self.fields))
+
+    def by_lane(self):
+        """The sharding of a ``(lanes, ...)`` array split by lane; ``None`` on one device."""
+        return None if self.mesh is None else NamedSharding(self.mesh, P(sharding.LANES))
+
+    def place(self, tree, shardings=None):
+        """``tree``, from the host, laid out as ``shardings`` (default: every leaf by lane)."""
+        if self.mesh is None:
+            return tree
+        if shardings is None:
+            shardings = jax.tree_util.tree_map(lambda _: self.by_lane(), tree)
+        return sharding.place(tree, shardings)
+
+
 class Runner:
     """Compiled pieces of an experiment over ``lanes``: ``init``, ``chunk`` (compiled once for
-    ``chunk_size`` updates) and ``evaluate``, all vmapped over lanes.
+    ``chunk_size`` updates) and ``evaluate``, all vmapped over lanes as their :class:`Layout`
+    runs them.
 
     ``devices=N`` (``N > 1``) splits the lanes and each lane's environment batch over the
     first ``N`` devices (:mod:`rollax.sharding`): ``mesh`` is the ``("lanes", "envs")`` mesh,
@@ -155,108 +233,98 @@ class Runner:
 
     def __init__(self, algo: Algorithm, lanes: Lanes, chunk_size: int,
                  devices: int | None = None, checked: bool = False):
-        from rollax import sharding
-
-        batch_name, env_batch = algo.env_batch
-        if devices is not None:
-            sharding.check_devices(devices, len(lanes), env_batch, batch_name)
         self.algo, self.lanes, self.chunk_size = algo, lanes, chunk_size
         self.checked = checked
         self.devices = 1 if devices is None else devices
-        self.hp = lanes.hyperparams(algo.hyperparams)
-        self.keys = lanes.keys()
-        self.mesh = self.state_shardings = None
-        one_hp = jax.tree_util.tree_map(lambda x: x[0], self.hp)
-        one_state = jax.eval_shape(algo.init, self.keys[0], one_hp)
-        mesh = None
-        if devices is not None and devices != 1:
-            mesh = self.mesh = sharding.device_mesh(devices, len(lanes), env_batch)
-            specs = sharding.lane_specs(one_state, algo.env_batch_fields)
-            self.state_shardings = sharding.shardings(mesh, specs)
-            hp_shardings = jax.tree_util.tree_map(
-                lambda x: NamedSharding(mesh, P(sharding.LANES)), self.hp)
-            self.hp = sharding.place(self.hp, hp_shardings)
-            self.keys = sharding.place(self.keys, NamedSharding(mesh, P(sharding.LANES)))
-
         self.exact = checked or is_host(algo.env)
         """Chunks that run exactly ``n`` updates (a loop of ``n`` steps, not ``chunk_size``
         steps with the rest skipped): a host environment's calls and checked mode's checks
         run for the updates asked alone."""
-        self.lanes_apart = (mesh is not None and mesh.shape[sharding.ENVS] == 1
-                            and not self.exact and mesh.devices.flat[0].platform == "cpu")
-        """CPU devices that each hold whole lanes run them as separate programs, one lane after
-        another (:func:`lanes_apart`): each lane is then the single-seed run bit for bit, and
-        the cores run at the rate of as many processes (a ``vmap`` over a CPU device's lanes
-        is no faster than one lane after another for small networks)."""
-        manual = self.lanes_apart
+        self.layout = layout = Layout.choose(algo, len(lanes), devices, self.exact)
+        hp, keys = lanes.hyperparams(algo.hyperparams), lanes.keys()
+        one_hp = jax.tree_util.tree_map(lambda x: x[0], hp)
+        one_state = jax.eval_shape(algo.init, keys[0], one_hp)
+        self.state_shardings = layout.state_shardings(one_state)
+        self.hp, self.keys = layout.place(hp), layout.place(keys)
+        self.init = layout.jit(layout.vmap(lambda k, h: layout.keep(algo.init(k, h))),
+                               self.state_shardings)
+        self.evaluate = layout.jit(layout.vmap(algo.evaluate))
+        self.chunk = self._chunk(one_state, one_hp)
 
-        def keep_layout(state):  # per lane, inside the lanes vmap
-            return state if mesh is None or manual else sharding.constrain(state, specs, mesh)
+    @property
+    def mesh(self) -> Mesh | None:
+        """The ``("lanes", "envs")`` device mesh, or ``None`` on one device."""
+        return self.layout.mesh
 
-        def lanes_vmap(fn, in_axes: int | tuple | None = 0):
-            if manual:
-                return lanes_apart(fn, in_axes, cast(Mesh, mesh))
-            if mesh is None and len(lanes) == 1:
-                return one_lane(fn, in_axes)
-            return jax.vmap(fn, in_axes=in_axes,
-                            spmd_axis_name=None if mesh is None else sharding.LANES)
+    @property
+    def lanes_apart(self) -> bool:
+        """Whether the lanes run apart (:class:`Layout`)."""
+        return self.layout.apart
 
-        def jit(fn, **kwargs):  # no mesh while tracing a manual body: its arrays are local
-            return jax.jit(sharding.traced_in(None if manual else mesh, fn), **kwargs)
+    def _chunk(self, one_state, one_hp) -> Callable:
+        """The compiled chunk ``(state, hp, n) -> (state, metrics (lanes, chunk_size))``."""
+        from rollax.guards import functionalize
 
-        self.init = jit(lanes_vmap(lambda k, h: keep_layout(algo.init(k, h))),
-                        **({} if mesh is None else {"out_shardings": self.state_shardings}))
-        self.evaluate = jit(lanes_vmap(algo.evaluate))
         # one trace of the update serves both the metrics' shapes and the chunk: the chunk's
         # call of the jitted update reuses the trace made here (same per-lane shapes; lanes
         # run apart trace it again, inside shard_map's own context)
+        update = jax.jit(self.algo.update)
+        if self.checked:  # its staged checks trace only functionalised
+            shapes = jax.eval_shape(
+                lambda s: functionalize(self.algo.update)(s, one_hp)[1][1], one_state)
+        else:
+            shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
+        if self.exact:
+            return self._exact_chunk(update, shapes)
+        return self._chunk_with_skips(update, shapes)
+
+    def _exact_chunk(self, update: Callable, shapes) -> Callable:
+        """Checkify cannot see through the skip-``cond`` of :meth:`_chunk_with_skips`, nor can
+        ``vmap`` take a ``cond`` around a host environment's calls ("IO effect not supported
+        in vmap-of-cond"), so these loop exactly ``n`` times, ``n`` traced and unbatched (a
+        ``while`` under ``vmap``): one program for every length, the last, shorter chunk
+        included, and no surplus step (no host call, no check) runs."""
         from rollax.guards import functionalize
 
-        update = jax.jit(algo.update)
-        if checked:  # its staged checks trace only functionalised
-            metric_shapes = jax.eval_shape(
-                lambda s: functionalize(algo.update)(s, one_hp)[1][1], one_state)
-        else:
-            metric_shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
-        if self.exact:
-            # checkify cannot see through the skip-``cond`` below, nor can ``vmap`` take a
-            # ``cond`` around a host environment's calls ("IO effect not supported in
-            # vmap-of-cond"), so these loop exactly ``n`` times, ``n`` traced and unbatched
-            # (a ``while`` under ``vmap``): one program for every length, the last, shorter
-            # chunk included, and no surplus step (no host call, no check) runs
-            def exact_chunk(state, hp, n):
-                def body(i, carry):
-                    s, out = carry
-                    s, m = (algo.update if checked else update)(s, hp)
-                    out = jax.tree_util.tree_map(lambda o, x: o.at[i].set(x), out, m)
-                    return keep_layout(s), out
+        layout, size, checked = self.layout, self.chunk_size, self.checked
+        step = self.algo.update if checked else update
 
-                out = jax.tree_util.tree_map(
-                    lambda m: jnp.zeros((chunk_size, *m.shape), m.dtype), metric_shapes)
-                return jax.lax.fori_loop(0, n, body, (state, out))
+        def exact_chunk(state, hp, n):
+            def body(i, carry):
+                s, out = carry
+                s, m = step(s, hp)
+                out = jax.tree_util.tree_map(lambda o, x: o.at[i].set(x), out, m)
+                return layout.keep(s), out
 
-            def batched(state, hp, n):
-                lanes = lanes_vmap(lambda s, h: exact_chunk(s, h, n))
-                return (functionalize(lanes) if checked else lanes)(state, hp)
+            out = jax.tree_util.tree_map(
+                lambda m: jnp.zeros((size, *m.shape), m.dtype), shapes)
+            return jax.lax.fori_loop(0, n, body, (state, out))
 
-            self.chunk = jit(batched)
-            return
+        def batched(state, hp, n):
+            lanes = layout.vmap(lambda s, h: exact_chunk(s, h, n))
+            return (functionalize(lanes) if checked else lanes)(state, hp)
+
+        return layout.jit(batched)
+
+    def _chunk_with_skips(self, update: Callable, shapes) -> Callable:
+        """``chunk_size`` steps under one ``lax.scan``, those past ``n`` skipped by a
+        ``lax.cond``. The state goes back laid out as it came in: left to itself XLA lays an
+        output out its own way (an axis of one device, an empty leaf: replicated), and the
+        next chunk, taking the state laid out otherwise, would compile the program a second
+        time."""
+        layout, size = self.layout, self.chunk_size
 
         def chunk(state, hp, n):
-            skip = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+            skip = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
             def body(s, i):
                 s, m = jax.lax.cond(i < n, lambda s: update(s, hp), lambda s: (s, skip), s)
-                return keep_layout(s), m
+                return layout.keep(s), m
 
-            return jax.lax.scan(body, state, jnp.arange(chunk_size))
+            return jax.lax.scan(body, state, jnp.arange(size))
 
-        # the state goes back laid out as it came in: left to itself XLA lays an output out
-        # its own way (an axis of one device, an empty leaf: replicated), and the next chunk,
-        # taking the state laid out otherwise, would compile the program a second time
-        placed = ({} if mesh is None else {"out_shardings": (
-            self.state_shardings, NamedSharding(mesh, P(sharding.LANES)))})
-        self.chunk = jit(lanes_vmap(chunk, in_axes=(0, 0, None)), **placed)
+        return layout.jit(layout.vmap(chunk, in_axes=(0, 0, None)),
+                          (self.state_shardings, layout.by_lane()))
 
     def initial_state(self):
         return self.init(self.keys, self.hp)
@@ -272,17 +340,11 @@ class Runner:
 
     def place(self, state):
         """Lay a state read from the host (a checkpoint) out like the chunks expect it."""
-        if self.mesh is None:
-            return state
-        from rollax.sharding import place
-
-        return place(state, self.state_shardings)
+        return self.layout.place(state, self.state_shardings)
 
     def to_host(self, tree):
         """The arrays of ``tree`` as NumPy arrays (gathered across processes if needed)."""
-        from rollax.sharding import to_host
-
-        return to_host(tree)
+        return sharding.to_host(tree)
 
     def length(self, n: int):
         """A chunk's length as :attr:`chunk` takes it: a traced int32, so one program serves
@@ -404,7 +466,7 @@ def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
         if interrupt is not None and interrupt.requested:
             save(done, state)
             return state, done, True
-        if done // checkpoint_every > last_saved // checkpoint_every or done == total:
+        if due(checkpoint_every, last_saved, done, total):
             save(done, state)
             last_saved = done
     return state, done, False

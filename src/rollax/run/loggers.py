@@ -1,7 +1,7 @@
 """Experiment trackers for ``rollax train --log``: TensorBoard event files and Weights & Biases.
 
 :func:`make_loggers` returns one :class:`Logger`, a training listener (see
-:class:`rollax.run.training.ChunkDone`) that hands every metric row to each chosen tracker, and
+:class:`rollax.run.progress.ChunkDone`) that hands every metric row to each chosen tracker, and
 ``close()`` (or ``with``) at the end, also after an error or Ctrl-C. The trackers are optional
 packages (``pip install "rollax[tensorboard]"``, ``"rollax[wandb]"``): a missing one is a
 one-line ``ValueError`` from :func:`check_loggers`, before anything is compiled or written.
@@ -38,7 +38,7 @@ import numpy as np
 
 from rollax.run.config import RunConfig
 from rollax.run.folder import RunFolder
-from rollax.run.training import ChunkDone
+from rollax.run.progress import ChunkDone, Listener
 
 PACKAGES = {"tensorboard": "tensorboardX", "wandb": "wandb"}
 """Each logger and the package it needs (the extra of the same name installs it)."""
@@ -270,7 +270,7 @@ def make_loggers(names: Sequence[str], folder: RunFolder, run: RunConfig) -> Log
     return Logger(check_loggers(names), folder, run)
 
 
-def combine(*listeners: Callable[[ChunkDone], None]) -> Callable[[ChunkDone], None]:
+def combine(*listeners: Listener) -> Listener:
     """One listener calling each of ``listeners`` in turn."""
 
     def listener(event: ChunkDone) -> None:

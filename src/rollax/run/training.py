@@ -3,9 +3,10 @@ chunks, with metrics, checkpoints, resume and a summary, reporting each chunk to
 
 Data flow: :func:`rollax.run.config.from_settings` gives ``(run, algo)``; :func:`new_run`
 creates the folder (config.json first) and :func:`execute` drives a
-:class:`rollax.run.experiment.Runner` over it; :func:`open_resume` reads a stopped run back and
-its ``execute`` continues from the latest checkpoint. Output to a person (progress bars,
-tables, figures) belongs to the caller, which passes ``on_chunk``.
+:class:`rollax.run.experiment.Runner` over it, a :class:`Recorder` keeping the books of each
+chunk (:mod:`rollax.run.progress`); :func:`open_resume` reads a stopped run back and its
+``execute`` continues from the latest checkpoint. Output to a person (progress bars, tables,
+figures) belongs to the caller, which passes ``on_chunk``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from rollax.run.experiment import (
     run_loop,
 )
 from rollax.run.folder import RunFolder, check_new_run_dir, metric_table
+from rollax.run.progress import ChunkDone, Clock, Listener, due
 from rollax.run.stats import summarize
 from rollax.validate import counted
 
@@ -52,31 +54,6 @@ class Interrupted(Exception):
         super().__init__(f"interrupted at update {update}; checkpoint written; continue with "
                          f"`rollax train --resume {run_dir}`")
         self.run_dir, self.update = run_dir, update
-
-
-class ChunkDone(NamedTuple):
-    """What a listener hears after every compiled chunk."""
-
-    done: int
-    """Updates done so far (of ``total``)."""
-    total: int
-    env_steps: int
-    """Live environment steps per lane so far (the metric ``env_steps``; the mean over lanes
-    where whole episodes make them differ)."""
-    env_steps_per_second: float
-    """All lanes (host clock, compilation and drawing videos excluded): the rate of this
-    session's first chunk, then the rate since that chunk ended (the first call of the
-    compiled chunk carries one-time costs that would skew a long run's estimate for long)."""
-    seconds_left: float
-    """Estimated time to the last update at the same rate of updates (0 when done)."""
-    progress: float
-    """Mean over lanes of the last finite value of the algorithm's progress metric (NaN when
-    none is finite)."""
-    rows: list[dict]
-    """The chunk's metric rows, one per (update, lane), as written to metrics.jsonl."""
-
-
-Listener = Callable[[ChunkDone], None]
 
 
 def versions() -> dict:
@@ -139,12 +116,12 @@ def _video(run: RunConfig, algo: Algorithm, folder: RunFolder, state, update: in
                    folder.path / "videos" / f"update-{update:07d}.gif")
 
 
-def _first_rows(runner: Runner, state, labels: list[dict]) -> list[dict]:
+def _first_rows(runner: Runner, state) -> list[dict]:
     """Row 0 of every lane: the outputs of ``evaluate`` before the first update."""
     initial = {k: np.asarray(v)
                for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
     return [{**label, "update": 0, **{k: jsonable(v[lane]) for k, v in initial.items()}}
-            for lane, label in enumerate(labels)]
+            for lane, label in enumerate(runner.lanes.labels())]
 
 
 def _steps_at(folder: RunFolder, labels: list[dict], update: int) -> np.ndarray:
@@ -155,11 +132,11 @@ def _steps_at(folder: RunFolder, labels: list[dict], update: int) -> np.ndarray:
     return np.nan_to_num(folder.metric_table(labels, "env_steps")[:, update]).astype(np.int64)
 
 
-def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: Found | None, labels):
+def _start(runner: Runner, folder: RunFolder, resume: Found | None):
     """The state to continue from and its update count (metrics rewritten to match)."""
     if resume is None:
         state = runner.initial_state()
-        folder.write_metrics(_first_rows(runner, state, labels), append=False)
+        folder.write_metrics(_first_rows(runner, state), append=False)
         return state, 0
     folder.truncate_metrics(resume.update)
     state = runner.place(resume.state)
@@ -170,6 +147,39 @@ def _start(run: RunConfig, runner: Runner, folder: RunFolder, resume: Found | No
         fresh = runner.initial_state()
         state = state._replace(**{name: getattr(fresh, name) for name in fields})
     return state, resume.update
+
+
+def _lower_chunk(runner: Runner, state):
+    """The chunk program lowered for ``state`` (its arrays, or their shapes and layouts)."""
+    return runner.chunk.lower(state, runner.hp, runner.length(runner.chunk_size))
+
+
+def _compile(lowered, since: float) -> float:
+    """Compile ``lowered`` ahead of the run, which then finds it compiled; returns the seconds
+    since ``since`` (when its lowering began)."""
+    lowered.compile()
+    return time.perf_counter() - since
+
+
+def _ready(runner: Runner, folder: RunFolder, resume: Found | None, clock: Clock):
+    """The state to start from and its update count (:func:`_start`), the chunk compiled ahead
+    of the run (its seconds counted on ``clock``). A new run of a JAX environment compiles the
+    chunk, the longest compilation, beside the initial state and the first evaluation (XLA
+    compiles without holding Python's lock: on two cores, both at once). It is lowered here:
+    JAX's settings made with a context manager (rank promotion, matmul precision, default
+    device) hold for this thread only, and the run calls it here."""
+    if resume is not None or is_host(runner.algo.env):
+        state, update = _start(runner, folder, resume)
+        lowered = _lower_chunk(runner, state)
+        with clock.compiling():
+            lowered.compile()
+        return state, update
+    lowered = _lower_chunk(runner, runner.state_shapes())
+    with ThreadPoolExecutor(1) as beside:
+        compiling = beside.submit(_compile, lowered, clock.began)
+        state, update = _start(runner, folder, resume)
+        clock.compile_s += compiling.result()
+    return state, update
 
 
 class Unfinished(OSError):
@@ -209,110 +219,99 @@ def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | 
             folder.release()
 
 
-def _lower_chunk(runner: Runner, state, chunk_size: int):
-    """The chunk program lowered for ``state`` (its arrays, or their shapes and layouts)."""
-    return runner.chunk.lower(state, runner.hp, runner.length(chunk_size))
+def _devices(run: RunConfig, algo: Algorithm) -> int | None:
+    """The devices ``run`` takes: its own setting, else, on a CPU, one a core for whole lanes
+    (:func:`rollax.sharding.lanes_per_core`; not in checked mode nor for a host
+    environment)."""
+    if run.devices is None and not run.checked and not is_host(algo.env):
+        return sharding.lanes_per_core(len(run.lanes()))
+    return run.devices
 
 
-def _compile(lowered, since: float) -> float:
-    """Compile ``lowered`` ahead of the run, which then finds it compiled; returns the seconds
-    since ``since`` (when its lowering began)."""
-    lowered.compile()
-    return time.perf_counter() - since
+@dataclasses.dataclass(frozen=True)
+class Recorder:
+    """What the host does with the results of the loop over chunks: after each chunk
+    (``recorder(metrics, first, done, state)``, metrics ``(lanes, n)`` on the host) its
+    metric rows, with the chunk's throughput and the greedy evaluations due, are written to
+    metrics.jsonl, the videos due are drawn (timed apart on ``clock``) and ``listener`` hears
+    a :class:`ChunkDone`; :meth:`save` writes a checkpoint."""
+
+    run: RunConfig
+    runner: Runner
+    folder: RunFolder
+    clock: Clock
+    greedy: Callable | None
+    """The compiled greedy evaluation of ``--eval-every`` (:func:`greedy_evaluator`)."""
+    listener: Listener | None
+
+    def __call__(self, metrics, first: int, done: int, state) -> None:
+        lap = self.clock.lap(np.asarray(metrics.env_steps)[:, -1])
+        rows = self.rows(metrics, first, done, state, lap.steps_per_second)
+        total = self.runner.algo.num_updates
+        if due(self.run.video_every, first, done, total):
+            with self.clock.drawing():
+                _video(self.run, self.runner.algo, self.folder, state, done)
+        self.folder.write_metrics(rows)
+        rate, seconds_per_update = self.clock.count(lap, done - first)
+        if self.listener is not None:
+            steps = round(float(np.mean(self.clock.lane_steps)))
+            progress = _latest(metrics, self.run.spec.report.progress)
+            self.listener(ChunkDone(done, total, steps, rate,
+                                    (total - done) * seconds_per_update, progress, rows))
+        self.clock.next_chunk()
+
+    def rows(self, metrics, first: int, done: int, state, steps_per_second: float) -> list[dict]:
+        """The chunk's rows, one per (update, lane): its throughput (all lanes, this chunk,
+        host clock) in each, and where an evaluation falls due, the greedy return."""
+        labels = self.runner.lanes.labels()
+        rows = list(metrics_rows(metrics, labels, first))
+        for row in rows:
+            row["env_steps_per_second"] = steps_per_second
+        if self.greedy is not None and due(self.run.eval_every, first, done,
+                                           self.runner.algo.num_updates):
+            for row, value in zip(rows[-len(labels):], self.greedy(state, done)):
+                row["greedy_return"] = float(value)
+        return rows
+
+    def save(self, done: int, state) -> None:
+        """Checkpoint ``done`` (its state gathered to the host from a device mesh)."""
+        runner = self.runner
+        self.folder.save_checkpoint(done, state if runner.mesh is None else runner.to_host(state),
+                                    self.run.identity(), self.run.spec.budget)
 
 
 def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None,
              on_chunk: Listener | None) -> tuple[dict, Any]:
-    lanes = run.lanes()
-    labels = lanes.labels()
-    devices = run.devices
-    if devices is None and not run.checked and not is_host(algo.env):
-        devices = sharding.lanes_per_core(len(lanes))
-    runner = Runner(algo, lanes, run.chunk_size, devices=devices, checked=run.checked)
-    start = time.perf_counter()
-    if resume is None and not is_host(algo.env):
-        # the chunk, the longest compilation, compiles beside the initial state and the first
-        # evaluation (XLA compiles without holding Python's lock: on two cores, both at once).
-        # It is lowered here: JAX's settings made with a context manager (rank promotion,
-        # matmul precision, default device) hold for this thread only, and the run calls it here
-        lowered = _lower_chunk(runner, runner.state_shapes(), run.chunk_size)
-        with ThreadPoolExecutor(1) as beside:
-            compiling = beside.submit(_compile, lowered, start)
-            state, update = _start(run, runner, folder, resume, labels)
-            compile_s = compiling.result()
-    else:
-        state, update = _start(run, runner, folder, resume, labels)
-        compile_s = _compile(_lower_chunk(runner, state, run.chunk_size), time.perf_counter())
+    runner = Runner(algo, run.lanes(), run.chunk_size, devices=_devices(run, algo),
+                    checked=run.checked)
+    clock = Clock()
+    state, update = _ready(runner, folder, resume, clock)
     greedy = None
-    if run.eval_every is not None:  # compiled before the clock starts, as compiling
-        began = time.perf_counter()
-        greedy = greedy_evaluator(algo, lanes, run.eval_episodes, state)
-        compile_s += time.perf_counter() - began
-    # live environment steps per lane so far (the metric ``env_steps``), and the rates; the
-    # seconds spent drawing videos are counted apart ("video"), never as training
-    steps = _steps_at(folder, labels, update)
-    clock = {"run": time.perf_counter(), "chunk": time.perf_counter(), "updates": 0,
-             "steps": 0, "video": 0.0}
-    steady: dict[str, float] = {}  # when the first chunk ended, the updates/steps/video then
-
-    def chunk_done(metrics, first, done, state):
-        nonlocal steps
-        now = time.perf_counter()
-        drawn = clock["video"]  # seconds of drawing before ``now``
-        now_steps = np.asarray(metrics.env_steps, np.int64)[:, -1]
-        chunk_steps = int(np.sum(now_steps - steps))
-        steps = now_steps
-        chunk_sps = chunk_steps / max(now - clock["chunk"], 1e-9)
-        rows = list(metrics_rows(metrics, labels, first))
-        for row in rows:
-            row["env_steps_per_second"] = chunk_sps  # all lanes, this chunk (host)
-        if greedy is not None and run.eval_every is not None and (
-                done // run.eval_every > first // run.eval_every or done == algo.num_updates):
-            for row, value in zip(rows[-len(labels):], greedy(state, done)):
-                row["greedy_return"] = float(value)
-        if run.video_every is not None and (
-                done // run.video_every > first // run.video_every or done == algo.num_updates):
-            began = time.perf_counter()
-            _video(run, algo, folder, state, done)
-            clock["video"] += time.perf_counter() - began
-        folder.write_metrics(rows)
-        clock["updates"] += done - first
-        clock["steps"] += chunk_steps
-        if on_chunk is not None:
-            if not steady:
-                steady.update(since=now, updates=clock["updates"], steps=clock["steps"],
-                              video=drawn)
-                sps, seconds_per_update = chunk_sps, (now - clock["chunk"]) / (done - first)
-            else:  # the rate of training; the time left counts the videos to come too
-                took = max(now - steady["since"], 1e-9)
-                sps = (clock["steps"] - steady["steps"]) / max(
-                    took - (drawn - steady["video"]), 1e-9)
-                seconds_per_update = took / (clock["updates"] - steady["updates"])
-            left = (algo.num_updates - done) * seconds_per_update
-            on_chunk(ChunkDone(done, algo.num_updates, round(float(np.mean(steps))), sps,
-                               left, _latest(metrics, run.spec.report.progress), rows))
-        clock["chunk"] = time.perf_counter()
-
-    def save(done, state):
-        folder.save_checkpoint(done, state if runner.mesh is None else runner.to_host(state),
-                               run.identity(), run.spec.budget)
-
+    if run.eval_every is not None:  # compiled before the loop, as compiling
+        with clock.compiling():
+            greedy = greedy_evaluator(algo, runner.lanes, run.eval_episodes, state)
+    recorder = Recorder(run, runner, folder, clock, greedy, on_chunk)
+    clock.start(_steps_at(folder, runner.lanes.labels(), update))
     with Interrupt() as interrupt:
-        state, done, interrupted = run_loop(runner, state, update, chunk_done,
-                                            run.checkpoint_every, save, interrupt)
-    run_s = time.perf_counter() - clock["run"] - clock["video"]
+        state, done, interrupted = run_loop(runner, state, update, recorder,
+                                            run.checkpoint_every, recorder.save, interrupt)
+    clock.stop()
     if interrupted:
         raise Interrupted(folder.path, done)
-    eval_start = time.perf_counter()
-    final = {k: np.asarray(v, np.float64)
-             for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
-    params = runner.to_host(runner.final_params(state))
-    timings = {"wall_time_s": time.perf_counter() - start, "compile_time_s": compile_s,
-               "run_time_s": run_s, "final_eval_time_s": time.perf_counter() - eval_start,
-               "env_steps_per_second": clock["steps"] / run_s if run_s > 0 else None}
-    if run.video_every is not None:
-        timings["video_time_s"] = clock["video"]
-    summary = summarize_run(run, algo, labels, final, params, folder.read_metrics(), timings)
+    return _conclude(run, runner, folder, state, clock)
+
+
+def _conclude(run: RunConfig, runner: Runner, folder: RunFolder, state,
+              clock: Clock) -> tuple[dict, Any]:
+    """The final evaluation and summary.json (:func:`summarize_run`, with the run's devices,
+    compile cache, mesh and videos); ``(summary, final params)``."""
+    with clock.evaluating():
+        final = {k: np.asarray(v, np.float64)
+                 for k, v in runner.to_host(runner.evaluate(state, runner.hp)).items()}
+        params = runner.to_host(runner.final_params(state))
+    timings = clock.timings(videos=run.video_every is not None)
+    summary = summarize_run(run, runner.algo, runner.lanes.labels(), final, params,
+                            folder.read_metrics(), timings)
     summary["devices"] = runner.devices
     summary["compile_cache"] = compile_cache.current()
     summary["mesh"] = (None if runner.mesh is None else
