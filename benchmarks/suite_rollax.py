@@ -39,7 +39,7 @@ from minatar_compare import t_interval
 
 import rollax
 import rollax.cli
-from rollax.nets.distributions import Categorical, masked
+from rollax.distributions import Categorical, masked
 
 
 class UniformLegal:

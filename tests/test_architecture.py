@@ -18,8 +18,8 @@ from rollax.algos import registry
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
-MATH = ("envs", "policies", "nets", "recurrent", "collect", "returns", "losses", "exact",
-        "gradients")
+MATH = ("envs", "policies", "distributions", "nets", "recurrent", "collect", "returns", "losses",
+        "exact", "gradients")
 OUTER = ("run", "cli")
 ALGORITHM_NAMES = {name for spec in registry.algorithms() for name in (spec.name, *spec.methods)}
 """Every registered algorithm's name and the methods it offers (--algo values)."""
@@ -205,3 +205,24 @@ def test_the_training_path_reads_in_short_parts():
             elif isinstance(node, ast.Nonlocal):
                 found.append(f"{_name(path)}:{node.lineno} nonlocal {', '.join(node.names)}")
     _offenders(found, "long functions or nonlocal state on the training path")
+
+
+def test_one_test_of_a_typed_key():
+    """Whether a value is a typed PRNG key is asked of ``rollax.keys.is_key`` alone: no other
+    module reads a key's dtype itself (the several copies had drifted apart: one took a
+    ``jax.ShapeDtypeStruct`` for a key, another did not)."""
+    found = [f"{_name(p)}:{node.lineno} reads prng_key" for p in MODULES
+             if p != SRC / "keys.py" for node in ast.walk(_tree(p))
+             if isinstance(node, ast.Attribute) and node.attr == "prng_key"]
+    _offenders(found, "a typed key tested outside rollax.keys")
+
+
+def test_distributions_sit_below_the_networks_and_the_policies():
+    """The action distributions import nothing of rollax, so the networks and the policies
+    both import them from below; ``rollax.nets.distributions`` re-exports them for the code
+    that imports them there."""
+    import rollax.distributions as base
+    import rollax.nets.distributions as old
+
+    assert _imports(SRC / "distributions.py") == []
+    assert all(getattr(old, name) is getattr(base, name) for name in old.__all__)

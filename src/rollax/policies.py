@@ -20,6 +20,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import jax
 import jax.numpy as jnp
 
+from rollax.distributions import Categorical
+
 
 @runtime_checkable
 class Policy(Protocol):
@@ -80,10 +82,8 @@ class BernoulliPolicy:
         return (self.logit(params, observation) > 0).astype(jnp.int32)
 
     def distribution(self, params, observation):
-        """The two actions' :class:`rollax.nets.distributions.Categorical`, logits
+        """The two actions' :class:`rollax.distributions.Categorical`, logits
         ``(0, theta)``: ``softmax`` gives ``P(1) = sigmoid(theta)``."""
-        from rollax.nets.distributions import Categorical
-
         logit = self.logit(params, observation)
         return Categorical(jnp.stack([jnp.zeros_like(logit), logit]))
 
@@ -109,9 +109,7 @@ class SoftmaxPolicy:
         return jnp.argmax(params[observation]).astype(jnp.int32)
 
     def distribution(self, params, observation):
-        """``Categorical(logits[s])`` (:class:`rollax.nets.distributions.Categorical`)."""
-        from rollax.nets.distributions import Categorical
-
+        """``Categorical(logits[s])`` (:class:`rollax.distributions.Categorical`)."""
         return Categorical(params[observation])
 
 

@@ -108,7 +108,7 @@ class RecurrentHeads:
 
 
 def _masked(dist, mask):
-    """``dist.masked(mask)`` (:mod:`rollax.nets.distributions`), ``dist`` without a mask."""
+    """``dist.masked(mask)`` (:mod:`rollax.distributions`), ``dist`` without a mask."""
     return dist if mask is None else dist.masked(mask)
 
 

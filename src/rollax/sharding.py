@@ -31,6 +31,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rollax.keys import is_key
+
 LANES = "lanes"
 """Mesh axis of the lanes (seeds x hyperparameter combinations)."""
 ENVS = "envs"
@@ -179,15 +181,10 @@ def constrain(tree, specs, mesh: Mesh):
         is_leaf=lambda s: isinstance(s, P))
 
 
-def _is_key(x) -> bool:
-    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
-
-
 def place(tree, shardings_tree):
     """Put a host (or single-device) tree on the mesh (also across processes)."""
     def one(x, sharding):
-        if _is_key(x):
+        if is_key(x):
             impl = jax.random.key_impl(x)
             data = np.asarray(jax.random.key_data(x))
             spec = P(*sharding.spec, *([None] * (data.ndim - x.ndim)))
@@ -212,7 +209,7 @@ def to_host(tree):
     def one(x):
         if getattr(x, "is_fully_addressable", True):
             return jax.device_get(x)
-        if _is_key(x):
+        if is_key(x):
             data = multihost_utils.process_allgather(jax.random.key_data(x), tiled=True)
             # jax.random.wrap_key_data takes any uint32 array; its stub says jax.Array
             return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(x))  # pyright: ignore[reportArgumentType]

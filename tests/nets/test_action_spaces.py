@@ -17,9 +17,9 @@ import rollax
 from custom_envs.guess import multi_binary, multi_discrete
 from helpers import TINY_FLAGS, run, train_json
 from rollax.contracts.probe import RandomPolicy, probe_actions
+from rollax.distributions import PAD_LOGIT
 from rollax.guards import check_actions, check_collected
 from rollax.nets import Bernoulli, Categorical, DiagGaussian, MultiCategorical, actor_critic
-from rollax.nets.distributions import PAD_LOGIT
 
 NVEC = (2, 3, 4)
 SAMPLES = 40_000

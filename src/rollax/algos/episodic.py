@@ -43,12 +43,12 @@ from rollax.algos.base import (
     traced,
 )
 from rollax.collect import Trajectory, collect_groups
+from rollax.distributions import masked
 from rollax.envs.base import Environment
 from rollax.envs.host import is_host
 from rollax.envs.registry import make_configured
 from rollax.losses import normalized_sum
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
-from rollax.nets.distributions import masked
 from rollax.nets.heads import read_cells
 from rollax.recurrent import initial_carries, is_recurrent, unroll
 from rollax.validate import check_count, check_real, check_seed

@@ -34,10 +34,10 @@ import optax
 from rollax import guards
 from rollax.algos.base import Algorithm, encodable, neural_algorithm
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
+from rollax.distributions import masked
 from rollax.envs.base import Environment
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, observation_stats_template
-from rollax.nets.distributions import masked
 from rollax.nets.heads import read_cells
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (

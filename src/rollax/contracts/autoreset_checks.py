@@ -20,11 +20,11 @@ from rollax.contracts.trees import (
     cell_values,
     first_cell,
     host,
-    is_key,
     scalar_cells,
     trees_mismatch,
 )
 from rollax.envs.base import Environment, step_with_key
+from rollax.keys import is_key
 
 
 class RecordedState(NamedTuple):

@@ -33,6 +33,7 @@ from rollax.contracts.registry import NotRun
 from rollax.contracts.report import WARNING, CheckResult, Finding, judge, outcome
 from rollax.envs.base import Environment, step_with_key
 from rollax.envs.suites.base import SuiteEnvironment
+from rollax.keys import is_key
 from rollax.validate import counted
 
 KEY, INPUT = 1, 2
@@ -92,15 +93,9 @@ class Uses:
         self.draws += other.draws
 
 
-def _is_key(aval: Any) -> bool:
-    dtype = getattr(aval, "dtype", None)
-    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
-    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
-
-
 def _new(aval: Any, label: str, dep: int) -> Val:
     """A fresh atom per key of ``aval`` (a key array), or a plain value."""
-    if not _is_key(aval):
+    if not is_key(aval):
         return Val(dep)
     shape = tuple(aval.shape)
     if int(np.prod(shape)) > MAX_ATOMS:
@@ -231,7 +226,7 @@ class Walker:
     @staticmethod
     def other(aval: Any, ins: list[Val], label: str, dep: int) -> Val:
         """An unknown key output: the one key all key inputs hold, else new keys."""
-        if not _is_key(aval):
+        if not is_key(aval):
             return Val(dep)
         held = {id(a): a for v in ins if v.atoms is not None for a in v.atoms.ravel()}
         if len(held) == 1:

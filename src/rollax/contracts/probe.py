@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rollax.distributions import MASK_LOGIT
 from rollax.envs.base import (
     Box,
     Discrete,
@@ -24,7 +25,6 @@ from rollax.envs.base import (
     space_tree,
 )
 from rollax.envs.masks import action_mask, mask_problem
-from rollax.nets.distributions import MASK_LOGIT
 
 EXTRA_STEPS = 3
 """``num_steps`` defaults to ``env.horizon + EXTRA_STEPS``: every episode ends and a few

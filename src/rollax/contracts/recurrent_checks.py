@@ -36,8 +36,8 @@ from rollax.contracts.report import (
     judge,
     outcome,
 )
+from rollax.distributions import MASK_LOGIT, PAD_LOGIT, Categorical, MultiCategorical
 from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
-from rollax.nets.distributions import MASK_LOGIT, PAD_LOGIT, Categorical, MultiCategorical
 from rollax.recurrent import RecurrentHeads, initial_carries, replay_log_prob
 from rollax.validate import check_count
 

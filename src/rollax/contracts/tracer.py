@@ -16,8 +16,9 @@ import numpy as np
 from rollax.collect import collection_keys
 from rollax.contracts.probe import probe_actions, sample_action, usable_mask
 from rollax.contracts.report import Finding
-from rollax.contracts.trees import first_mismatch, is_key, mismatch_values, same_bits
+from rollax.contracts.trees import first_mismatch, mismatch_values, same_bits
 from rollax.envs.base import is_structured, space_leaves, space_tree, step_with_key
+from rollax.keys import is_key
 
 
 class Trace(NamedTuple):

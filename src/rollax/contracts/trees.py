@@ -11,12 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from rollax.contracts.report import Finding
-
-
-def is_key(x: Any) -> bool:
-    """``x`` is a typed JAX key array."""
-    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
+from rollax.keys import is_key
 
 
 def host(tree: Any) -> Any:

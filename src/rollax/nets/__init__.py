@@ -18,9 +18,9 @@ observation normalisation, carries and replay) lives in :mod:`rollax.policies` a
 arrays (equinox layers in NamedTuples) whose structure checkpoints rely on.
 """
 
+from rollax.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rollax.nets.build import RECURRENT, Network, actor_critic, network_choice
 from rollax.nets.cnn import CNNActorCritic, NatureCNNActorCritic, NatureParams, image_shape
-from rollax.nets.distributions import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rollax.nets.heads import ActorCriticHead, ActorCriticParams, FeedForwardHeads
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic, RecurrentParams

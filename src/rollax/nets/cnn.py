@@ -21,7 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.distributions import Distribution
+from rollax.distributions import Distribution
 from rollax.nets.heads import (
     ACTIVATIONS,
     ActorCriticParams,

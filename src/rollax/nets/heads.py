@@ -32,7 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.distributions import (
+from rollax.distributions import (
     Bernoulli,
     Categorical,
     DiagGaussian,

@@ -17,7 +17,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from rollax.nets.distributions import Distribution
+from rollax.distributions import Distribution
 from rollax.nets.heads import ACTIVATIONS, ActorCriticHead, linear, orthogonal_plans
 from rollax.recurrent import RecurrentHeads
 

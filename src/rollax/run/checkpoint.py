@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from rollax.keys import is_key
 from rollax.run.files import atomic_write_text, staged_folder
 
 LATEST = "latest"
@@ -36,13 +37,8 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used (missing, corrupt, or from another config)."""
 
 
-def _is_key(x) -> bool:
-    # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
-    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
-
-
 def _leaf_info(leaf) -> dict:
-    if _is_key(leaf):
+    if is_key(leaf):
         data = jax.random.key_data(leaf)
         return {"kind": "key", "impl": str(jax.random.key_impl(leaf)),
                 "shape": list(data.shape), "dtype": str(data.dtype)}
@@ -112,7 +108,7 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3,
     final = directory / name
     with staged_folder(final, replace=True) as staging:
         arrays: dict[str, Any] = {
-            leaf_name: np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf)
+            leaf_name: np.asarray(jax.random.key_data(leaf) if is_key(leaf) else leaf)
             for leaf_name, leaf in zip(names, leaves)}
         with (staging / "state.npz").open("wb") as f:
             np.savez(f, **arrays)

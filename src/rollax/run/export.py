@@ -20,7 +20,7 @@ statistics (a run that normalised observations) folded in as constants. Its inpu
 - ``action_mask`` (an environment with action masks only): bool ``(B, *mask shape)``, the
   actions are legal ones (:mod:`rollax.envs.masks`);
 - ``noise`` (``sample=True`` only): independent uniforms on ``(0, 1)``, ``(B, *N)``, from which
-  the action is drawn (:meth:`rollax.nets.distributions.Categorical.from_uniform`); without it
+  the action is drawn (:meth:`rollax.distributions.Categorical.from_uniform`); without it
   the action is the policy's mode (greedy).
 
 A JSON file beside it (``<out>.json``) records the run, lane, update, and every input's and

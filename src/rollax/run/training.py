@@ -28,6 +28,7 @@ import numpy as np
 from rollax import sharding
 from rollax.algos.base import Algorithm
 from rollax.envs.host import is_host
+from rollax.keys import is_key
 from rollax.run import compile_cache
 from rollax.run.checkpoint import Found
 from rollax.run.config import RunConfig, check_run_devices, from_json
@@ -566,8 +567,7 @@ def state_template(algo: Algorithm, lanes: Lanes):
     impl = jax.random.key_impl(keys)
 
     def concrete_key(leaf):
-        # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
-        if not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):  # pyright: ignore[reportPrivateImportUsage]
+        if not is_key(leaf):
             return leaf
         data = jax.eval_shape(jax.random.key_data, leaf)
         return jax.random.wrap_key_data(jax.numpy.zeros(data.shape, data.dtype), impl=impl)

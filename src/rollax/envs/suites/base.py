@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rollax.envs.base import Box, Discrete, Environment, MultiDiscrete
+from rollax.keys import is_key
 from rollax.validate import check_horizon
 
 Options = tuple[tuple[str, Any], ...]
@@ -152,14 +153,9 @@ def strong(x) -> jax.Array:
     return jnp.asarray(x, dtype=x.dtype)
 
 
-def is_typed_key(x) -> bool:
-    """Whether ``x`` is a typed key array (``jax.random.key``) rather than raw ``uint32`` data."""
-    return jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
 def raw_key(x):
     """A typed key as its raw ``uint32`` key data; anything else unchanged."""
-    return jax.random.key_data(x) if is_typed_key(x) else x
+    return jax.random.key_data(x) if is_key(x) else x
 
 
 def flat_box(low, high, raw_shape: tuple[int, ...]) -> Box:

@@ -60,11 +60,11 @@ from rollax.envs.suites.base import (
     flat_box,
     hashable_options,
     import_suite,
-    is_typed_key,
     raw_key,
     strong,
     unknown_id,
 )
+from rollax.keys import is_key
 from rollax.validate import check_horizon
 
 CRAFTAX_PREFIX = "craftax:"
@@ -117,7 +117,7 @@ def _stored(inner):
     data, so the state holds none."""
     inner = jax.tree.map(strong, inner)
     inner = inner.replace(state_rng=raw_key(inner.state_rng))
-    if any(is_typed_key(x) for x in jax.tree.leaves(inner)):
+    if any(is_key(x) for x in jax.tree.leaves(inner)):
         raise ValueError("craftax state holds a typed key besides state_rng; the adapter "
                          "does not support this craftax version")
     return inner
