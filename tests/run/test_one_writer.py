@@ -257,6 +257,25 @@ def test_new_run_releases_its_folder_when_it_returns(tmp_path):
     assert (folder.path / "summary.json").exists() and not (folder.path / ".lock").exists()
 
 
+def test_a_session_holds_its_folder_until_it_closes(tmp_path):
+    """A new run and a resumed one alike: the folder is held from the session's start
+    (:func:`training.begin`, :func:`training.open_resume`) to its close, and free after."""
+    run_config, algo = from_settings({"env": "corridor", "updates": 2, "batch_size": 16})
+    holding = run_folder.held()
+    with training.begin(run_config, algo, str(tmp_path / "x")) as session:
+        assert os.path.realpath(session.folder.path) in run_folder.held()
+        assert session.start is None
+        session.execute()
+    assert run_folder.held() == holding
+    with training.open_resume(session.folder.path, budget=3) as longer:
+        assert os.path.realpath(longer.folder.path) in run_folder.held()
+        assert (longer.start.update, longer.was) == (2, 2)
+        summary, _ = longer.execute()
+    assert run_folder.held() == holding and not (session.folder.path / ".lock").exists()
+    assert [lane["env_steps"] > 0 for lane in summary["lanes"]] == [True]
+    assert updates(session.folder.path) == [0, 1, 2, 3]
+
+
 def _shuffled(finished: Path, tmp_path: Path, edit) -> Path:
     out = tmp_path / "shuffled"
     shutil.copytree(finished, out)

@@ -203,6 +203,45 @@ def _shown(value, run, name: str) -> str:
     return str(value)
 
 
+def open_session(request: TrainRequest):
+    """The :class:`rollax.run.training.Session` of ``request``, its folder held, nothing
+    compiled: the stopped run ``--resume`` names, read back and checked, or a new run built
+    (:func:`rollax.cli.parse.build`) and its folder created."""
+    from rollax.run import training
+
+    cmd = request.cmd
+    if cmd.resume is not None:
+        return training.open_resume(cmd.resume, cmd.devices, request.budget)
+    return training.begin(*build(request), cmd.out)
+
+
+def announce(request: TrainRequest, session) -> None:
+    """What a run prints before anything compiles: a new run's :func:`header`, or a resumed
+    run's :func:`resume_header` and, on stderr (JSON mode too), the note about the checkpoint
+    it continues from."""
+    if request.cmd.resume is None:
+        if not request.cmd.json:
+            header(session.run, session.algo, session.folder, request.sources, request.file)
+        return
+    if session.start is not None and session.start.note is not None:
+        print(f"rollax train: {session.start.note}", file=sys.stderr, flush=True)
+    if not request.cmd.json:
+        resume_header(session)
+
+
+def figures(folder) -> None:
+    """The run's figures (:func:`rollax.run.plots.plot_runs`); an ``OSError`` names the
+    command that draws them (the run itself is complete)."""
+    from rollax.run.plots import plot_runs
+
+    try:
+        plot_runs([folder.path], folder.figures)
+    except OSError as err:  # the run itself is complete: only its figures are missing
+        err.hint = (f"the run finished (summary.json); draw its figures with "  # type: ignore[attr-defined]
+                    f"`rollax plot {folder.path}`")
+        raise
+
+
 def run_train(request: TrainRequest) -> int:
     """``rollax train``'s runner: the compile cache as ``--compile-cache`` asks, and a run that
     outlives a reader of its stdout (:mod:`rollax.cli.pipe`)."""
@@ -212,59 +251,28 @@ def run_train(request: TrainRequest) -> int:
 
 
 def train(request: TrainRequest) -> int:
-    """Resume the run ``request`` names, or build (:func:`rollax.cli.parse.build`) and train a
-    new one; then its figures and the report. The exit status: 0, or :data:`DIVERGED_EXIT`.
-    The run folder is held for this process from before anything is compiled or written to
-    the end (:meth:`rollax.run.folder.RunFolder.claim`): a second ``train`` of one folder at
-    once is refused."""
-    from rollax.run.folder import RunFolder, held
-
-    before = held()
-    try:
-        return _train(request)
-    finally:
-        for path in held() - before:
-            RunFolder(path).release()
-
-
-def _train(request: TrainRequest) -> int:
-    from rollax.run import training
+    """Train the run ``request`` names (:func:`open_session`: a stopped one resumed, or a new
+    one built and created); then its figures and the report. The exit status: 0, or
+    :data:`DIVERGED_EXIT`. The run folder is held for this process from before anything is
+    compiled or written to the end (the session's): a second ``train`` of one folder at once
+    is refused."""
     from rollax.run.loggers import check_loggers, combine, make_loggers
 
     prefetch("rollax.run.plots")  # matplotlib, read while the run compiles and trains
     cmd = request.cmd
     # before anything is compiled or written
     names = check_loggers(cmd.log, getattr(cmd, "video_every", None) is not None)
-    if cmd.resume is not None:
-        stopped = training.open_resume(cmd.resume, cmd.devices, request.budget)
-        folder, run = stopped.folder, stopped.run
-        check_loggers(cmd.log, run.video_every is not None)
-        if stopped.start is not None and stopped.start.note is not None:
-            print(f"rollax train: {stopped.start.note}", file=sys.stderr, flush=True)
-        if not cmd.json:
-            resume_header(stopped)
+    session = open_session(request)
+    with session:  # the folder is held until the end
+        folder, run = session.folder, session.run
+        check_loggers(cmd.log, run.video_every is not None)  # a resumed run's own videos
+        announce(request, session)
         with Progress(not cmd.json, run.spec.report.progress) as bar, \
                 make_loggers(names, folder, run) as logs:
-            summary, params = stopped.execute(combine(bar, logs))
+            summary, params = session.execute(combine(bar, logs))
             logs.finished(summary)
-    else:
-        run, algo = build(request)
-        folder = training.create_run(run, cmd.out)
-        if not cmd.json:
-            header(run, algo, folder, request.sources, request.file)
-        with Progress(not cmd.json, run.spec.report.progress) as bar, \
-                make_loggers(names, folder, run) as logs:
-            summary, params = training.execute(run, algo, folder, on_chunk=combine(bar, logs))
-            logs.finished(summary)
-    from rollax.run.plots import plot_runs
-
-    try:
-        plot_runs([folder.path], folder.figures)
-    except OSError as err:  # the run itself is complete: only its figures are missing
-        err.hint = (f"the run finished (summary.json); draw its figures with "  # type: ignore[attr-defined]
-                    f"`rollax plot {folder.path}`")
-        raise
-    report(cmd.json, folder, run, summary, params)
+        figures(folder)
+        report(cmd.json, folder, run, summary, params)
     labels = [{k: lane[k] for k in ("seed", *run.sweep)} for lane in summary["lanes"]]
     warning = diverged_warning(summary, labels)
     if warning is None:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -437,31 +437,24 @@ def create_run(run: RunConfig, out: str | None) -> RunFolder:
     return folder
 
 
-def new_run(run: RunConfig, algo: Algorithm, out: str | None,
-            on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
-    """Create the run folder (config.json first) and execute; the folder is released when
-    this returns."""
-    folder = create_run(run, out)
-    try:
-        return folder, execute(run, algo, folder, on_chunk=on_chunk)
-    finally:
-        folder.release()
-
-
 def read_run(folder: RunFolder) -> RunConfig:
     """The :class:`RunConfig` a run folder's config.json stores."""
     return from_json(folder.read_config(), str(folder.path / "config.json"))
 
 
-class Resumable(NamedTuple):
-    """A stopped run read back, checked and ready to continue (:func:`open_resume`)."""
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """A run ready to train in its folder, which this process holds
+    (:meth:`RunFolder.claim`) until the session closes (``with session:``, or
+    :meth:`close`): a new run, its folder holding config.json alone (:func:`begin`), or a
+    stopped one read back and checked (:func:`open_resume`). Nothing is compiled yet."""
 
     folder: RunFolder
     run: RunConfig
     algo: Algorithm
-    start: Found | None
-    """The checkpoint it continues from, loaded (``None``: it has none, it starts again from
-    update 0)."""
+    start: Found | None = None
+    """The checkpoint it continues from, loaded (``None``: it starts from update 0, a new run
+    or a stopped one without a checkpoint)."""
     longer: dict | None = None
     """Its config.json with the larger length it is trained to, written when it starts;
     ``None`` when the length stays."""
@@ -469,6 +462,8 @@ class Resumable(NamedTuple):
     """The length (the spec's ``budget`` setting) it had, when it is trained longer."""
 
     def execute(self, on_chunk: Listener | None = None) -> tuple[dict, Any]:
+        """Train it from its start (:func:`execute`), its config.json made longer first when
+        it is trained longer; ``(summary, final params)``."""
         if self.longer is not None:
             try:
                 self.folder.lengthen(self.longer)
@@ -476,9 +471,33 @@ class Resumable(NamedTuple):
                 raise unfinished(err, self.folder) from err
         return execute(self.run, self.algo, self.folder, resume=self.start, on_chunk=on_chunk)
 
+    def close(self) -> None:
+        """Let other processes write the folder again."""
+        self.folder.release()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def begin(run: RunConfig, algo: Algorithm, out: str | None) -> Session:
+    """The session of a new run: its folder created, holding config.json alone
+    (:func:`create_run`), and held until the session closes."""
+    return Session(create_run(run, out), run, algo)
+
+
+def new_run(run: RunConfig, algo: Algorithm, out: str | None,
+            on_chunk: Listener | None = None) -> tuple[RunFolder, tuple[dict, Any]]:
+    """Create the run folder (config.json first) and execute; the folder is released when
+    this returns."""
+    with begin(run, algo, out) as session:
+        return session.folder, session.execute(on_chunk)
+
 
 def open_resume(path: str | Path, devices: int | None = None,
-                budget: int | None = None) -> Resumable:
+                budget: int | None = None) -> Session:
     """The run in ``path`` (config.json read once), checked before anything compiles or is
     written: it exists, has not finished (unless ``budget`` makes it longer), the checkpoint it
     continues from verifies (:func:`rollax.run.checkpoint.resume_point`), its metrics can be
@@ -486,8 +505,8 @@ def open_resume(path: str | Path, devices: int | None = None,
     ``devices`` (a layout only: the checkpoint fits any count). ``budget``: a new, larger value
     of the run's length setting (its algorithm's ``budget``: ``updates``, ``total_steps``).
     First of all the folder is held for this process (:meth:`RunFolder.claim`; another
-    process training it: ``ValueError``, nothing changed), until ``folder.release()`` or the
-    process ends (released at once when the run is refused)."""
+    process training it: ``ValueError``, nothing changed), until the :class:`Session` closes
+    (released at once when the run is refused)."""
     folder = RunFolder(path)
     folder.check_exists("resume: ")
     folder.read_config()  # a run folder: only then is its lock file made
@@ -501,7 +520,7 @@ def open_resume(path: str | Path, devices: int | None = None,
 
 
 def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
-                 budget: int | None) -> Resumable:
+                 budget: int | None) -> Session:
     stored = folder.read_config()  # again, now that no other process writes it
     run = from_json(stored, str(folder.path / "config.json"))
     name = run.spec.budget
@@ -535,7 +554,7 @@ def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
                              f"{found.update}, past the run's "
                              f"{counted(algo.num_updates, 'update')}")
         folder.check_metrics()
-    return Resumable(folder, run, algo, found, longer, was)
+    return Session(folder, run, algo, found, longer, was)
 
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
