@@ -212,7 +212,8 @@ def open_session(request: TrainRequest):
     cmd = request.cmd
     if cmd.resume is not None:
         return training.open_resume(cmd.resume, cmd.devices, request.budget)
-    return training.begin(*build(request), cmd.out)
+    run, algo = build(request)
+    return training.begin(run, algo, cmd.out)
 
 
 def announce(request: TrainRequest, session) -> None:
