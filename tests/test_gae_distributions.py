@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 import rollax
-from rollax.distributions import Categorical, DiagGaussian
+from rollax.nets.distributions import Categorical, DiagGaussian
 from rollax.policies import obs_norm_init, obs_norm_update, obs_normalize
 from rollax.returns import discounted_returns, gae
 

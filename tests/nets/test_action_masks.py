@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.distributions import MASK_LOGIT, masked
 from rollax.envs.masks import has_legal, is_legal, mask_problem, mask_shape
 from rollax.nets import Bernoulli, Categorical, DiagGaussian, MultiCategorical
+from rollax.nets.distributions import MASK_LOGIT, masked
 
 SAMPLES = 40_000
 
