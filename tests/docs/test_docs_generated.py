@@ -45,9 +45,9 @@ def test_an_unknown_block_is_refused():
 def _table_under(text: str, heading: str) -> dict[str, str]:
     """``field -> default`` of the first ``| field | default | ...`` table after ``heading``,
     within its section."""
-    start = next(m.end() for m in reference.HEADING.finditer(text) if m.group(2) == heading)
-    after = reference.HEADING.search(text, start)
-    section = text[start:after.start() if after else len(text)]
+    marks = reference.headings(text)
+    at = next(i for i, h in enumerate(marks) if h.title == heading)
+    section = text[marks[at].end:marks[at + 1].start if at + 1 < len(marks) else len(text)]
     rows: dict[str, str] = {}
     lines = iter(section.splitlines())
     for line in lines:

@@ -136,17 +136,29 @@ def fields_table(spec: AlgorithmSpec) -> str:
 
 # --- the table of algorithms --------------------------------------------------------------------
 
-HEADING = re.compile(r"^(#{1,6}) +(.+?) *$", re.M)
+class Heading(NamedTuple):
+    """A markdown heading of a page: where its line starts and ends, and its title."""
+
+    start: int
+    end: int
+    title: str
+
+
+def headings(text: str) -> list[Heading]:
+    """The headings of a page (``#`` to ``######`` lines outside fenced code), in order."""
+    found, fenced, at = [], False, 0
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := re.match(r"#{1,6} +(.+?) *$", line.rstrip("\n"))):
+            found.append(Heading(at, at + len(line), match.group(1)))
+        at += len(line)
+    return found
 
 
 def anchor(heading: str) -> str:
     """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as ``-``."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def _heading_before(text: str, at: int) -> str | None:
-    found = [m.group(2) for m in HEADING.finditer(text, 0, at)]
-    return found[-1] if found else None
 
 
 def described_at(spec: AlgorithmSpec, pages: Mapping[str, str]) -> tuple[str, str] | None:
@@ -155,14 +167,13 @@ def described_at(spec: AlgorithmSpec, pages: Mapping[str, str]) -> tuple[str, st
     when no page does."""
     for page, text in pages.items():
         at = text.find(f"<!-- generated: fields {spec.name} -->")
-        if at >= 0:
-            heading = _heading_before(text, at)
-            if heading is not None:
-                return page, heading
+        above = [h.title for h in headings(text) if h.end <= at]
+        if at >= 0 and above:
+            return page, above[-1]
     for page, text in pages.items():
-        for match in HEADING.finditer(text):
-            if f"`{spec.config_type.__name__}`" in match.group(2):
-                return page, match.group(2)
+        for heading in headings(text):
+            if f"`{spec.config_type.__name__}`" in heading.title:
+                return page, heading.title
     return None
 
 
