@@ -146,24 +146,29 @@ def _arrays(name, num_actions, infostates, decisions, terminals) -> GameTree:
     depth = np.array([s.depth for s in info])
     layers = tuple(tuple(np.flatnonzero((player == p) & (depth == d)).astype(np.int32)
                          for d in range(depth[player == p].max(), -1, -1)) for p in (0, 1))
-    width = max(len(path) for _, _, path in terminals)
-    path = np.zeros((len(terminals), width, 2), np.int32)
-    path[..., 0] = n
-    owner = np.full((len(terminals), width), -1, np.int32)
-    last = np.full((2, len(terminals)), n * a, np.int32)
-    for z, (_, _, steps) in enumerate(terminals):
-        for d, step in enumerate(steps):
-            path[z, d] = index[step[0]], step[1]
-            owner[z, d] = step[0][0]
-            last[step[0][0], z] = sequence(step)  # the player's later steps overwrite it
     return GameTree(
         name=name, num_actions=a, names=tuple(s.name for s in info), player=player,
         legal=legal, parent=np.array([sequence(s.parent) for s in info], np.int32),
         layers=layers,
         chance=np.array([t[0] for t in terminals]), payoff=np.array([t[1] for t in terminals]),
-        path=path, owner=owner, last=last,
+        **_paths([t[2] for t in terminals], index, sequence, n * a),
         infostate_of={h: index[key] for h, key in decisions.items()},
     )
+
+
+def _paths(paths: list, index: dict, sequence, empty: int) -> dict[str, np.ndarray]:
+    """``path``, ``owner`` and ``last`` of the terminal histories' decision paths."""
+    width = max(len(steps) for steps in paths)
+    path = np.zeros((len(paths), width, 2), np.int32)
+    path[..., 0] = len(index)
+    owner = np.full((len(paths), width), -1, np.int32)
+    last = np.full((2, len(paths)), empty, np.int32)
+    for z, steps in enumerate(paths):
+        for d, (key, action) in enumerate(steps):
+            path[z, d] = index[key], action
+            owner[z, d] = key[0]
+            last[key[0], z] = sequence((key, action))  # the player's later steps overwrite it
+    return {"path": path, "owner": owner, "last": last}
 
 
 def uniform_policy(tree: GameTree) -> jax.Array:
