@@ -120,11 +120,12 @@ seeds)
     --json "$out/seeds.json"
   ;;
 tests)
-  # the fast tests on the device, in one process (one program at a time may hold a TPU)
+  # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
+  # limit pytest is interrupted (SIGINT), so it still reports the failures it met, and killed 30 s on
   echo; echo "=== pytest -m 'not slow and not integration' ${TESTS:-tests}"
-  [ -n "$dry" ] && { echo "PYTHONPATH=$anchors timeout ${TEST_LIMIT:-540} python3 -m pytest"; exit 0; }
+  [ -n "$dry" ] && { echo "PYTHONPATH=$anchors timeout -s INT -k 30 ${TEST_LIMIT:-540} python3 -m pytest"; exit 0; }
   # shellcheck disable=SC2086
-  PYTHONPATH="$anchors" timeout "${TEST_LIMIT:-540}" python3 -m pytest -p no:cacheprovider \
+  PYTHONPATH="$anchors" timeout -s INT -k 30 "${TEST_LIMIT:-540}" python3 -m pytest -p no:cacheprovider \
     -m "not slow and not integration" -v --tb=short --junitxml "$out/tests.xml" ${TESTS:-tests} 2>&1 \
     | tee "$out/tests.log" | grep -E "passed|failed|error|FAILED|ERROR" | tail -40
   ;;

@@ -132,12 +132,14 @@ def render(rows: dict) -> None:
               "collect until every episode of the batch has ended and read the network only on "
               "the chunks of 64 time steps that hold a live cell (a finished episode's padding "
               "inside such a chunk still costs), so a live step costs about what PPO's does, or "
-              "less (the last column; REINFORCE reads its batch once, GRPO once per epoch). "
-              "GRPO on Acrobot is the exception at 1.7x: its 64 episodes of a batch end at very "
-              "different times, the chunks of the longest are read for all of them, four "
-              "epochs over. Both need more live steps than PPO on CartPole for the same return. "
-              "A2C reaches PPO's returns at the same 5e5 steps. The machine ran light other "
-              "work beside these rows (the table's process at nice 5), so the ratios are loose."]
+              "less (the last column; an update reads its live chunks twice for REINFORCE, "
+              "`epochs + 3` times for GRPO: `benchmarks/grpo_live_step.py` times a run and one "
+              "update beside PPO's). GRPO on Acrobot is the exception at 1.7x: its 64 episodes "
+              "of a batch end at very different times, the chunks of the longest are read for "
+              "all of them, seven times an update. Both need more live steps than PPO on "
+              "CartPole for the same return. A2C reaches PPO's returns at the same 5e5 steps. "
+              "The machine ran light other work beside these rows (the table's process at nice "
+              "5), so the ratios are loose."]
     ppo_note = ("PPO: its preset run the same way, on the same machine"
                 if any(r["algo"] == "ppo" for r in rows.values())
                 else "PPO: the machine and commit of the table above")

@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import gymnasium
 import jax
@@ -12,6 +13,23 @@ import jax.numpy as jnp
 import numpy as np
 
 import rollax
+
+ON_TPU = jax.default_backend() == "tpu"
+"""Whether the tests run on a TPU (``benchmarks/accel.sh tests``); CI runs them on the CPU."""
+
+
+def f32_rtol(cpu: float) -> float:
+    """The relative tolerance of a float32 log, exp or inverse CDF against a float64 reference.
+
+    The CPU's are within a few units in the last place, so a test states the tolerance it holds
+    there; a TPU's vector unit computes them to about 1e-4 (log-probabilities off by up to 1.4e-4
+    relative on a v5e), so there the bound is 3e-4 whatever the CPU's."""
+    return max(cpu, 3e-4) if ON_TPU else cpu
+
+
+def f32_atol(cpu: float) -> float:
+    """The absolute tolerance beside :func:`f32_rtol`: 1e-4 on a TPU for results of order one."""
+    return max(cpu, 1e-4) if ON_TPU else cpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +85,48 @@ def train_json(capsys, *argv) -> dict:
     return json.loads(out)
 
 
-TINY_FLAGS = {
-    "ppo": ["--total-steps", "128", "--num-envs", "4", "--num-steps", "8", "--epochs", "1",
-            "--minibatches", "2"],
-    "a2c": ["--total-steps", "64", "--num-envs", "4", "--num-steps", "8"],
-    "reinforce": ["--updates", "2", "--batch-size", "4", "--group-size", "2"],
-    "grpo": ["--updates", "2", "--batch-size", "4", "--group-size", "2", "--epochs", "1"]}
-"""The smallest ``rollax train`` run of each neural algorithm (flags after ``--algo``): two
-updates or fewer, for tests that check a run goes through, not what it learns."""
+class Tiny(NamedTuple):
+    """The smallest run of a registered algorithm, for the tests that check a run goes through,
+    not what it learns."""
+
+    env: str
+    """An environment it trains."""
+    settings: dict
+    """Config fields: two updates, a budget that halves to one (a run cut short and resumed),
+    a constant learning rate (an annealed one depends on the budget), rollouts as long as the
+    20-step horizon of tests/algos/test_algorithms.py (an episode ends in every update)."""
+
+
+TINY: dict[str, Tiny] = {
+    "tabular": Tiny("corridor", dict(updates=2, batch_size=8)),
+    "ppo": Tiny("CartPole-v1", dict(total_steps=256, num_envs=4, num_steps=32, epochs=2,
+                                    minibatches=2, anneal_lr=False)),
+    "a2c": Tiny("CartPole-v1", dict(total_steps=160, num_envs=4, num_steps=20,
+                                    anneal_lr=False)),
+    "reinforce": Tiny("CartPole-v1", dict(updates=2, batch_size=4, group_size=2,
+                                          baseline="loo")),
+    "grpo": Tiny("CartPole-v1", dict(updates=2, batch_size=4, group_size=2, epochs=2)),
+}
+"""One row per registered algorithm, by its registry name: every per-algorithm test (each
+algorithm's flags and config keys, the same checks of every neural algorithm, the combined
+spaces) takes it from here, and fails for an algorithm that has none."""
+
+
+def flags(settings: dict) -> list[str]:
+    """Config fields as ``rollax train`` flags: ``--name value``, ``--name`` / ``--no-name`` for
+    a boolean, a tuple's values as separate words."""
+    argv = []
+    for name, value in settings.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        else:
+            argv += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
+    return argv
+
+
+TINY_FLAGS = {name: flags(row.settings) for name, row in TINY.items()}
+"""Each algorithm's :data:`TINY` settings as flags (after ``--env`` and ``--algo``)."""
 
 
 def checkpoint_digests(folder: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ from rollax.algos import registry
 SRC = Path(__file__).resolve().parents[1] / "src" / "rollax"
 MODULES = sorted(SRC.rglob("*.py"))
 MATH = ("envs", "policies", "distributions", "nets", "recurrent", "collect", "returns", "losses",
-        "exact", "gradients")
+        "exact", "gradients", "games")
 OUTER = ("run", "cli")
 ALGORITHM_NAMES = {name for spec in registry.algorithms() for name in (spec.name, *spec.methods)}
 """Every registered algorithm's name and the methods it offers (--algo values)."""

@@ -191,6 +191,6 @@ def test_autoreset_skips_work_on_the_cpu_and_branches_nowhere_else():
         fn = jax.jit(lambda d, s, k: path(env, d, s, k))
         return fn.lower(done, state, jax.random.key(1)).compile().as_text()
 
-    assert jax.default_backend() == "cpu"
-    assert "conditional(" in compiled(autoreset)
+    on_cpu = jax.default_backend() == "cpu"
+    assert ("conditional(" in compiled(autoreset)) == on_cpu
     assert "conditional(" not in compiled(reset_all)

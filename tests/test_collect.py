@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rollax
-from helpers import TracedPolicy
+from helpers import TracedPolicy, f32_atol, f32_rtol
 from rollax.envs.corridor import Corridor
 
 POLICY = rollax.BernoulliPolicy(3)
@@ -106,7 +106,8 @@ def test_log_prob_is_the_behaviour_log_prob():
     logit = np.asarray(theta)[np.minimum(np.asarray(traj.observation), 2)]
     p_right = 1 / (1 + np.exp(-logit))
     expected = np.where(np.asarray(traj.action) == 1, np.log(p_right), np.log1p(-p_right))
-    np.testing.assert_allclose(np.asarray(traj.log_prob), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(traj.log_prob), expected, rtol=f32_rtol(1e-5),
+                               atol=f32_atol(1e-6))
 
 
 def test_replay_and_other_key():

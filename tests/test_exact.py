@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import f32_atol, f32_rtol
 from rollax.envs.corridor import Corridor
 
 # --------------------------------------------------------------------------------------------
@@ -253,7 +254,7 @@ def test_policy_table_bernoulli_by_hand(bernoulli):
     table = np.asarray(rollax.policy_table(bernoulli, jnp.asarray(theta), 4, 2))
     for pos in range(4):
         p = sigmoid(float(theta[min(pos, 2)]))
-        np.testing.assert_allclose(table[pos], [1 - p, p], rtol=1e-6)
+        np.testing.assert_allclose(table[pos], [1 - p, p], rtol=f32_rtol(1e-6))
 
 
 @pytest.mark.parametrize("horizon", [1, 3, 6])
@@ -265,8 +266,8 @@ def test_policy_return_matches_enumeration(bernoulli, horizon):
     for theta in [np.zeros(3), *rng.normal(scale=1.5, size=(3, 3))]:
         expected = corridor_enumerated_return(theta, horizon)
         th = jnp.asarray(theta, jnp.float32)
-        assert float(f(th)) == pytest.approx(expected, abs=2e-6)
-        assert float(jf(th)) == pytest.approx(expected, abs=2e-6)
+        assert float(f(th)) == pytest.approx(expected, abs=f32_atol(2e-6))
+        assert float(jf(th)) == pytest.approx(expected, abs=f32_atol(2e-6))
 
 
 def test_policy_return_horizon_8_matches_enumeration(corridor_return_fns):
@@ -274,8 +275,8 @@ def test_policy_return_horizon_8_matches_enumeration(corridor_return_fns):
     for theta in np.random.RandomState(8).normal(scale=2.0, size=(3, 3)):
         expected = corridor_enumerated_return(theta, 8)
         th = jnp.asarray(theta, jnp.float32)
-        assert float(f(th)) == pytest.approx(expected, abs=2e-6)
-        assert float(jf(th)) == pytest.approx(expected, abs=2e-6)
+        assert float(f(th)) == pytest.approx(expected, abs=f32_atol(2e-6))
+        assert float(jf(th)) == pytest.approx(expected, abs=f32_atol(2e-6))
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,7 +347,7 @@ def test_reinforce_batch_is_sane(reinforce_batch):
     cell = np.minimum(np.asarray(traj.observation), 2)
     p = 1.0 / (1.0 + np.exp(-REINFORCE_THETA.astype(np.float64)[cell]))
     lp = np.where(np.asarray(traj.action) == 1, np.log(p), np.log1p(-p))
-    np.testing.assert_allclose(np.asarray(traj.log_prob), lp, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(traj.log_prob), lp, atol=f32_atol(1e-5))
 
 
 def test_sampled_reinforce_gradient_matches_exact(reinforce_batch, corridor_return_fns):
@@ -476,7 +477,7 @@ def test_policy_return_softmax_matches_reference():
     pi = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     got = float(rollax.policy_return(mdp, rollax.SoftmaxPolicy(S, A), jnp.asarray(logits)))
     assert got == pytest.approx(float(start @ ref_policy_values_loop(P, R, term, pi, H)),
-                                rel=1e-5, abs=1e-5)
+                                rel=f32_rtol(1e-5), abs=f32_atol(1e-5))
 
 
 def test_policy_values_rejects_wrong_policy_shape():

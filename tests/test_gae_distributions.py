@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 import rollax
+from helpers import f32_rtol
 from rollax.nets.distributions import Categorical, DiagGaussian
 from rollax.policies import obs_norm_init, obs_norm_update, obs_normalize
 from rollax.returns import discounted_returns, gae
@@ -173,7 +174,7 @@ def test_categorical_closed_forms():
     d = Categorical(logits)
     probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     np.testing.assert_allclose(d.log_prob(jnp.array([2, 1])), np.log([probs[0, 2], probs[1, 1]]),
-                               rtol=1e-5)
+                               rtol=f32_rtol(1e-5))
     np.testing.assert_allclose(d.entropy(), [stats.entropy(q) for q in probs], rtol=1e-5)
     np.testing.assert_allclose(d.entropy()[1], np.log(3), rtol=1e-6)
     samples = jax.vmap(lambda k: Categorical(logits[0]).sample(k))(

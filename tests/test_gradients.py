@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import f32_atol
 from rollax import gradients
 from rollax.cli import main
 from rollax.collect import collect
@@ -145,7 +146,8 @@ def test_exact_gradient_matches_trajectory_enumeration():
     policy = BernoulliPolicy(3)
     for theta in ([0.0, 0.0, 0.0], [0.3, -0.2, 0.5], [-1.0, 0.7, 1.5]):
         got = gradients.exact_gradient(env.to_mdp(), policy, jnp.array(theta, jnp.float32))
-        np.testing.assert_allclose(got, corridor_gradient_by_enumeration(theta, 5), atol=2e-6)
+        np.testing.assert_allclose(got, corridor_gradient_by_enumeration(theta, 5),
+                                   atol=f32_atol(2e-6))
 
 
 def numpy_return(mdp, logits):

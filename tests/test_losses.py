@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import f32_rtol
 from rollax.losses import a2c_loss, explained_variance, k3_penalty, normalized_sum
 
 # --- A2C's loss --------------------------------------------------------------------------------
@@ -28,7 +29,7 @@ def test_a2c_loss_terms_by_hand():
     value_loss = (0.25 + 1.0 + 0.0 + 2.25) / 4  # the mean squared error: no 0.5
     policy_loss = -np.mean(ADVANTAGES * np.log(PROBS))
     assert float(aux["value_loss"]) == pytest.approx(value_loss)
-    assert float(aux["policy_loss"]) == pytest.approx(policy_loss, rel=1e-6)
+    assert float(aux["policy_loss"]) == pytest.approx(policy_loss, rel=f32_rtol(1e-6))
     assert float(aux["entropy"]) == pytest.approx(0.5)  # (0.6 + 0.7 + 0.5 + 0.2) / 4
     assert float(total) == pytest.approx(policy_loss + 0.5 * value_loss - 0.1 * 0.5, rel=1e-6)
 
@@ -62,7 +63,7 @@ def test_a2c_loss_normalises_advantages_with_the_biased_std():
 ])
 def test_k3_by_hand(pi, pi_ref, expected):
     got = k3_penalty(jnp.log(jnp.float32(pi)), jnp.log(jnp.float32(pi_ref)))
-    assert float(got) == pytest.approx(expected, rel=1e-5, abs=1e-7)
+    assert float(got) == pytest.approx(expected, rel=f32_rtol(1e-5), abs=1e-7)
 
 
 def test_k3_averages_to_the_kl_divergence_over_pis_actions():
@@ -70,7 +71,7 @@ def test_k3_averages_to_the_kl_divergence_over_pis_actions():
     exactly, when the average weighs each action by its probability."""
     pi, ref = np.array([0.7, 0.2, 0.1]), np.array([0.3, 0.3, 0.4])
     terms = np.asarray(k3_penalty(jnp.log(jnp.asarray(pi)), jnp.log(jnp.asarray(ref))))
-    np.testing.assert_allclose(terms, ref / pi - np.log(ref / pi) - 1, rtol=1e-5)
+    np.testing.assert_allclose(terms, ref / pi - np.log(ref / pi) - 1, rtol=f32_rtol(1e-5))
     assert (terms >= 0).all()
     assert float(np.sum(pi * terms)) == pytest.approx(float(np.sum(pi * np.log(pi / ref))),
                                                       rel=1e-5)

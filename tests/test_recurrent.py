@@ -15,6 +15,7 @@ import pytest
 
 import rollax
 from custom_envs import combo, masked_guess
+from helpers import f32_atol, f32_rtol
 from rollax.algos import ppo, rollout
 from rollax.collect import AutoResetTrajectory, collect_autoreset_recurrent, reset_batch
 from rollax.contracts import RECURRENT_CHECKS, CountingPolicy, check_recurrent
@@ -150,7 +151,8 @@ def test_absorbing_collector_freezes_the_memory():
     logits = 0.01 * counts[..., None] * np.arange(2)
     expected = np.take_along_axis(
         logits, np.asarray(traj.action)[..., None], -1)[..., 0] - np.log(np.exp(logits).sum(-1))
-    np.testing.assert_allclose(np.asarray(traj.log_prob), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(traj.log_prob), expected, rtol=f32_rtol(1e-6),
+                               atol=f32_atol(1e-7))
 
 
 # --- the recurrent contract checks, and the bugs they must catch ----------------------------

@@ -30,6 +30,13 @@ def check_count(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {value!r}")
 
 
+def check_bool(name: str, value: Any) -> None:
+    """``value`` is a bool (``1``, ``"true"`` and NumPy's ``bool_`` are refused: a setting that
+    switches something is ``True`` or ``False``)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
 def check_horizon(horizon: Any) -> None:
     """``horizon`` is an integer >= 1 (the message tells a non-integer from a small one)."""
     if not is_int(horizon):

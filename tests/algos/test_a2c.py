@@ -82,6 +82,13 @@ def _numpy_clip(grads, max_norm):
     return [g * min(1.0, max_norm / norm) for g in grads]
 
 
+def _batch(parts: a2c.A2CParts, state, hp):
+    """The data the first update of ``state`` steps on (its rollout collected with the same
+    key)."""
+    collected = parts.rollout.collect(state, jax.random.split(state.key)[1])
+    return parts.rollout.batch(state, collected, parts.rollout.advantages(state, collected, hp))
+
+
 @pytest.mark.slow
 def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
     """The first update's parameters equal the collecting ones plus PyTorch's RMSprop step of a
@@ -93,8 +100,8 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
     hp = algo.hyperparams
     state = algo.init(jax.random.key(3), hp)
     new_state, metrics = algo.update(state, hp)
-    setup = algo.update.args[0]
-    batch = setup.rollout.collect(state, jax.random.split(state.key)[1], hp).data
+    setup = algo.update.__self__
+    batch = _batch(setup, state, hp)
     net, n = setup.rollout.net, setup.rollout.cells
 
     def loss(params):  # written apart from a2c_loss: per-cell terms, then means
@@ -105,7 +112,7 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
         return pg + 0.5 * vf - 0.2 * jnp.sum(dist.entropy()) / n
 
     grads = jax.grad(loss)(state.params)
-    got = jax.grad(lambda p: a2c.loss(setup, p, batch, hp)[0])(state.params)
+    got = jax.grad(lambda p: setup.loss(p, batch, hp)[0])(state.params)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(grads)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     actor = [np.asarray(g) for g in jax.tree.leaves((grads.actor, grads.log_std))]
@@ -186,10 +193,10 @@ def test_a_gru_replays_its_rollout_and_trains():
                            hidden=(16, 8), memory_size=8, eval_episodes=2,
                            normalize_observations=True)
     algo = a2c.SPEC.build(config)
-    setup, hp = algo.update.args[0], algo.hyperparams
+    setup, hp = algo.update.__self__, algo.hyperparams
     state = algo.init(jax.random.key(0), hp)
-    data = setup.rollout.collect(state, jax.random.split(state.key)[1], hp).data
-    _, aux = a2c.loss(setup, state.params, data, hp)
+    data = _batch(setup, state, hp)
+    _, aux = setup.loss(state.params, data, hp)
     # the replay from the collected carries gives the collected log-probs back
     want = -np.mean(np.asarray(data.advantage) * np.asarray(data.log_prob))
     assert float(aux["policy_loss"]) == pytest.approx(want, rel=1e-5, abs=1e-6)

@@ -1,6 +1,6 @@
 """Every neural algorithm of the registry under the same checks, through the same layers (the
 compiled ``train``, the runner, run folders, ``--resume``, ``load_run``): nothing is special-
-cased. A newly registered algorithm fails here until it has a tiny setting in :data:`TINY`."""
+cased. Each runs its tiny setting (its row of ``TINY`` in tests/helpers.py)."""
 
 
 import jax
@@ -8,51 +8,29 @@ import numpy as np
 import pytest
 
 import rollax
-from helpers import checkpoint_digests, greedy_return, run_metrics, train_json
+from helpers import TINY, checkpoint_digests, flags, greedy_return, run_metrics, train_json
 from rollax.algos import registry
 from rollax.algos.base import make_train
 from rollax.run.experiment import Runner
 from rollax.run.folder import RunFolder
 from rollax.run.training import read_run
 
-ENV = "CartPole-v1"
-TINY: dict[str, dict] = {
-    "ppo": dict(total_steps=256, num_envs=4, num_steps=32, minibatches=2, epochs=2,
-                anneal_lr=False),
-    "reinforce": dict(updates=4, batch_size=4, group_size=2, baseline="loo"),
-    "grpo": dict(updates=4, batch_size=4, group_size=2, epochs=2),
-    "a2c": dict(total_steps=160, num_envs=4, num_steps=5, anneal_lr=False),
-}
-"""A few updates of each algorithm on CartPole with a 20-step horizon and 8-unit layers (a
-constant learning rate: an annealed one depends on the budget, so a run cut short and resumed
-to a larger budget is another run)."""
 COMMON = dict(horizon=20, hidden=(8, 8), eval_episodes=4)
+"""Besides each algorithm's tiny settings (:data:`helpers.TINY`): a 20-step horizon, 8-unit
+layers."""
 
 NEURAL = [s for s in registry.algorithms() if s.trains.name == "neural"]
 
 
-def test_every_neural_algorithm_has_a_tiny_setting():
-    assert {s.name for s in NEURAL} <= set(TINY)
-
-
 def _config(spec, **extra):
-    return spec.config(ENV, **{**COMMON, **TINY[spec.name], **extra})
-
-
-def _flags(settings: dict) -> list[str]:
-    argv = []
-    for name, value in settings.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(flag if value else "--no-" + flag[2:])
-        else:
-            argv += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
-    return argv
+    tiny = TINY[spec.name]
+    return spec.config(tiny.env, **{**COMMON, **tiny.settings, **extra})
 
 
 def _algo_argv(spec, **settings) -> list[str]:
-    return ["--env", ENV, "--algo", spec.methods[0],
-            *_flags({**COMMON, **TINY[spec.name], **settings})]
+    tiny = TINY[spec.name]
+    return ["--env", tiny.env, "--algo", spec.methods[0],
+            *flags({**COMMON, **tiny.settings, **settings})]
 
 
 @pytest.mark.slow
@@ -70,7 +48,7 @@ def test_train_compiles_once_and_works_under_vmap(spec):
 def _budget_argv(spec, fraction: int) -> list[str]:
     """The flag of ``spec``'s budget at 1 / ``fraction`` of the tiny setting's."""
     name = spec.budget
-    value = TINY[spec.name][name] // fraction
+    value = TINY[spec.name].settings[name] // fraction
     return ["--" + name.replace("_", "-"), str(value)]
 
 

@@ -14,9 +14,11 @@ import pytest
 import rollax
 from custom_envs.combo import make
 from helpers import TINY_FLAGS, train_json
+from rollax.algos import registry
 from rollax.envs.masks import is_legal
 
-TINY = {**TINY_FLAGS, "ppo": [*TINY_FLAGS["ppo"], "--normalize-observations"]}
+NEURAL = [s for s in registry.algorithms() if s.trains.name == "neural"]
+EXTRA = {"ppo": ["--normalize-observations"]}
 """PPO also normalises observations (the statistics of the vector leaf only)."""
 
 
@@ -27,14 +29,15 @@ def states_and_masks(n: int, seed: int = 0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", list(TINY))
-def test_every_neural_algorithm_trains_the_combo_task(algo, capsys, tmp_path):
+@pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
+def test_every_neural_algorithm_trains_the_combo_task(spec, capsys, tmp_path):
     """A tiny run in checked mode (it stops on an illegal action); the greedy evaluation acts
     among the legal actions, so at most 2 a step, 8 an episode (an illegal ``a[1]`` would pay
     3); the saved policy takes the dict observations and masks, one or a batch, greedy and
     sampled."""
-    summary = train_json(capsys, "--env", "custom_envs.combo:make", "--algo", algo,
-                         *TINY[algo], "--hidden", "8", "--eval-episodes", "8", "--checked",
+    summary = train_json(capsys, "--env", "custom_envs.combo:make", "--algo", spec.methods[0],
+                         *TINY_FLAGS[spec.name], *EXTRA.get(spec.name, []), "--hidden", "8",
+                         "--eval-episodes", "8", "--checked",
                          "--out", tmp_path / "run")
     assert not summary["diverged"]
     assert 0 <= summary["eval_return_mean"] <= 8

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import rollax
-from rollax.algos import episodic, grpo, reinforce
+from rollax.algos import episodic, grpo, optim, reinforce
 from rollax.algos.base import make_train
 from rollax.collect import collect, collect_groups
 from rollax.contracts import check_collector
+from rollax.envs.cartpole import CartPole
 from rollax.losses import normalized_sum
 from rollax.returns import group_mean, group_standardize
 
@@ -348,3 +349,85 @@ def test_grpo_reads_only_live_chunks_and_updates_as_the_whole_batch(
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=name)
     assert float(m1.kl_to_reference) > 0  # the second update starts away from the reference
     assert float(m1.episode_length) < 60  # an untrained policy's episodes: short
+
+
+# --- what an update steps and reads: the live chunks only -------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _CountedCartPole(CartPole):
+    """CartPole whose transitions count themselves (one per environment per step, dead ones
+    included: a step the collector takes)."""
+
+    def transition(self, state, action, key):
+        jax.debug.callback(lambda e: _COUNTS.__setitem__("steps", _COUNTS["steps"] + e.size),
+                           state.elapsed)
+        return super().transition(state, action, key)
+
+
+_COUNTS = {"steps": 0, "rows": 0}
+
+
+@pytest.mark.parametrize(("spec", "config", "passes"), [
+    (reinforce.SPEC, reinforce.ReinforceConfig(batch_size=8, hidden=(16,)),
+     dict(live=2, whole=1)),  # a forward pass, then the gradient | one gradient with its aux
+    (grpo.SPEC, grpo.GRPOConfig(batch_size=8, group_size=4, epochs=2, hidden=(16,)),
+     dict(live=2 + 3, whole=2 + 2)),  # each epoch, the reference, the first epoch's metrics
+], ids=["reinforce", "grpo"])  # and the final ratios | each epoch, the reference, the final
+def test_an_update_steps_and_reads_only_the_live_chunks(monkeypatch, spec, config, passes):
+    """An untrained policy's CartPole batch at the task's horizon (500 steps; its episodes end
+    within the first chunk): one update of REINFORCE or GRPO steps the environments only for
+    the chunks of time steps that hold a live cell and reads the network only on those rows,
+    once per pass; reading the whole batch (``SKIP_PADDING`` off) steps and reads all ``T``
+    rows. A GRPO that collected or replayed the padding fails the first half."""
+    original = episodic.replay
+
+    def replay(parts, params, traj):
+        jax.debug.callback(lambda r: _COUNTS.__setitem__("rows", _COUNTS["rows"] + r.shape[0]),
+                           traj.reward)
+        return original(parts, params, traj)
+
+    monkeypatch.setattr(episodic, "replay", replay)
+    env = _CountedCartPole(horizon=500)
+    T, B = env.horizon, config.batch_size
+    for skip in (True, False):
+        monkeypatch.setattr(episodic, "SKIP_PADDING", skip)
+        algo = spec.build(config, env=env)
+        state = algo.init(jax.random.key(0), algo.hyperparams)
+        update = jax.jit(algo.update)
+        jax.block_until_ready(update(state, algo.hyperparams))  # compiled
+        _COUNTS.update(steps=0, rows=0)
+        _, metrics = jax.block_until_ready(update(state, algo.hyperparams))
+        counted = dict(_COUNTS)
+        assert float(metrics.episode_length) < 30  # most of the T x B batch is padding
+        if skip:
+            parts = episodic.make_parts(config, False, env)[1]
+            _, traj = jax.jit(lambda s, p=parts: episodic.collect_batch(p, s))(state)
+            rows = int(episodic.live_chunks(traj)) * episodic.ROWS_PER_CHUNK
+            assert rows < T
+            assert counted == dict(steps=rows * B, rows=passes["live"] * rows)
+        else:
+            assert counted == dict(steps=T * B, rows=passes["whole"] * T)
+
+
+def test_grpo_update_is_a_loop_over_the_live_steps():
+    """One GRPO update on the live path, on a batch whose episodes end early (horizon 200,
+    episodes of 8 to 30 steps): its first-epoch objective is a NumPy sum over the live steps,
+    ``(1/B) sum_i A_i len_i`` at ratio 1, and its first gradient's norm that of a cell-by-cell
+    loop of ``-(1/B) A_i grad log pi`` over the live cells only."""
+    config = grpo.GRPOConfig(env=ENV, horizon=200, batch_size=6, group_size=3, epochs=1,
+                             hidden=(8,))
+    algo = grpo.SPEC.build(config)
+    state = algo.init(jax.random.key(2), algo.hyperparams)
+    _, metrics = jax.jit(algo.update)(state, algo.hyperparams)
+    parts = episodic.make_parts(config, False, None)[1]
+    _, traj = jax.jit(lambda s: episodic.collect_batch(parts, s))(state)
+    live = np.asarray(traj.active)
+    assert live.sum(0).max() < episodic.ROWS_PER_CHUNK < 200  # one live chunk, the rest padding
+    returns = np.asarray(traj.reward, np.float64).sum(0)
+    A = returns - returns.reshape(2, 3).mean(1).repeat(3)
+    assert np.all(A.reshape(2, 3).std(1) > 0)
+    np.testing.assert_allclose(float(metrics.policy_loss), -(A * live.sum(0)).sum() / 6,
+                               rtol=1e-5)
+    grads = _loop_gradient(parts, state.params, traj, np.broadcast_to(A, live.shape), -1 / 6)
+    np.testing.assert_allclose(float(metrics.grad_norm), float(optim.actor_norm(grads)),
+                               rtol=1e-4)

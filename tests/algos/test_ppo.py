@@ -193,6 +193,7 @@ BAD = [
     (dict(clip_eps=1.0), "clip_eps must be a number in \\(0, 1\\)"),
     (dict(ent_coef=-1.0), "ent_coef must be a number in \\[0, inf\\)"),
     (dict(max_grad_norm=0.0), "max_grad_norm must be a number in \\(0, inf\\)"),
+    (dict(normalize_observations=1), "^normalize_observations must be true or false, got 1$"),
     (dict(hidden=()), "hidden must be positive layer sizes"),
     (dict(activation="gelu"), "activation must be one of tanh, relu"),
     (dict(env="CartPole-v2"), "unknown environment 'CartPole-v2'; did you mean CartPole-v1"),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import f32_atol
 from rollax.algos.tabular import resolve_config
 from rollax.envs.corridor import Corridor
 
@@ -102,7 +103,8 @@ def test_metrics_shapes_and_ranges(default_runs):
         assert value.shape == (40,), name
         assert np.isfinite(np.asarray(value)).all(), name
     assert (np.asarray(m.episode_length) <= 8).all() and (np.asarray(m.episode_length) >= 2).all()
-    assert (np.asarray(m.approx_kl) >= 0).all()
+    # (r - 1) - log r >= 0, up to the rounding of exp and log (none seen on the CPU)
+    assert (np.asarray(m.approx_kl) >= -f32_atol(0.0)).all()
     assert (np.asarray(m.ratio_min) <= 1).all() and (np.asarray(m.ratio_max) >= 1).all()
     entropy = np.asarray(m.entropy)
     assert ((entropy > 0) & (entropy < np.log(2))).all()  # Bernoulli entropy, below the coin's

@@ -9,6 +9,10 @@ import numpy as np
 import pytest
 
 from helpers import run
+from rollax.algos.registry import algorithms
+
+METHODS = dict.fromkeys(m for spec in algorithms() for m in spec.methods)
+"""Every registered method, in the registry's order (the unknown ``--algo`` message's)."""
 
 
 def test_every_command_parses_to_what_its_runner_takes():
@@ -132,7 +136,7 @@ def test_exact_json(capsys, argv, expected):
 BAD = [
     (["train", "--updates", "0"], "updates must be a positive integer"),
     (["train", "--updates", "x"], "updates must be a whole number, got 'x'"),
-    (["train", "--algo", "sac"], "algo must be one of ppo, reinforce, a2c, grpo, got 'sac'"),
+    (["train", "--algo", "sac"], f"algo must be one of {', '.join(METHODS)}, got 'sac'"),
     (["train", "--algo", "a2c"], "algo a2c is only available for neural tasks"),
     (["train", "--algo", "reinforce", "--epochs", "2"], "epochs must be 1 for algo reinforce"),
     (["train", "--lr", "-1"], "lr must be a finite number > 0"),

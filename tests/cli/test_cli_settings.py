@@ -18,15 +18,12 @@ from typing import Literal
 import pytest
 import yaml
 
+from helpers import TINY
 from rollax.algos import registry
 from rollax.cli import main
 from rollax.cli.parse import build, parse_train
 from rollax.cli.train import header, settings_line
 from rollax.run.config import from_settings
-
-TRAINS = {"tabular": "corridor", "ppo": "CartPole-v1", "reinforce": "CartPole-v1",
-          "grpo": "CartPole-v1", "a2c": "CartPole-v1"}
-"""An environment each registered algorithm trains (a new algorithm adds its own here)."""
 
 
 def _chosen(spec) -> dict:
@@ -67,8 +64,10 @@ def _cases():
                                    id=f"{spec.name}.{field.name}")
 
 
-def test_every_registered_algorithm_has_a_test_environment():
-    assert {spec.name for spec in _specs()} <= set(TRAINS)
+def test_every_registered_algorithm_has_a_tiny_row():
+    """Each algorithm's row of ``TINY`` (tests/helpers.py) gives the environment it is tested
+    on, here and in every other per-algorithm test."""
+    assert {spec.name for spec in _specs()} <= set(TINY)
 
 
 OPTIONS = {"tabular": ("FrozenLake-v1", ("is_slippery=false",))}
@@ -78,7 +77,7 @@ algorithm where the test point mass (``dt=0.1``) is not one it trains."""
 
 @pytest.mark.parametrize("spec, name, hint", list(_cases()))
 def test_every_config_field_is_a_flag_and_a_file_key(tmp_path, spec, name, hint):
-    env = TRAINS[spec.name]
+    env = TINY[spec.name].env
     if name == "env_options":
         env = OPTIONS.get(spec.name, ("custom_envs.point_mass:make",))[0]
     default = getattr(spec.config(env), name)
@@ -265,12 +264,3 @@ def test_field_docs_read_each_class_once(monkeypatch):
     first = flags.train_fields(spec, {}, {})
     assert flags.train_fields(spec, {}, {}) == first
     assert len(reads) == len(set(reads))  # a class's source parsed at most once
-
-
-def test_docs_name_every_flag():
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
-    for spec in _specs():
-        for name in spec.fields:
-            assert f"`--{name.replace('_', '-')}" in text, name

@@ -13,7 +13,7 @@ import pytest
 
 import rollax
 from custom_envs import masked_guess
-from helpers import run
+from helpers import f32_rtol, run
 from rollax.contracts.probe import RandomPolicy
 
 MASK_CHECKS = ("action_mask_shape", "legal_action_exists", "actions_legal")
@@ -116,7 +116,7 @@ def test_random_policy_is_uniform_over_the_legal_actions():
     assert set(actions[:, 0]) == {0, 2} and set(actions[:, 1]) == {1, 2, 3}
     assert abs((actions[:, 0] == 0).mean() - 0.5) < 0.05
     log_p = float(policy.log_prob(None, None, jnp.array([0, 1]), mask))
-    assert log_p == pytest.approx(-np.log(2) - np.log(3), rel=1e-6)
+    assert log_p == pytest.approx(-np.log(2) - np.log(3), rel=f32_rtol(1e-6))
 
 
 # --- rollax check-env -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Claims the docs make in prose, checked against the code that makes them true: what
-``--json`` prints for a non-finite score, which runs draw ``ppo_diagnostics``, which methods
-the command line's help names, and that api.md's PPO example prints the same whatever kernels
-XLA emits for the CPU."""
+``--json`` prints for a non-finite score, where the docs say which runs draw
+``ppo_diagnostics``, which methods the command line's help names, and that api.md's PPO example
+prints the same whatever kernels XLA emits for the CPU."""
 
 from __future__ import annotations
 
@@ -13,19 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax
 import pytest
 
-from rollax.algos.registry import algorithms
 from rollax.cli import main
+from rollax.cli.reference import listed, methods_by_task, spelled
 from rollax.cli.train import emit
 
 pytestmark = pytest.mark.optimized
 """Claims about the program rollax compiles (tests/conftest.py)."""
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-NAMES = {"ppo": "PPO", "a2c": "A2C", "reinforce": "REINFORCE", "grpo": "GRPO"}
-"""How prose spells each method."""
 
 
 def _prose(name: str) -> str:
@@ -48,35 +45,16 @@ def test_the_diverged_score_shown_is_what_json_prints(capsys):
     assert fragment in capsys.readouterr().out
 
 
-def _logs_ratios(spec, method: str) -> bool:
-    """Whether ``spec``'s update logs ``ratio_min``, the metric whose presence makes
-    ``rollax.run.plots`` draw ``ppo_diagnostics`` (traced, not compiled)."""
-    env = "corridor" if spec.trains.name == "tabular" else "CartPole-v1"
-    config = spec.config(env, **({"algo": method} if "algo" in spec.fields else {}))
-    algo = spec.build(config)
-    state = jax.eval_shape(algo.init, jax.random.key(0), algo.hyperparams)
-    _, metrics = jax.eval_shape(algo.update, state, algo.hyperparams)
-    return "ratio_min" in metrics._fields
-
-
-def _listed(names: list[str], last: str) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" {last} {names[-1]}"
-
-
 @pytest.mark.parametrize("page", ["cli.md", "metrics.md"])
-def test_the_docs_name_the_runs_that_draw_ppo_diagnostics(page):
-    draws: dict[tuple[str, bool], list[str]] = {}
-    for spec in algorithms():
-        for method in spec.methods:
-            draws.setdefault((spec.trains.name, _logs_ratios(spec, method)),
-                             []).append(NAMES[method])
-    assert (("tabular", False) not in draws and ("neural", True) in draws
-            and ("neural", False) in draws)  # the sentence below has these three parts
-    claim = (f"drawn for the runs that log the ratios: tabular runs, "
-             f"{_listed(draws['tabular', True], 'and')}, and neural "
-             f"{_listed(draws['neural', True], 'and')}; not for neural "
-             f"{_listed(draws['neural', False], 'or')}")
-    assert claim.lower() in _prose(page).lower(), claim
+def test_the_docs_send_ppo_diagnostics_to_the_table_of_algorithms(page):
+    """Which runs draw ``ppo_diagnostics`` is one column of algorithms.md's generated table of
+    algorithms (traced from each method's metrics, so it stays true as algorithms are added:
+    tests/docs/test_docs_generated.py); the pages that describe the figure point there instead
+    of naming methods."""
+    claim = r"[Dd]rawn for the runs that log the ratios[^;]{0,120}\(algorithms\.md#the-algorithms\)"
+    assert re.search(claim, _prose(page)), page
+    table = (DOCS / "algorithms.md").read_text()
+    assert "\n## The algorithms\n" in table and "<!-- generated: algorithms -->" in table
 
 
 def _help(capsys, *argv: str) -> str:
@@ -89,12 +67,10 @@ def _help(capsys, *argv: str) -> str:
 
 def test_the_help_names_every_method_each_task_trains_with(capsys):
     """``rollax --help`` and the top of ``rollax train --help`` list the registry's methods
-    per task (once: neural tasks trained with PPO only)."""
-    methods: dict[str, list[str]] = {}
-    for spec in algorithms():
-        methods.setdefault(spec.trains.name, []).extend(NAMES[m] for m in spec.methods)
-    claims = [f"train a tabular policy with {_listed(methods['tabular'], 'or')} and",
-              f"train a neural policy with {_listed(methods['neural'], 'or')}, from"]
+    per task, each once, as prose spells them (``ppo`` is PPO)."""
+    methods = {task: listed(map(spelled, ms)) for task, ms in methods_by_task().items()}
+    claims = [f"train a tabular policy with {methods['tabular']} and",
+              f"train a neural policy with {methods['neural']}, from"]
     for text in (_help(capsys), _help(capsys, "train")):
         for claim in claims:
             assert claim in text, (claim, text[:600])

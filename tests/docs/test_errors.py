@@ -10,7 +10,8 @@ exception type). This module parses that table and, for every row:
 - hashes every file and folder under ``tmp_path``;
 - runs the input: a command line in-process through ``rollax.cli.main`` (cwd = ``tmp_path``),
   a Python expression with ``eval`` under ``pytest.raises``;
-- asserts the exact message (``<cwd>`` in the table stands for the working directory), exit
+- asserts the exact message (``<cwd>`` in the table stands for the working directory,
+  ``<methods>`` for the registered methods), exit
   status 2 and exactly one line on stderr (nothing on stdout) for the command line, the exact
   exception type for Python; and that nothing under ``tmp_path`` changed.
 
@@ -37,6 +38,7 @@ import numpy as np
 import pytest
 
 import rollax
+from rollax.algos.registry import algorithms
 from rollax.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
@@ -443,6 +445,9 @@ def command_line(text: str) -> tuple[dict[str, str], list[str]] | None:
 NAMESPACE = {"jax": jax, "jnp": jnp, "np": np, "rollax": rollax}
 """What the Python expressions of the table see."""
 
+METHODS = ", ".join(dict.fromkeys(m for s in algorithms() for m in s.methods))
+"""What ``<methods>`` stands for: every registered method, in the registry's order."""
+
 
 # --- tests -----------------------------------------------------------------------------------
 
@@ -481,7 +486,7 @@ def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
         for name in ("userenvs.bad", "userenvs"):
             monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.chdir(tmp_path)
-    expected = entry["message"].replace("<cwd>", os.getcwd())
+    expected = entry["message"].replace("<cwd>", os.getcwd()).replace("<methods>", METHODS)
     before = snapshot(tmp_path)
     capsys.readouterr()
     command = command_line(entry["input"])
@@ -502,12 +507,11 @@ def test_bad_input(entry, tmp_path, monkeypatch, capsys, request):
     assert snapshot(tmp_path) == before, "the bad input changed something on disk"
 
 
-@pytest.mark.parametrize("config", ["TabularConfig", "PPOConfig", "A2CConfig", "ReinforceConfig",
-                                    "GRPOConfig"])
-def test_every_config_refuses_an_environment_object(config):
-    """As the py-ppo-env-object row: one line naming env, alike for every algorithm's config
-    (a config names its environment, so that config.json can rebuild it)."""
+@pytest.mark.parametrize("spec", algorithms(), ids=lambda s: s.config_type.__name__)
+def test_every_config_refuses_an_environment_object(spec):
+    """As the py-ppo-env-object row: one line naming env, alike for every registered
+    algorithm's config (a config names its environment, so that config.json can rebuild it)."""
     expected = next(e["message"] for e in ENTRIES if e["id"] == "py-ppo-env-object")
     with pytest.raises(ValueError) as info:
-        rollax.make_train(getattr(rollax, config)(env=rollax.make("CartPole-v1")))
+        rollax.make_train(spec.config_type(env=rollax.make("CartPole-v1")))
     assert str(info.value) == expected

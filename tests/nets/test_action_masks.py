@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rollax
+from helpers import f32_rtol
 from rollax.envs.masks import has_legal, is_legal, mask_problem, mask_shape
 from rollax.nets import Bernoulli, Categorical, DiagGaussian, MultiCategorical
 from rollax.nets.distributions import MASK_LOGIT, masked
@@ -49,9 +50,9 @@ def test_masked_categorical_matches_numpy():
         action = jnp.full((6,), a, jnp.int32)
         got = np.asarray(dist.log_prob(action))
         legal = MASK[:, a]
-        np.testing.assert_allclose(got[legal], log_p[legal, a], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[legal], log_p[legal, a], rtol=f32_rtol(1e-5), atol=1e-5)
         assert (got[~legal] < -1e8).all()  # an illegal action: probability 0, finite
-    np.testing.assert_allclose(np.asarray(dist.entropy()), np_entropy(log_p), rtol=1e-5,
+    np.testing.assert_allclose(np.asarray(dist.entropy()), np_entropy(log_p), rtol=f32_rtol(1e-5),
                                atol=1e-6)
     np.testing.assert_array_equal(np.asarray(dist.mode()), np.argmax(log_p, axis=-1))
     assert int(dist.mode()[0]) != 1
@@ -98,9 +99,10 @@ def test_masked_multi_categorical_matches_numpy():
               for k, (part, n) in enumerate(zip(parts, NVEC, strict=True))]
     action = np.array([[0, 1, 0], [0, 2, 2], [0, 1, 1], [0, 2, 0]], np.int32)
     want = sum(log_ps[k][np.arange(4), action[:, k]] for k in range(3))
-    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want,
+                               rtol=f32_rtol(1e-5))
     np.testing.assert_allclose(np.asarray(dist.entropy()), sum(np_entropy(lp) for lp in log_ps),
-                               rtol=1e-5, atol=1e-6)
+                               rtol=f32_rtol(1e-5), atol=1e-6)
     np.testing.assert_array_equal(np.asarray(dist.mode()),
                                   np.stack([np.argmax(lp, axis=-1) for lp in log_ps], axis=-1))
     keys = jax.random.split(jax.random.key(5), SAMPLES)
@@ -119,7 +121,7 @@ def test_a_row_with_no_legal_value_stays_inside_the_component():
     keys = jax.random.split(jax.random.key(0), 2000)
     samples = np.asarray(jax.vmap(dist.sample)(keys))
     assert (samples < np.asarray(NVEC)).all()
-    np.testing.assert_allclose(float(dist.entropy()), np.log(NVEC).sum(), rtol=1e-5)
+    np.testing.assert_allclose(float(dist.entropy()), np.log(NVEC).sum(), rtol=f32_rtol(1e-5))
 
 
 def test_masked_bernoulli_matches_numpy():
@@ -135,8 +137,9 @@ def test_masked_bernoulli_matches_numpy():
         want = np.sum(np.log(np.where(action == 1, p1, 1 - p1)), axis=-1)
         bits = -(np.where(p1 > 0, p1 * np.log(np.maximum(p1, 1e-300)), 0.0)
                  + np.where(p1 < 1, (1 - p1) * np.log(np.maximum(1 - p1, 1e-300)), 0.0))
-    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(dist.entropy()), bits.sum(axis=-1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want,
+                               rtol=f32_rtol(1e-5))
+    np.testing.assert_allclose(np.asarray(dist.entropy()), bits.sum(axis=-1), rtol=f32_rtol(1e-5))
     np.testing.assert_array_equal(np.asarray(dist.mode()), (p1 > 0.5).astype(int))
     keys = jax.random.split(jax.random.key(1), SAMPLES)
     samples = np.asarray(jax.vmap(dist.sample)(keys))  # (S, 2, 3)

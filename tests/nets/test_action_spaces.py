@@ -15,7 +15,7 @@ from jax.experimental import checkify
 
 import rollax
 from custom_envs.guess import multi_binary, multi_discrete
-from helpers import TINY_FLAGS, run, train_json
+from helpers import TINY_FLAGS, f32_rtol, run, train_json
 from rollax.contracts.probe import RandomPolicy, probe_actions
 from rollax.distributions import PAD_LOGIT
 from rollax.guards import check_actions, check_collected
@@ -99,8 +99,9 @@ def test_multi_categorical_layout_log_prob_entropy_mode():
                   for k, c in enumerate(comps))
     want_h = sum(-(np.exp(np_log_softmax(c)) * np_log_softmax(c)).sum(-1) for c in comps)
     want_mode = np.stack([c.argmax(-1) for c in comps], axis=-1)
-    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want_lp, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(dist.entropy()), want_h, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want_lp,
+                               rtol=f32_rtol(1e-5))
+    np.testing.assert_allclose(np.asarray(dist.entropy()), want_h, rtol=f32_rtol(1e-5))
     assert np.asarray(dist.mode()).tolist() == want_mode.tolist()
     assert dist.mode().dtype == jnp.int32 and dist.log_prob(jnp.asarray(action)).shape == (5,)
 
@@ -138,8 +139,9 @@ def test_bernoulli_log_prob_entropy_mode():
     want_lp = np.sum(action * np.log(p) + (1 - action) * np.log(1 - p), -1)
     want_h = np.sum(-p * np.log(p) - (1 - p) * np.log(1 - p), -1)
     dist = Bernoulli(jnp.asarray(logits))
-    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want_lp, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(dist.entropy()), want_h, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(dist.log_prob(jnp.asarray(action))), want_lp,
+                               rtol=f32_rtol(1e-5))
+    np.testing.assert_allclose(np.asarray(dist.entropy()), want_h, rtol=f32_rtol(1e-5))
     assert np.asarray(dist.mode()).tolist() == (logits > 0).astype(int).tolist()
     assert dist.mode().dtype == jnp.int32
 
@@ -170,7 +172,7 @@ def test_from_uniform_draws_each_distribution_by_hand_and_in_law():
     assert np.asarray(bits).tolist() == [1, 0] and bits.dtype == jnp.int32
     gauss = DiagGaussian(jnp.array([1.0]), jnp.log(jnp.array([2.0])))
     np.testing.assert_allclose(gauss.from_uniform(jnp.array([0.975])), [1 + 2 * 1.959964],
-                               rtol=1e-6)
+                               rtol=f32_rtol(1e-6))
     assert gauss.noise_shape == (1,)
 
     u = jax.random.uniform(jax.random.key(9), (SAMPLES, 3, max(NVEC)), minval=1e-7)
@@ -243,7 +245,7 @@ def test_actor_critic_for_multi_actions(network, make_env):
         p = np_sigmoid(logits)
         want_lp = np.sum(np.where(action == 1, np.log(p), np.log(1 - p)))
         want_greedy = (logits > 0).astype(int).tolist()
-    assert float(log_prob) == pytest.approx(want_lp, rel=1e-5)
+    assert float(log_prob) == pytest.approx(want_lp, rel=f32_rtol(1e-5))
     assert float(replayed) == float(log_prob)
     assert np.asarray(greedy).tolist() == want_greedy
 

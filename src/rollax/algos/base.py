@@ -21,9 +21,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 
@@ -40,6 +41,8 @@ ENV_BATCH = "env_batch"
 """Field metadata key of the config field that sizes one lane's environment batch."""
 STORED = "stored"
 """Field metadata key: the value a stored config without the field was trained with."""
+
+_C = TypeVar("_C", bound=type)
 
 
 def traced(default: float) -> Any:
@@ -65,6 +68,33 @@ def added(default: Any, *, stored: Any) -> Any:
     """A config field added after run folders were written: ``stored`` is what a stored
     config without it was trained with (so such a run resumes and evaluates as it was)."""
     return dataclasses.field(default=default, metadata={STORED: stored})
+
+
+def new_defaults(**defaults: Any) -> Callable[[_C], _C]:
+    """A config class that extends another one with other defaults for some of the fields it
+    inherits: each named field keeps its type, place, docstring and markers (:func:`traced`,
+    :func:`budget`, ...), only its default is replaced. Apply it under
+    ``@dataclasses.dataclass``, which then makes the fields the class's own::
+
+        @dataclasses.dataclass(frozen=True)
+        @new_defaults(num_steps=5, lr=7e-4)
+        class A2CConfig(ActorCriticConfig):
+            optimizer: Literal["rmsprop", "adam"] = "rmsprop"
+    """
+
+    def apply(cls: _C) -> _C:
+        inherited = {f.name: f for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(defaults) - set(inherited)):
+            raise TypeError(f"{cls.__name__} inherits no field {', '.join(unknown)}")
+        hints = typing.get_type_hints(cls)
+        own = cls.__annotations__ = dict(inspect.get_annotations(cls))
+        for name, default in defaults.items():
+            own[name] = hints[name]
+            setattr(cls, name, dataclasses.field(default=default,
+                                                 metadata=inherited[name].metadata))
+        return cls
+
+    return apply
 
 
 def field_with(config_type: type, key: str) -> str | None:

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rollax import guards
 from rollax.algos import optim
 from rollax.algos.base import (
     NEURAL,
@@ -62,13 +63,16 @@ __all__ = [
     "Replayed",
     "cell_weights",
     "chunked_replay",
+    "chunked_step",
     "chunked_value_and_grad",
+    "collect_batch",
     "episode_totals",
     "fresh_state",
     "gradient_step",
     "live_chunks",
     "make_parts",
     "replay",
+    "replay_batch",
     "skips_padding",
     "spec",
     "validate",
@@ -348,6 +352,36 @@ def gradient_step(parts: EpisodicParts, state: EpisodicState, loss: Callable,
     (:func:`rollax.algos.optim.gradient_step`)."""
     return optim.gradient_step(loss, state.params, state.opt_state, parts.optimiser(hp),
                                parts.checked, state.update + 1)
+
+
+def collect_batch(parts: EpisodicParts, state: EpisodicState) -> tuple[jax.Array, Trajectory]:
+    """``(next key, batch)``: an update's fresh batch of complete episodes under
+    ``state.params``, its collection stopping when every episode has ended where the update
+    reads only the live chunks (:func:`skips_padding`); checked mode checks it
+    (:func:`rollax.guards.check_collected`)."""
+    key, collect_key = jax.random.split(state.key)
+    traj = parts.collect(state.params, collect_key, live_only=skips_padding(parts))
+    if parts.checked:
+        guards.check_collected(traj, parts.env.action_space, state.update + 1)
+    return key, traj
+
+
+def replay_batch(parts: EpisodicParts, params, traj: Trajectory) -> Replayed:
+    """The batch's cells under ``params`` as an update reads them: the live chunks only
+    (:func:`chunked_replay`) where it skips padding, else every cell (:func:`replay`)."""
+    return (chunked_replay if skips_padding(parts) else replay)(parts, params, traj)
+
+
+def chunked_step(parts: EpisodicParts, state: EpisodicState, traj: Trajectory, data,
+                 per_cell: Callable, hp, value=None, aux=None) -> optim.Step:
+    """One gradient step on ``sum over cells per_cell(replayed, data)``, its gradient summed
+    over the live chunks (:func:`chunked_value_and_grad`) and applied to ``state``'s parameters
+    (:func:`rollax.algos.optim.apply_gradient`); the step reports ``value`` and ``aux`` when
+    given (a forward pass's), else the chunks' sum and no aux."""
+    total, grads = chunked_value_and_grad(parts, state.params, traj, data, per_cell)
+    return optim.apply_gradient(total if value is None else value, {} if aux is None else aux,
+                                grads, state.params, state.opt_state, parts.optimiser(hp),
+                                parts.checked, state.update + 1)
 
 
 def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool = False

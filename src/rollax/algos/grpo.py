@@ -33,7 +33,6 @@ from typing import Any, Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rollax import guards
 from rollax.algos import episodic, optim
 from rollax.algos.base import env_batch, hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
@@ -129,17 +128,12 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
     the objective is a weighted sum of per-cell terms, so each epoch's gradient is summed
     chunk by chunk; a recurrent network replays the whole batch."""
     config = parts.config
-    key, collect_key = jax.random.split(state.key)
-    skip = episodic.skips_padding(parts)
-    traj = parts.collect(state.params, collect_key, live_only=skip)
-    if parts.checked:
-        guards.check_collected(traj, parts.env.action_space, state.update + 1)
+    key, traj = episodic.collect_batch(parts, state)
     live = traj.active
     ep_return, ep_length = episodic.episode_totals(traj)
     advantage = jnp.broadcast_to(group_advantages(ep_return, config.group_size,
                                                   config.scale_by_std), live.shape)
-    replay = episodic.chunked_replay if skip else episodic.replay
-    reference = replay(parts, state.reference, traj).log_prob
+    reference = episodic.replay_batch(parts, state.reference, traj).log_prob
 
     def terms(log_prob, entropy, behaviour, reference, advantage):
         """Each cell's clipped objective and its full term (with the k3 penalty and the
@@ -157,7 +151,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         return -norm, dict(policy_loss=-policy, kl_to_reference=live_mean(k3, live),
                            entropy=live_mean(out.entropy, live))
 
-    if not skip:
+    if not episodic.skips_padding(parts):
         def whole_epoch(inner, _):
             step = episodic.gradient_step(
                 parts, inner, lambda p: summary(episodic.replay(parts, p, traj)), hp)
@@ -176,16 +170,14 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
             return -d["weight"] * jnp.where(d["live"], full, 0.0)
 
         def chunked_epoch(inner, _):
-            total, grads = episodic.chunked_value_and_grad(parts, inner.params, traj, data,
-                                                           per_cell)
-            step = optim.apply_gradient(total, {}, grads, inner.params, inner.opt_state,
-                                        parts.optimiser(hp), parts.checked, state.update + 1)
+            step = episodic.chunked_step(parts, inner, traj, data, per_cell, hp)
             return (inner._replace(params=step.params, opt_state=step.opt_state),
                     optim.actor_norm(step.grads))
 
-        aux = summary(replay(parts, state.params, traj))[1]  # the first epoch's parameters
+        # the first epoch's metrics, from a forward pass under its parameters
+        aux = summary(episodic.replay_batch(parts, state.params, traj))[1]
         stepped, grad_norms = jax.lax.scan(chunked_epoch, state, None, config.epochs)
-    final = replay(parts, stepped.params, traj).log_prob
+    final = episodic.replay_batch(parts, stepped.params, traj).log_prob
     moved = ratio_stats(jnp.exp(final - traj.log_prob), final - traj.log_prob, hp.clip_eps, live)
     flat = jnp.all(advantage[0].reshape(-1, config.group_size) == 0, axis=1)
     env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)

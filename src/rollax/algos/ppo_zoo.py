@@ -18,6 +18,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rollax.validate import check_bool
+
 SB3_DEFAULTS: dict[str, Any] = dict(
     n_envs=1, n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4, gamma=0.99,
     gae_lambda=0.95, clip_range=0.2, clip_range_vf=None, normalize_advantage=True, ent_coef=0.0,
@@ -109,8 +111,7 @@ def _number(key: str, value: Any) -> float:
 
 
 def _flag(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{key} must be true or false, got {value!r}")
+    check_bool(key, value)
     return value
 
 

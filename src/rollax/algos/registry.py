@@ -3,7 +3,8 @@
 Every layer above the algorithms (experiments, training, CLI, plots, evaluation) finds an
 algorithm here, by the name stored in a run folder, by the type of a config or by the task it
 trains. Adding an algorithm is a module under ``rollax/algos/`` and one line in
-:data:`BUILT_IN` below.
+:data:`BUILT_IN` below, with its test row and its section of the docs (docs/architecture.md,
+"Adding an algorithm").
 """
 
 from __future__ import annotations

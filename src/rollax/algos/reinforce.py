@@ -28,7 +28,6 @@ from typing import Any, Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rollax import guards
 from rollax.algos import episodic, optim
 from rollax.algos.base import hyperparams_type, traced
 from rollax.algos.episodic import EpisodicConfig, EpisodicParts, EpisodicState
@@ -115,11 +114,7 @@ def advantages(returns: jax.Array, values: jax.Array, live: jax.Array, baseline:
 def update(parts: EpisodicParts, state: EpisodicState, hp):
     """One REINFORCE update on a fresh batch: ``(next state, ReinforceMetrics)``."""
     config = parts.config
-    key, collect_key = jax.random.split(state.key)
-    skip = episodic.skips_padding(parts)
-    traj = parts.collect(state.params, collect_key, live_only=skip)
-    if parts.checked:
-        guards.check_collected(traj, parts.env.action_space, state.update + 1)
+    key, traj = episodic.collect_batch(parts, state)
     live = traj.active
     no_bootstrap = jnp.zeros_like(traj.reward)
     returns = discounted_returns(traj.reward, no_bootstrap, traj.terminated, traj.truncated,
@@ -146,14 +141,15 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
                                 entropy=live_mean(out.entropy, live),
                                 explained_variance=explained_variance(baseline, returns, live))
 
-    if not skip:  # a recurrent memory runs through every step: the whole batch in one pass
+    if not episodic.skips_padding(parts):  # a recurrent memory runs through every step:
+        # the whole batch in one pass
         def loss(params):
             _, total, aux = terms(episodic.replay(parts, params, traj))
             return total, aux
 
         step = episodic.gradient_step(parts, state, loss, hp)
     else:  # the chunks holding a live cell only (short episodes: a fraction of T x B)
-        out = episodic.chunked_replay(parts, state.params, traj)
+        out = episodic.replay_batch(parts, state.params, traj)
         adv, total, aux = terms(out)
         # the loss is linear in each cell's terms: its weight per cell, normalized_sum's
         weight = episodic.cell_weights(live, config.group_size)
@@ -163,10 +159,9 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
             return d["weight"] * (-chunk.log_prob * d["adv"] - hp.ent_coef * chunk.entropy
                                   + value_weight * 0.5 * (chunk.value - d["returns"]) ** 2)
 
-        _, grads = episodic.chunked_value_and_grad(
-            parts, state.params, traj, dict(weight=weight, adv=adv, returns=returns), per_cell)
-        step = optim.apply_gradient(total, aux, grads, state.params, state.opt_state,
-                                    parts.optimiser(hp), parts.checked, state.update + 1)
+        step = episodic.chunked_step(parts, state, traj,
+                                     dict(weight=weight, adv=adv, returns=returns), per_cell,
+                                     hp, value=total, aux=aux)
     ep_return, ep_length = episodic.episode_totals(traj)
     env_steps = state.env_steps + jnp.sum(live).astype(jnp.int32)
     aux = step.aux

@@ -3,22 +3,27 @@ actor-critic, the critic's values and GAE, and how a batch of it is split and sc
 
 :class:`RolloutParts` is built from explicit fields (environment, network, ``num_envs``,
 ``num_steps``, observation and reward normalisation, checked mode); each algorithm builds it
-from its own config and adds its loss and optimiser. One update's rollout::
+from its own config (:func:`rollax.algos.actor_critic.make_rollout`) and adds its loss and
+optimiser. One update, each line a method of :class:`RolloutParts`::
 
-    env_state, traj = collect_autoreset(env, policy, params, env_state, key, T)
-    V = critic(obs), V' = critic(true next obs)
-    r' = reward_scale r, or (normalize_rewards, :meth:`RolloutParts.rewards`)
-        R = running discounted returns (carried across updates), reward statistics <- merged
-        with the live R of this rollout, r' = reward_scale clip(r / sqrt(var + 1e-8), +-clip)
-    A, targets = gae(r', V, V', terminated, truncated, gamma, lambda)
-    ... the algorithm's gradient steps on the data (its minibatches scored by the network) ...
-    observation statistics <- merged with this batch (when normalising)
+    collected = collect(state, key)             # T steps of B environments, V = critic(obs),
+                                                # V' = critic(true next obs)
+    advantages = advantages(state, collected, hp)
+        r' = reward_scale r, or (normalize_rewards, :meth:`RolloutParts.rewards`)
+            R = running discounted returns (carried across updates), reward statistics <-
+            merged with the live R of this rollout, r' = reward_scale clip(r / sqrt(var +
+            1e-8), +-clip)
+        A, targets = gae(r', V, V', terminated, truncated, gamma, lambda)
+    data = batch(state, collected, advantages)  # frozen through the algorithm's steps
+    ... the algorithm's gradient steps on minibatches(data) (each scored by score(params)) ...
+    state, episodes = advance(state, collected, advantages, params, opt_state, key)
+        observation statistics <- merged with this batch (when normalising)
 
-Feed-forward (MLP, CNN) and recurrent (GRU, LSTM) networks differ in one :class:`Strategy`:
-feed-forward, the ``T * B`` cells are a flat :class:`Batch`, shuffled into minibatches;
-recurrent, each environment's memory (``state.carry``) is collected with it and reset where
-episodes start, the data is time-major :class:`Sequences`, and minibatches split the
-environments, never time, replaying whole sequences from their collected carries.
+Feed-forward (MLP, CNN) and recurrent (GRU, LSTM) networks differ in four of them, each an
+``if self.recurrent``: feed-forward, the ``T * B`` cells are a flat :class:`Batch`, shuffled
+into minibatches; recurrent, each environment's memory (``state.carry``) is collected with it
+and reset where episodes start, the data is time-major :class:`Sequences`, and minibatches split
+the environments, never time, replaying whole sequences from their collected carries.
 """
 
 from __future__ import annotations
@@ -32,11 +37,10 @@ import jax.numpy as jnp
 import optax
 
 from rollax import guards
-from rollax.algos.base import Algorithm, encodable, neural_algorithm
+from rollax.algos.base import Algorithm, neural_algorithm
 from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
 from rollax.distributions import masked
 from rollax.envs.base import Environment
-from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.heads import read_cells
 from rollax.nets.rnn import RecurrentActorCritic
@@ -62,40 +66,11 @@ from rollax.returns import (
     running_returns,
 )
 from rollax.sharding import constrain_envs
-from rollax.validate import check_count
 
-__all__ = ["CELLS", "CRITIC_CHUNK", "ENV_BATCH_FIELDS", "SEQUENCES", "ActorCriticState", "Batch",
-           "Collected", "Episodes", "RolloutParts", "Scored", "Sequences", "Strategy",
-           "check_sizes", "critic_values", "environment", "episode_stats",
-           "sequence_minibatches", "shuffled_cells"]
-
-
-# --- settings ---------------------------------------------------------------------------------
-
-def check_sizes(total_steps: int, num_envs: int, num_steps: int) -> None:
-    """``total_steps``, ``num_envs`` and ``num_steps`` are counts, and ``total_steps`` holds
-    one batch of ``num_envs * num_steps`` at least (``ValueError`` naming the setting)."""
-    for name, value in (("total_steps", total_steps), ("num_envs", num_envs),
-                        ("num_steps", num_steps)):
-        check_count(name, value)
-    batch = num_envs * num_steps
-    if total_steps < batch:
-        raise ValueError(f"total_steps must be at least num_envs * num_steps = {batch}, "
-                         f"got {total_steps}")
-
-
-def environment(config, env: Environment | None, algorithm: str) -> Environment:
-    """The environment ``config`` names (its ``env``, ``horizon`` and ``env_options``; ``env``
-    when given: the one already built from them), refused unless the networks read its
-    observations (:func:`rollax.algos.base.encodable`; ``algorithm`` names who needs them in
-    the message)."""
-    name = config.env
-    if env is None:
-        env = make_configured(name, config.horizon, config.env_options)
-    if not encodable(env):
-        raise ValueError(f"env {name!r} has no observations the networks read (Box, Discrete, "
-                         f"or a Dict / Tuple of them): {algorithm} needs them")
-    return env
+__all__ = ["CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState", "Advantages", "Batch",
+           "Collected", "Episodes", "RolloutParts", "Scored", "Sequences", "collect_cells",
+           "collect_sequences", "critic_values", "episode_stats", "score_cells",
+           "score_sequences", "sequence_minibatches", "shuffled_cells"]
 
 
 # --- state and data ---------------------------------------------------------------------------
@@ -130,19 +105,34 @@ ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length", "carry",
 
 class Collected(NamedTuple):
     """One update's rollout: the environments and memories (``None`` for feed-forward) to go on
-    from, the trajectory, the critic's values and targets, and the data the steps train on."""
+    from, the trajectory, its observations as the network reads them and the critic's values,
+    each ``(T, B, ...)``."""
 
     env_state: Any
     carry: Any
     traj: Any
+    observation: Any
+    """Normalised with the statistics the rollout was collected with (when normalising)."""
     values: jax.Array
-    targets: jax.Array
-    data: Any
-    """:class:`Batch` (feed-forward) or :class:`Sequences` (recurrent)."""
+    """``V(s_t)``."""
+    next_values: jax.Array
+    """``V(s'_t)`` of the true next observation (the final one where an episode ended)."""
+    start: Any = None
+    """Recurrent: ``(T, B)`` bool, reset the carry before this cell (:func:`episode_starts`);
+    else None."""
+
+
+class Advantages(NamedTuple):
+    """GAE on one update's rollout, ``(T, B)`` each, with the reward statistics the rewards
+    were normalised by (``normalize_rewards``, else None)."""
+
+    advantage: jax.Array
+    target: jax.Array
+    """The critic's regression targets, ``advantage + V``."""
     reward_stats: ObsNormState | None = None
-    """The reward statistics merged with this rollout (``normalize_rewards``), else None."""
+    """The reward statistics merged with this rollout."""
     discounted_return: Any = None
-    """(B,) the running discounted returns after this rollout (``normalize_rewards``)."""
+    """(B,) the running discounted returns after this rollout."""
 
 
 class Batch(NamedTuple):
@@ -227,10 +217,6 @@ class RolloutParts:
         return is_recurrent(self.net)
 
     @property
-    def strategy(self) -> Strategy:  # chosen once, from the network
-        return SEQUENCES if self.recurrent else CELLS
-
-    @property
     def cells(self) -> int:
         """Environment-step cells per update, ``T x B``."""
         return self.num_envs * self.num_steps
@@ -268,10 +254,22 @@ class RolloutParts:
             discounted_return=jnp.zeros(B, jnp.float32) if rewards else None,
         )
 
-    def collect(self, state: ActorCriticState, key: jax.Array, hp) -> Collected:
-        """``T`` steps of the ``B`` environments and GAE (``hp``: ``reward_scale``, ``gamma``,
-        ``gae_lambda``)."""
-        return self.strategy.collect(self, state, key, hp)
+    def collect(self, state: ActorCriticState, key: jax.Array) -> Collected:
+        """``T`` steps of the ``B`` environments and the critic's values: one cell at a time
+        (:func:`collect_cells`), or for a recurrent network each environment's memory with it
+        (:func:`collect_sequences`)."""
+        if self.recurrent:
+            return collect_sequences(self, state, key)
+        return collect_cells(self, state, key)
+
+    def advantages(self, state: ActorCriticState, collected: Collected, hp) -> Advantages:
+        """GAE of the rewards as :meth:`rewards` gives them, on the collected values (``hp``:
+        ``reward_scale``, ``gamma``, ``gae_lambda``)."""
+        traj = collected.traj
+        rewards, reward_stats, discounted = self.rewards(state, traj, hp)
+        advantage, target = gae(rewards, collected.values, collected.next_values,
+                                traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
+        return Advantages(advantage, target, reward_stats, discounted)
 
     def rewards(self, state: ActorCriticState, traj, hp
                 ) -> tuple[jax.Array, ObsNormState | None, jax.Array | None]:
@@ -303,20 +301,41 @@ class RolloutParts:
         return (self.normalize(state.obs_stats, traj.observation),
                 self.normalize(state.obs_stats, traj.next_observation))
 
+    def batch(self, state: ActorCriticState, collected: Collected,
+              advantages: Advantages) -> Batch | Sequences:
+        """The data the gradient steps read, frozen through them: the ``T * B`` cells as a flat
+        :class:`Batch`, or for a recurrent network the time-major :class:`Sequences` with each
+        environment's carry at the rollout's start."""
+        traj = collected.traj
+        if self.recurrent:
+            return Sequences(state.carry, collected.observation, collected.start, traj.action,
+                             traj.log_prob, advantages.advantage, advantages.target,
+                             collected.values, traj.action_mask)
+        cells = Batch(collected.observation, traj.action, traj.log_prob, advantages.advantage,
+                      advantages.target, collected.values, traj.action_mask)
+        return jax.tree_util.tree_map(lambda x: x.reshape((self.cells,) + x.shape[2:]), cells)
+
     def minibatches(self, data, key: jax.Array, count: int):
-        """``data`` in a random order, split into ``count`` minibatches (a leading axis)."""
-        return self.strategy.minibatches(data, key, count)
+        """``data`` in a random order, split into ``count`` minibatches (a leading axis): the
+        cells (:func:`shuffled_cells`), or whole sequences by environment
+        (:func:`sequence_minibatches`)."""
+        if self.recurrent:
+            return sequence_minibatches(data, key, count)
+        return shuffled_cells(data, key, count)
 
     def score(self, params, data) -> Scored:
-        """The cells of ``data`` (or of one minibatch of it) under ``params``."""
-        return self.strategy.score(self.net, params, data)
+        """The cells of ``data`` (or of one minibatch of it) under ``params``: each read on its
+        own (:func:`score_cells`), or whole sequences replayed (:func:`score_sequences`)."""
+        if self.recurrent:
+            return score_sequences(self.net, params, data)
+        return score_cells(self.net, params, data)
 
-    def advance(self, state: ActorCriticState, collected: Collected, params, opt_state,
-                key: jax.Array) -> tuple[ActorCriticState, Episodes]:
+    def advance(self, state: ActorCriticState, collected: Collected, advantages: Advantages,
+                params, opt_state, key: jax.Array) -> tuple[ActorCriticState, Episodes]:
         """The state after an update that stepped to ``params`` and ``opt_state`` on
         ``collected`` (the observation statistics merged with its observations when
-        normalising), the reward statistics and running discounted returns of the rollout
-        (``normalize_rewards``), and the episodes of the rollout."""
+        normalising), the reward statistics and running discounted returns of its
+        ``advantages`` (``normalize_rewards``), and the episodes of the rollout."""
         stats = state.obs_stats
         if self.normalize_observations:
             stats = obs_norm_update(stats, collected.traj.observation)
@@ -325,8 +344,8 @@ class RolloutParts:
             params=params, opt_state=opt_state, obs_stats=stats, env_state=collected.env_state,
             episode_return=episodes.running_return, episode_length=episodes.running_length,
             key=key, update=state.update + 1, carry=collected.carry,
-            reward_stats=collected.reward_stats,
-            discounted_return=collected.discounted_return), episodes
+            reward_stats=advantages.reward_stats,
+            discounted_return=advantages.discounted_return), episodes
 
     def algorithm(self, config, *, num_updates: int, init: Callable, update: Callable,
                   result: Callable) -> Algorithm:
@@ -340,18 +359,6 @@ class RolloutParts:
 
 
 # --- feed-forward and recurrent ---------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Strategy:
-    """What differs between a feed-forward and a recurrent actor-critic, as three functions."""
-
-    collect: Callable[..., Collected]
-    """``(parts, state, key, hp) -> Collected``: ``T`` steps of ``B`` environments, and GAE."""
-    minibatches: Callable
-    """``(data, key, count) -> data`` with a leading axis of ``count`` minibatches."""
-    score: Callable[..., Scored]
-    """``(net, params, data) -> Scored``."""
-
 
 CRITIC_CHUNK = 1024
 """About this many cells per call of the critic over a whole rollout (:func:`critic_values`)."""
@@ -369,27 +376,21 @@ def critic_values(net: Network, params, obs: jax.Array) -> jax.Array:
                        batch_size=steps)
 
 
-def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array,
-                  hp) -> Collected:
-    """Collect ``T`` steps of the ``B`` environments and compute GAE; the data is the flat
-    ``(T * B, ...)`` :class:`Batch`."""
+def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array) -> Collected:
+    """``T`` steps of the ``B`` environments, and the critic's value of each observation and of
+    each true next one."""
     env_state, traj = collect_autoreset(parts.env, parts.policy, parts.policy_params(state),
                                         state.env_state, key, parts.num_steps)
     obs, next_obs = parts.observed(state, traj)
     values, next_values = (critic_values(parts.net, state.params, o) for o in (obs, next_obs))
-    rewards, reward_stats, discounted = parts.rewards(state, traj, hp)
-    advantages, targets = gae(rewards, values, next_values,
-                              traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
-    flat = jax.tree_util.tree_map(
-        lambda x: x.reshape((parts.cells,) + x.shape[2:]),
-        Batch(obs, traj.action, traj.log_prob, advantages, targets, values, traj.action_mask))
-    return Collected(env_state, None, traj, values, targets, flat, reward_stats, discounted)
+    return Collected(env_state, None, traj, obs, values, next_values)
 
 
-def collect_sequences(parts: RolloutParts, state: ActorCriticState, key: jax.Array,
-                      hp) -> Collected:
-    """Collect ``T`` steps of the ``B`` environments with their memories and compute GAE; the
-    data is the time-major :class:`Sequences` with each environment's starting carry."""
+def collect_sequences(parts: RolloutParts, state: ActorCriticState,
+                      key: jax.Array) -> Collected:
+    """``T`` steps of the ``B`` environments with their memories, and the critic's values:
+    each observation's read by the memory replayed from the rollout's start with its resets,
+    each true next observation's by the memory of the episode it ends (or continues)."""
     net = cast(RecurrentActorCritic, parts.net)
     env_state, carry, traj = collect_autoreset_recurrent(
         parts.env, parts.policy, parts.policy_params(state), state.env_state, state.carry, key,
@@ -399,16 +400,10 @@ def collect_sequences(parts: RolloutParts, state: ActorCriticState, key: jax.Arr
     replay = unroll(net, state.params, state.carry, obs, starts)
     batched = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))
     values = batched(state.params, replay.features)
-    # the true next observation read by the memory of the episode it ends (or continues)
     step = jax.vmap(jax.vmap(net.step, (None, 0, 0)), (None, 0, 0))
     _, next_features = step(state.params, replay.carry, next_obs)
     next_values = batched(state.params, next_features)
-    rewards, reward_stats, discounted = parts.rewards(state, traj, hp)
-    advantages, targets = gae(rewards, values, next_values,
-                              traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
-    data = Sequences(state.carry, obs, starts, traj.action, traj.log_prob, advantages, targets,
-                     values, traj.action_mask)
-    return Collected(env_state, carry, traj, values, targets, data, reward_stats, discounted)
+    return Collected(env_state, carry, traj, obs, values, next_values, starts)
 
 
 def shuffled_cells(flat: Batch, key: jax.Array, count: int) -> Batch:
@@ -456,12 +451,6 @@ def score_sequences(net: Network, params, data: Sequences) -> Scored:
     return Scored(*jax.tree_util.tree_map(lambda x: x.reshape(-1), (
         replay.log_prob, data.log_prob, data.advantage, value, data.value, data.target,
         replay.entropy)))
-
-
-CELLS = Strategy(collect_cells, shuffled_cells, score_cells)
-"""Feed-forward networks: every cell of the batch is independent."""
-SEQUENCES = Strategy(collect_sequences, sequence_minibatches, score_sequences)
-"""Recurrent networks: minibatches split environments, never time."""
 
 
 # --- episodes -----------------------------------------------------------------------------------

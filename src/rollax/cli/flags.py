@@ -25,13 +25,15 @@ import tyro
 from rollax.envs.tabular import TOY_TEXT
 
 
+# {tabular} and {neural}: the methods that train each task, filled in from the registry
+# (rollax.cli.reference.train_summary), so that the help names every registered method.
 @dataclasses.dataclass(frozen=True)
 class RunFlags:
     """Train a policy (--algo; default ppo). Finite tasks (corridor, toy-text) train a tabular
-    policy with PPO or REINFORCE and report the exact return per update; vector-observation
+    policy with {tabular} and report the exact return per update; vector-observation
     tasks (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, gymnax:<id>) train a neural
-    policy with PPO, A2C, REINFORCE or GRPO, from the algorithm's preset for the task, and
-    report a greedy evaluation."""
+    policy with {neural}, from the algorithm's preset for the task, and report a greedy
+    evaluation."""
 
     env: str = "corridor"
     """Registered environment name, gymnax:<id>, or package.module:factory (an importable
@@ -201,11 +203,12 @@ def train_fields(spec, defaults: Mapping[str, Any], tags: Mapping[str, str]) -> 
     return [algo_flag, *run[:cut], *own, *run[cut:], *others]
 
 
-def train_command(fields: list[Field]) -> type:
-    """The ``rollax train`` command of these flags, a frozen dataclass tyro parses."""
+def train_command(fields: list[Field], summary: str) -> type:
+    """The ``rollax train`` command of these flags, a frozen dataclass tyro parses; ``summary``
+    heads its help (:func:`rollax.cli.reference.train_summary`)."""
     train = dataclasses.make_dataclass("Train", [f.as_field() for f in fields], frozen=True)
     train.__module__ = __name__
-    train.__doc__ = RunFlags.__doc__
+    train.__doc__ = summary
     return train
 
 

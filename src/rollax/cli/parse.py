@@ -34,6 +34,7 @@ from rollax.cli.flags import (
     train_command,
     train_fields,
 )
+from rollax.cli.reference import train_flags, train_summary
 from rollax.run.config import (
     RUN_SETTINGS,
     RunConfig,
@@ -145,7 +146,10 @@ def parse_command(argv: list[str], train: type | None = None):
         with contextlib.redirect_stderr(buffer), contextlib.redirect_stdout(out):
             if train is not None:
                 return tyro.cli(train, prog="rollax train", args=argv[1:])
-            return tyro.extras.subcommand_cli_from_dict(COMMANDS, prog="rollax", args=argv)
+            # the list of commands shows train's summary, which names the registry's methods
+            listed = COMMANDS if argv and argv[0] in COMMANDS else {**COMMANDS,
+                                                                   "train": train_flags()}
+            return tyro.extras.subcommand_cli_from_dict(listed, prog="rollax", args=argv)
     except SystemExit as exit_:
         if exit_.code in (0, None):  # --help: show what tyro printed
             out.flush()
@@ -309,7 +313,7 @@ def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
     tags = {**{k: f"preset of {name}" for k in preset}, **{k: f"from {path}" for k in file}}
     fields = train_fields(spec, {**defaults, **file, "env": name, "config": path}, tags)
     flags = flags_given(rest, fields)
-    cmd = parse_command(["train", *rest], train=train_command(fields))
+    cmd = parse_command(["train", *rest], train=train_command(fields, train_summary()))
     sources = {f.name: "flag" if f.name in flags else "file" if f.name in file else "preset"
                for f in fields if f.name in flags or f.name in file or f.name in preset}
     if cmd.resume is not None:

@@ -24,7 +24,7 @@ from rollax.envs.host import is_host
 from rollax.envs.registry import factory_of, is_import_path, make_configured, takes_horizon
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
 from rollax.run.stored import config_from_dict, config_to_dict, older_fields
-from rollax.validate import check_count, check_seed, closest
+from rollax.validate import check_bool, check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
                 "checked", "devices", "eval_every", "eval_episodes", "video_every")
@@ -121,8 +121,7 @@ def _check_run_settings(settings: Mapping[str, Any]) -> None:
     for name in ("chunk_size", "checkpoint_every", "eval_every", "eval_episodes", "video_every"):
         if settings.get(name) is not None:
             check_count(name, settings[name])
-    if not isinstance(settings.get("checked", False), bool):
-        raise ValueError(f"checked must be true or false, got {settings['checked']!r}")
+    check_bool("checked", settings.get("checked", False))
 
 
 def choose_algorithm(env, method: str | None = None, name: str | None = None
