@@ -163,16 +163,16 @@ class Layout:
     apart: bool = False
 
     @classmethod
-    def choose(cls, algo: Algorithm, lanes: int, devices: int | None, exact: bool) -> Layout:
+    def choose(cls, algo: Algorithm, lanes: int, devices: int | None, stepwise: bool) -> Layout:
         """The layout of ``lanes`` lanes of ``algo`` on ``devices`` devices (``None``: one);
-        ``exact``: chunks that run exactly their updates, which never run apart."""
+        ``stepwise``: chunks that loop exactly their updates, which never run apart."""
         batch_name, env_batch = algo.env_batch
         if devices is not None:
             sharding.check_devices(devices, lanes, env_batch, batch_name)
         if devices is None or devices == 1:
             return cls(lanes)
         mesh = sharding.device_mesh(devices, lanes, env_batch)
-        apart = (mesh.shape[sharding.ENVS] == 1 and not exact
+        apart = (mesh.shape[sharding.ENVS] == 1 and not stepwise
                  and mesh.devices.flat[0].platform == "cpu")
         return cls(lanes, mesh, algo.env_batch_fields, apart)
 
@@ -236,11 +236,11 @@ class Runner:
         self.algo, self.lanes, self.chunk_size = algo, lanes, chunk_size
         self.checked = checked
         self.devices = 1 if devices is None else devices
-        self.exact = checked or is_host(algo.env)
+        self.stepwise = checked or is_host(algo.env)
         """Chunks that run exactly ``n`` updates (a loop of ``n`` steps, not ``chunk_size``
         steps with the rest skipped): a host environment's calls and checked mode's checks
         run for the updates asked alone."""
-        self.layout = layout = Layout.choose(algo, len(lanes), devices, self.exact)
+        self.layout = layout = Layout.choose(algo, len(lanes), devices, self.stepwise)
         hp, keys = lanes.hyperparams(algo.hyperparams), lanes.keys()
         one_hp = jax.tree_util.tree_map(lambda x: x[0], hp)
         one_state = jax.eval_shape(algo.init, keys[0], one_hp)
@@ -274,11 +274,11 @@ class Runner:
                 lambda s: functionalize(self.algo.update)(s, one_hp)[1][1], one_state)
         else:
             shapes = jax.eval_shape(lambda s: update(s, one_hp)[1], one_state)
-        if self.exact:
-            return self._exact_chunk(update, shapes)
+        if self.stepwise:
+            return self._stepwise_chunk(update, shapes)
         return self._chunk_with_skips(update, shapes)
 
-    def _exact_chunk(self, update: Callable, shapes) -> Callable:
+    def _stepwise_chunk(self, update: Callable, shapes) -> Callable:
         """Checkify cannot see through the skip-``cond`` of :meth:`_chunk_with_skips`, nor can
         ``vmap`` take a ``cond`` around a host environment's calls ("IO effect not supported
         in vmap-of-cond"), so these loop exactly ``n`` times, ``n`` traced and unbatched (a
@@ -289,7 +289,7 @@ class Runner:
         layout, size, checked = self.layout, self.chunk_size, self.checked
         step = self.algo.update if checked else update
 
-        def exact_chunk(state, hp, n):
+        def stepwise_chunk(state, hp, n):
             def body(i, carry):
                 s, out = carry
                 s, m = step(s, hp)
@@ -301,7 +301,7 @@ class Runner:
             return jax.lax.fori_loop(0, n, body, (state, out))
 
         def batched(state, hp, n):
-            lanes = layout.vmap(lambda s, h: exact_chunk(s, h, n))
+            lanes = layout.vmap(lambda s, h: stepwise_chunk(s, h, n))
             return (functionalize(lanes) if checked else lanes)(state, hp)
 
         return layout.jit(batched)
@@ -452,7 +452,7 @@ def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
     total = runner.algo.num_updates
     done = start_update
     last_saved = start_update
-    ahead = not (runner.checked or runner.exact)
+    ahead = not (runner.checked or runner.stepwise)
     started = None
     while done < total:
         n = min(runner.chunk_size, total - done)
