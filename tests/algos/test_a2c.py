@@ -85,8 +85,9 @@ def _numpy_clip(grads, max_norm):
 def _batch(parts: a2c.A2CParts, state, hp):
     """The data the first update of ``state`` steps on (its rollout collected with the same
     key)."""
-    collected = parts.rollout.collect(state, jax.random.split(state.key)[1])
-    return parts.rollout.batch(state, collected, parts.rollout.advantages(state, collected, hp))
+    collected = parts.experience.collect(state, jax.random.split(state.key)[1])
+    advantages = parts.experience.advantages(state, collected, hp)
+    return parts.experience.batch(state, collected, advantages)
 
 
 @pytest.mark.slow
@@ -102,7 +103,7 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
     new_state, metrics = algo.update(state, hp)
     setup = algo.update.__self__
     batch = _batch(setup, state, hp)
-    net, n = setup.rollout.net, setup.rollout.cells
+    net, n = setup.experience.net, setup.experience.cells
 
     def loss(params):  # written apart from a2c_loss: per-cell terms, then means
         dist = jax.vmap(net.distribution, (None, 0))(params, batch.observation)

@@ -58,15 +58,15 @@ def test_the_update_scores_under_the_stored_mask_ratio_one():
                            total_steps=48, hidden=(16,))
     parts = ppo.make_parts(config, env)
     hp = hyperparams_of(config)
-    state = parts.rollout.init(jax.random.key(0), parts.optimiser(hp))
-    collected = parts.rollout.collect(state, jax.random.key(1))
-    data = parts.rollout.batch(state, collected,
-                               parts.rollout.advantages(state, collected, hp))
+    state = parts.experience.init(jax.random.key(0), parts.optimiser(hp))
+    collected = parts.experience.collect(state, jax.random.key(1))
+    data = parts.experience.batch(state, collected,
+                                  parts.experience.advantages(state, collected, hp))
     assert data.action_mask.shape == (48, 4)
-    scored = parts.rollout.score(state.params, data)
+    scored = parts.experience.score(state.params, data)
     ratio = np.exp(np.asarray(scored.log_prob) - np.asarray(scored.behaviour_log_prob))
     np.testing.assert_allclose(ratio, 1.0, rtol=0, atol=1e-6)
-    unmasked = parts.rollout.score(state.params, data._replace(action_mask=None))
+    unmasked = parts.experience.score(state.params, data._replace(action_mask=None))
     assert np.abs(np.asarray(unmasked.log_prob) - np.asarray(scored.log_prob)).max() > 0.1
     # entropy over the legal actions only: at most log 2 (two legal values)
     assert (np.asarray(scored.entropy) <= np.log(2) + 1e-6).all()

@@ -14,7 +14,7 @@ import pytest
 import rollax
 from helpers import checkpoint_digests, run, run_metrics, train_json
 from rollax.algos import a2c, ppo
-from rollax.algos.rollout import RolloutParts
+from rollax.algos.experience import ExperienceParts
 from rollax.policies import ObsNormState
 from rollax.returns import reward_norm_init, reward_norm_update, running_returns
 from rollax.run.training import load_latest
@@ -135,9 +135,9 @@ def test_a_rollout_without_live_cells_changes_no_statistic():
 
 # --- (b) the rewards GAE reads --------------------------------------------------------------------
 
-def _parts(normalize: bool, clip: float = 10.0) -> RolloutParts:
+def _parts(normalize: bool, clip: float = 10.0) -> ExperienceParts:
     # the rewards read no environment or network
-    return RolloutParts(None, None, 3, 6, normalize_rewards=normalize,  # type: ignore[arg-type]
+    return ExperienceParts(None, None, 3, 6, normalize_rewards=normalize,  # type: ignore[arg-type]
                         reward_clip=clip)
 
 

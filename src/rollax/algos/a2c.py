@@ -1,7 +1,7 @@
 """A2C, synchronous advantage actor-critic, compiled end to end:
 ``rollax.make_train(A2CConfig())(key)``.
 
-One update (:meth:`A2CParts.update`) on the auto-reset rollout of :mod:`rollax.algos.rollout`
+One update (:meth:`A2CParts.update`) on the auto-reset rollout of :mod:`rollax.algos.experience`
 (which collects, computes the values and the advantages), one plain policy-gradient step on all
 of it::
 
@@ -40,7 +40,7 @@ from rollax.algos.actor_critic import (
     ActorCriticResult,
     check_settings,
     environment,
-    make_rollout,
+    make_experience,
     num_updates,
     resolved,
     result,
@@ -53,7 +53,13 @@ from rollax.algos.base import (
     hyperparams_type,
     new_defaults,
 )
-from rollax.algos.rollout import ActorCriticState, Advantages, Collected, Episodes, RolloutParts
+from rollax.algos.experience import (
+    ActorCriticState,
+    Advantages,
+    Collected,
+    Episodes,
+    ExperienceParts,
+)
 from rollax.envs.base import Environment
 from rollax.losses import a2c_loss, explained_variance
 
@@ -163,11 +169,11 @@ A2CResult = ActorCriticResult
 
 @dataclasses.dataclass(frozen=True)
 class A2CParts:
-    """The static parts of an A2C run: its config, the rollout and the number of updates; its
+    """The static parts of an A2C run: its config, the experience and the number of updates; its
     methods are A2C's steps, :meth:`update` the whole of one."""
 
     config: A2CConfig
-    rollout: RolloutParts
+    experience: ExperienceParts
     num_updates: int
 
     def schedule(self, hp, count):
@@ -181,19 +187,19 @@ class A2CParts:
                            step(lambda count: self.schedule(hp, count)))
 
     def init(self, key: jax.Array, hp) -> ActorCriticState:
-        return self.rollout.init(key, self.optimiser(hp))
+        return self.experience.init(key, self.optimiser(hp))
 
     def update(self, state: ActorCriticState, hp) -> tuple[ActorCriticState, A2CMetrics]:
         """One A2C update: a rollout and one gradient step on all of it; ``(next state,
         A2CMetrics)``."""
         key, rollout_key = jax.random.split(state.key)
-        collected = self.rollout.collect(state, rollout_key)
-        advantages = self.rollout.advantages(state, collected, hp)
-        batch = self.rollout.batch(state, collected, advantages)
+        collected = self.experience.collect(state, rollout_key)
+        advantages = self.experience.advantages(state, collected, hp)
+        batch = self.experience.batch(state, collected, advantages)
         step = optim.gradient_step(lambda p: self.loss(p, batch, hp), state.params,
-                                   state.opt_state, self.optimiser(hp), self.rollout.checked,
+                                   state.opt_state, self.optimiser(hp), self.experience.checked,
                                    state.update + 1)
-        new_state, episodes = self.rollout.advance(state, collected, advantages, step.params,
+        new_state, episodes = self.experience.advance(state, collected, advantages, step.params,
                                                    step.opt_state, key)
         return new_state, self.metrics(state, hp, step, collected, advantages, episodes)
 
@@ -201,7 +207,7 @@ class A2CParts:
         """:func:`rollax.losses.a2c_loss` of the network on the rollout's ``T * B`` cells (read
         one by one, or whole sequences replayed from their collected carries with their
         resets)."""
-        cells = self.rollout.score(params, batch)
+        cells = self.experience.score(params, batch)
         return a2c_loss(cells.log_prob, cells.advantage, cells.value, cells.target,
                         cells.entropy, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
                         normalize_advantages=self.config.normalize_advantages)
@@ -218,13 +224,13 @@ class A2CParts:
             grad_norm=optim.actor_norm(step.grads),
             learning_rate=jnp.asarray(self.schedule(hp, state.update), jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-            episodes=episodes.count, env_steps=(state.update + 1) * self.rollout.cells,
+            episodes=episodes.count, env_steps=(state.update + 1) * self.experience.cells,
         )
 
 
 def make_parts(config: A2CConfig, env: Environment, checked: bool = False) -> A2CParts:
     """The parts of a resolved ``config`` on ``env``."""
-    return A2CParts(config, make_rollout(config, env, checked), num_updates(config))
+    return A2CParts(config, make_experience(config, env, checked), num_updates(config))
 
 
 # --- the algorithm --------------------------------------------------------------------------------
@@ -235,7 +241,7 @@ def make_algorithm(config: A2CConfig, checked: bool = False,
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     env = validate(config, env)
     parts = make_parts(resolved(config, env), env, checked)
-    return parts.rollout.algorithm(parts.config, num_updates=parts.num_updates,
+    return parts.experience.algorithm(parts.config, num_updates=parts.num_updates,
                                    init=parts.init, update=parts.update, result=result)
 
 

@@ -1,7 +1,7 @@
 """What PPO and A2C share (:mod:`rollax.algos.ppo`, :mod:`rollax.algos.a2c`): the settings of
 an actor-critic that learns from ``T`` steps of ``B`` auto-reset environments
 (:class:`ActorCriticConfig`), their one check, the config resolved for an environment, the parts
-built from it (the network, the rollout of :mod:`rollax.algos.rollout`, the number of updates)
+built from it (the network, the experience of :mod:`rollax.algos.experience`, the number of updates)
 and what ``train`` returns (:class:`ActorCriticResult`).
 
 Each algorithm's config extends :class:`ActorCriticConfig` with its own settings and checks
@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import jax
 
 from rollax.algos.base import added, budget, encodable, env_batch, traced
-from rollax.algos.rollout import ActorCriticState, RolloutParts
+from rollax.algos.experience import ActorCriticState, ExperienceParts
 from rollax.envs.base import Environment
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
@@ -33,8 +33,18 @@ from rollax.nets.heads import ActorCriticParams
 from rollax.policies import ObsNormState
 from rollax.validate import check_bool, check_count, check_real, check_seed
 
-__all__ = ["ActorCriticConfig", "ActorCriticResult", "check_settings", "check_sizes",
-           "environment", "make_network", "make_rollout", "num_updates", "resolved", "result"]
+__all__ = [
+    "ActorCriticConfig",
+    "ActorCriticResult",
+    "check_settings",
+    "check_sizes",
+    "environment",
+    "make_experience",
+    "make_network",
+    "num_updates",
+    "resolved",
+    "result",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,10 +196,10 @@ def make_network(env: Environment, config: ActorCriticConfig) -> Network:
                         config.init_log_std, config.memory_size)
 
 
-def make_rollout(config: ActorCriticConfig, env: Environment,
-                 checked: bool = False) -> RolloutParts:
-    """The rollout of a resolved ``config`` on ``env``."""
-    return RolloutParts(env, make_network(env, config), config.num_envs, config.num_steps,
+def make_experience(config: ActorCriticConfig, env: Environment,
+                    checked: bool = False) -> ExperienceParts:
+    """The experience (:class:`ExperienceParts`) of a resolved ``config`` on ``env``."""
+    return ExperienceParts(env, make_network(env, config), config.num_envs, config.num_steps,
                         config.normalize_observations, checked,
                         normalize_rewards=config.normalize_rewards,
                         reward_clip=float(config.reward_clip))

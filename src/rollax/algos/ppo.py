@@ -1,7 +1,7 @@
 """PPO for neural actor-critics, compiled end to end: ``rollax.make_train(PPOConfig())(key)``.
 
 The whole algorithm, top to bottom: config, state, the parts (the rollout of
-:mod:`rollax.algos.rollout`, the optimiser), loss, epochs of minibatch steps, the update, and
+:mod:`rollax.algos.experience`, the optimiser), loss, epochs of minibatch steps, the update, and
 the parts the runner takes (the presets, a table, are in :mod:`rollax.algos.ppo_presets`). One
 update (:meth:`PPOParts.update`)::
 
@@ -20,7 +20,7 @@ update (:meth:`PPOParts.update`)::
 
 A batch's behaviour log-probs, actions, advantages and targets stay frozen through its epochs.
 Feed-forward (MLP, CNN) and recurrent (GRU, LSTM) networks differ inside the rollout's methods
-(:class:`~rollax.algos.rollout.RolloutParts`): feed-forward, the ``T * B`` cells are shuffled
+(:class:`~rollax.algos.experience.ExperienceParts`): feed-forward, the ``T * B`` cells are shuffled
 into minibatches; recurrent, each environment's memory (``state.carry``) is collected with it
 and reset where episodes start, and minibatches split the environments, never time, replaying
 whole sequences from their collected carries (one epoch of one minibatch gives the stored
@@ -43,16 +43,22 @@ from rollax.algos.actor_critic import (
     ActorCriticResult,
     check_settings,
     environment,
+    make_experience,
     make_network,
-    make_rollout,
     num_updates,
     resolved,
     result,
 )
 from rollax.algos.base import NEURAL, Algorithm, AlgorithmSpec, Report, hyperparams_type, traced
+from rollax.algos.experience import (
+    ActorCriticState,
+    Advantages,
+    Collected,
+    Episodes,
+    ExperienceParts,
+)
 from rollax.algos.ppo_presets import PRESETS
 from rollax.algos.ppo_zoo import from_zoo
-from rollax.algos.rollout import ActorCriticState, Advantages, Collected, Episodes, RolloutParts
 from rollax.envs.base import Environment
 from rollax.losses import actor_critic_loss, explained_variance
 from rollax.nets.build import RECURRENT
@@ -123,7 +129,7 @@ def resolve(config: PPOConfig, env: Environment | None = None) -> PPOConfig:
 
 PPOState = ActorCriticState
 """Everything a run carries from one update to the next: the rollout's
-:class:`~rollax.algos.rollout.ActorCriticState` (parameters, optimiser state, observation
+:class:`~rollax.algos.experience.ActorCriticState` (parameters, optimiser state, observation
 statistics, environments, running episodes, key, update count, recurrent memories, and with
 ``normalize_rewards`` the reward statistics and running discounted returns)."""
 
@@ -157,15 +163,15 @@ PPOResult = ActorCriticResult
 :class:`PPOMetrics` of every update, the greedy evaluation return and the final state."""
 
 
-# --- the parts: the rollout, the optimiser, the loss and the update ---------------------------
+# --- the parts: the experience, the optimiser, the loss and the update ------------------------
 
 @dataclasses.dataclass(frozen=True)
 class PPOParts:
-    """The static parts of a PPO run: its config, the rollout (environment, network, sizes)
+    """The static parts of a PPO run: its config, the experience (environment, network, sizes)
     and the number of updates; its methods are PPO's steps, :meth:`update` the whole of one."""
 
     config: PPOConfig
-    rollout: RolloutParts
+    experience: ExperienceParts
     num_updates: int
 
     @property
@@ -184,16 +190,16 @@ class PPOParts:
 
     def init(self, key: jax.Array, hp) -> PPOState:
         """Fresh parameters, optimiser and observation statistics, and B started environments."""
-        return self.rollout.init(key, self.optimiser(hp))
+        return self.experience.init(key, self.optimiser(hp))
 
     def update(self, state: PPOState, hp) -> tuple[PPOState, PPOMetrics]:
         """One PPO update: ``(next state, PPOMetrics)``."""
         key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
-        collected = self.rollout.collect(state, rollout_key)
-        advantages = self.rollout.advantages(state, collected, hp)
-        batch = self.rollout.batch(state, collected, advantages)
+        collected = self.experience.collect(state, rollout_key)
+        advantages = self.experience.advantages(state, collected, hp)
+        batch = self.experience.batch(state, collected, advantages)
         (params, opt_state), aux = self.sgd_epochs(state, batch, shuffle_key, hp)
-        new_state, episodes = self.rollout.advance(state, collected, advantages, params,
+        new_state, episodes = self.experience.advance(state, collected, advantages, params,
                                                    opt_state, key)
         return new_state, self.metrics(state, hp, aux, collected, advantages, episodes)
 
@@ -206,12 +212,12 @@ class PPOParts:
         def sgd_step(carry: tuple[Any, optax.OptState], minibatch):
             params, opt_state = carry
             step = optim.gradient_step(lambda p: self.loss(p, minibatch, hp), params,
-                                       opt_state, tx, self.rollout.checked, update)
+                                       opt_state, tx, self.experience.checked, update)
             return (step.params, step.opt_state), step.aux
 
         def epoch(carry, key):
             return jax.lax.scan(sgd_step, carry,
-                                self.rollout.minibatches(batch, key, config.minibatches))
+                                self.experience.minibatches(batch, key, config.minibatches))
 
         return jax.lax.scan(epoch, (state.params, state.opt_state),
                             jax.random.split(key, config.epochs))
@@ -222,7 +228,7 @@ class PPOParts:
         carries with their resets)."""
         config = self.config
         return actor_critic_loss(
-            *self.rollout.score(params, minibatch), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
+            *self.experience.score(params, minibatch), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
             ent_coef=hp.ent_coef, clip_value=config.clip_value,
             normalize_advantages=config.normalize_advantages)
 
@@ -241,13 +247,13 @@ class PPOParts:
             learning_rate=jnp.asarray(self.schedule(hp, state.update * self.steps_per_update),
                                       jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-            episodes=episodes.count, env_steps=(state.update + 1) * self.rollout.cells,
+            episodes=episodes.count, env_steps=(state.update + 1) * self.experience.cells,
         )
 
 
 def make_parts(config: PPOConfig, env: Environment, checked: bool = False) -> PPOParts:
     """The parts of a resolved ``config`` on ``env``."""
-    return PPOParts(config, make_rollout(config, env, checked), num_updates(config))
+    return PPOParts(config, make_experience(config, env, checked), num_updates(config))
 
 
 # --- the algorithm --------------------------------------------------------------------------------
@@ -258,7 +264,7 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
     ``checked`` stages the runtime checks of :mod:`rollax.guards` into each update."""
     env = validate(config, env)
     parts = make_parts(resolved(config, env), env, checked)
-    return parts.rollout.algorithm(parts.config, num_updates=parts.num_updates,
+    return parts.experience.algorithm(parts.config, num_updates=parts.num_updates,
                                    init=parts.init, update=parts.update, result=result)
 
 

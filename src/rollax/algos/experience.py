@@ -1,15 +1,16 @@
-"""The rollout PPO and A2C learn from: ``T`` steps of ``B`` auto-reset environments by an
+"""The experience PPO and A2C learn from (the module of their data path: collect, advantages,
+batch, minibatches): a rollout of ``T`` steps of ``B`` auto-reset environments by an
 actor-critic, the critic's values and GAE, and how a batch of it is split and scored.
 
-:class:`RolloutParts` is built from explicit fields (environment, network, ``num_envs``,
+:class:`ExperienceParts` is built from explicit fields (environment, network, ``num_envs``,
 ``num_steps``, observation and reward normalisation, checked mode); each algorithm builds it
-from its own config (:func:`rollax.algos.actor_critic.make_rollout`) and adds its loss and
-optimiser. One update, each line a method of :class:`RolloutParts`::
+from its own config (:func:`rollax.algos.actor_critic.make_experience`) and adds its loss and
+optimiser. One update, each line a method of :class:`ExperienceParts`::
 
     collected = collect(state, key)             # T steps of B environments, V = critic(obs),
                                                 # V' = critic(true next obs)
     advantages = advantages(state, collected, hp)
-        r' = reward_scale r, or (normalize_rewards, :meth:`RolloutParts.rewards`)
+        r' = reward_scale r, or (normalize_rewards, :meth:`ExperienceParts.rewards`)
             R = running discounted returns (carried across updates), reward statistics <-
             merged with the live R of this rollout, r' = reward_scale clip(r / sqrt(var +
             1e-8), +-clip)
@@ -68,7 +69,7 @@ from rollax.returns import (
 from rollax.sharding import constrain_envs
 
 __all__ = ["CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState", "Advantages", "Batch",
-           "Collected", "Episodes", "RolloutParts", "Scored", "Sequences", "collect_cells",
+           "Collected", "Episodes", "ExperienceParts", "Scored", "Sequences", "collect_cells",
            "collect_sequences", "critic_values", "episode_stats", "score_cells",
            "score_sequences", "sequence_minibatches", "shuffled_cells"]
 
@@ -194,8 +195,8 @@ class Episodes(NamedTuple):
 # --- the parts ----------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class RolloutParts:
-    """The static parts of the rollout: environment, network and sizes."""
+class ExperienceParts:
+    """The static parts of the experience: environment, network and sizes."""
 
     env: Environment
     net: Network
@@ -376,7 +377,7 @@ def critic_values(net: Network, params, obs: jax.Array) -> jax.Array:
                        batch_size=steps)
 
 
-def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array) -> Collected:
+def collect_cells(parts: ExperienceParts, state: ActorCriticState, key: jax.Array) -> Collected:
     """``T`` steps of the ``B`` environments, and the critic's value of each observation and of
     each true next one."""
     env_state, traj = collect_autoreset(parts.env, parts.policy, parts.policy_params(state),
@@ -386,7 +387,7 @@ def collect_cells(parts: RolloutParts, state: ActorCriticState, key: jax.Array) 
     return Collected(env_state, None, traj, obs, values, next_values)
 
 
-def collect_sequences(parts: RolloutParts, state: ActorCriticState,
+def collect_sequences(parts: ExperienceParts, state: ActorCriticState,
                       key: jax.Array) -> Collected:
     """``T`` steps of the ``B`` environments with their memories, and the critic's values:
     each observation's read by the memory replayed from the rollout's start with its resets,
