@@ -47,7 +47,7 @@ def test_train_compiles_once_and_works_under_vmap(spec):
 
 def _budget_argv(spec, fraction: int) -> list[str]:
     """The flag of ``spec``'s budget at 1 / ``fraction`` of the tiny setting's."""
-    name = spec.budget
+    name = spec.length_field
     value = TINY[spec.name].settings[name] // fraction
     return ["--" + name.replace("_", "-"), str(value)]
 

@@ -7,7 +7,7 @@ import jax
 import pytest
 
 from rollax.algos import a2c, ppo, registry, tabular
-from rollax.algos.base import Report, Task, budget, env_batch, field_with, traced
+from rollax.algos.base import Report, Task, env_batch, field_with, run_length, traced
 from rollax.envs.registry import make
 from rollax.run.config import choose_algorithm
 
@@ -30,7 +30,7 @@ def test_the_table_is_built_once(monkeypatch):
 class ToyConfig:
     env: str = "corridor"
     seed: int = 0
-    rounds: int = budget(3)
+    rounds: int = run_length(3)
     width: int = env_batch(2)
     rate: float = traced(0.5)
 
@@ -55,11 +55,11 @@ def test_a_registered_algorithm_comes_after_the_built_in_ones_and_registers_once
 def test_what_a_spec_reads_from_its_config():
     assert tabular.SPEC.methods == ("ppo", "reinforce")  # the config's algo Literal
     assert ppo.SPEC.methods == ("ppo",) and a2c.SPEC.methods == ("a2c",)
-    assert (tabular.SPEC.budget, ppo.SPEC.budget, a2c.SPEC.budget) == (
+    assert (tabular.SPEC.length_field, ppo.SPEC.length_field, a2c.SPEC.length_field) == (
         "updates", "total_steps", "total_steps")
-    assert field_with(ToyConfig, "budget") == "rounds"
+    assert field_with(ToyConfig, "run_length") == "rounds"
     assert field_with(ToyConfig, "env_batch") == "width"
-    assert _toy_spec("toy").budget == "rounds" and _toy_spec("toy").methods == ("toy",)
+    assert _toy_spec("toy").length_field == "rounds" and _toy_spec("toy").methods == ("toy",)
 
 
 def test_a_built_algorithm_derives_its_hyperparameters_and_env_batch():

@@ -15,7 +15,7 @@ import pytest
 from rollax.cli import main
 from rollax.cli.flags import parse_count
 from rollax.cli.parse import build, parse_train
-from rollax.cli.train import budget, eta
+from rollax.cli.train import eta, length_line
 from rollax.validate import counted
 
 
@@ -87,17 +87,18 @@ def test_the_header_gives_the_budget_per_lane_and_over_all_lanes():
     request = parse_train(["train", "--env", "CartPole-v1", "--total-steps", "4096",
                            "--seeds", "2", "--sweep", "lr=1e-3,3e-4"])
     run, algo = build(request)
-    assert budget(algo, len(run.lanes())) == (
+    assert length_line(algo, len(run.lanes())) == (
         "8 updates x 512 env steps = 4,096 env steps per lane (16,384 over 4 lanes)")
-    assert budget(algo, 1) == "8 updates x 512 env steps = 4,096 env steps per lane"
+    assert length_line(algo, 1) == "8 updates x 512 env steps = 4,096 env steps per lane"
     request = parse_train(["train", "--env", "CartPole-v1", "--algo", "grpo", "--updates", "3",
                            "--batch-size", "8", "--group-size", "4", "--seeds", "2"])
     run, algo = build(request)
-    assert budget(algo, len(run.lanes())) == (  # whole episodes: counted as episodes
+    assert length_line(algo, len(run.lanes())) == (  # whole episodes: counted as episodes
         "3 updates x 8 episodes of at most 500 steps = 24 episodes per lane (48 over 2 lanes)")
     one = parse_train(["train", "--env", "CartPole-v1", "--total-steps", "512"])
     run, algo = build(one)
-    assert budget(algo, len(run.lanes())) == "1 update x 512 env steps = 512 env steps per lane"
+    assert length_line(algo, len(run.lanes())) == (
+        "1 update x 512 env steps = 512 env steps per lane")
 
 
 def test_counts_read_as_written_singular_for_one_and_thousands_separated():

@@ -267,7 +267,7 @@ def test_a_session_holds_its_folder_until_it_closes(tmp_path):
         assert session.start is None
         session.execute()
     assert run_folder.held() == holding
-    with training.open_resume(session.folder.path, budget=3) as longer:
+    with training.open_resume(session.folder.path, length=3) as longer:
         assert os.path.realpath(longer.folder.path) in run_folder.held()
         assert (longer.start.update, longer.was) == (2, 2)
         summary, _ = longer.execute()

@@ -199,9 +199,9 @@ def test_a_checkpoint_past_the_runs_end_is_refused(capsys, finished, tmp_path):
 @pytest.mark.slow
 def test_resume_takes_the_length_flag_of_the_runs_algorithm(tmp_path):
     (tmp_path / "config.json").write_text('{"kind": "ppo"}')  # all that parsing reads
-    assert parse_train(["train", "--resume", str(tmp_path), "--total-steps", "1e6"]).budget \
+    assert parse_train(["train", "--resume", str(tmp_path), "--total-steps", "1e6"]).length \
         == 1_000_000
-    assert parse_train(["train", "--resume", str(tmp_path)]).budget is None
+    assert parse_train(["train", "--resume", str(tmp_path)]).length is None
     with pytest.raises(ValueError, match=r"; --total-steps N trains it longer\); got --lr$"):
         parse_train(["train", "--resume", str(tmp_path), "--lr", "0.1"])
 

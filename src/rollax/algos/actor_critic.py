@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import jax
 
-from rollax.algos.base import added, budget, encodable, env_batch, traced
+from rollax.algos.base import added, encodable, env_batch, run_length, traced
 from rollax.algos.experience import ActorCriticState, ExperienceParts
 from rollax.envs.base import Environment
 from rollax.envs.registry import make_configured
@@ -62,7 +62,7 @@ class ActorCriticConfig:
     or text), e.g. episodic_life=true reward_clip=true for EnvPool's Atari games."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
-    total_steps: int = budget(500_000)
+    total_steps: int = run_length(500_000)
     """Environment steps in all: updates = total_steps // (num_envs * num_steps)."""
     num_envs: int = env_batch(4)
     """Parallel environments B (auto-reset)."""

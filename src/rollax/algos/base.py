@@ -35,7 +35,7 @@ from rollax.policies import Policy
 
 TRACED = "traced"
 """Field metadata key of a config field that is a traced hyperparameter."""
-BUDGET = "budget"
+RUN_LENGTH = "run_length"
 """Field metadata key of the config field that sets a run's length."""
 ENV_BATCH = "env_batch"
 """Field metadata key of the config field that sizes one lane's environment batch."""
@@ -51,11 +51,11 @@ def traced(default: float) -> Any:
     return dataclasses.field(default=default, metadata={TRACED: True})
 
 
-def budget(default: int) -> Any:
+def run_length(default: int) -> Any:
     """The config field that sets a run's length (e.g. ``updates``): a stopped or finished run
     continues to a larger value of it, and a checkpoint still loads when only it differs.
     A config without one trains runs that cannot be made longer."""
-    return dataclasses.field(default=default, metadata={BUDGET: True})
+    return dataclasses.field(default=default, metadata={RUN_LENGTH: True})
 
 
 def env_batch(default: int) -> Any:
@@ -73,7 +73,7 @@ def added(default: Any, *, stored: Any) -> Any:
 def new_defaults(**defaults: Any) -> Callable[[_C], _C]:
     """A config class that extends another one with other defaults for some of the fields it
     inherits: each named field keeps its type, place, docstring and markers (:func:`traced`,
-    :func:`budget`, ...), only its default is replaced. Apply it under
+    :func:`run_length`, ...), only its default is replaced. Apply it under
     ``@dataclasses.dataclass``, which then makes the fields the class's own::
 
         @dataclasses.dataclass(frozen=True)
@@ -98,7 +98,7 @@ def new_defaults(**defaults: Any) -> Callable[[_C], _C]:
 
 
 def field_with(config_type: type, key: str) -> str | None:
-    """The name of ``config_type``'s field marked ``key`` (:data:`BUDGET`, :data:`ENV_BATCH`),
+    """The name of ``config_type``'s field marked ``key`` (:data:`RUN_LENGTH`, :data:`ENV_BATCH`),
     or ``None``."""
     return next((f.name for f in dataclasses.fields(config_type) if f.metadata.get(key)),
                 None)
@@ -204,7 +204,7 @@ class AlgorithmSpec:
     type or task). They are facts, not text: the command line, summaries and figures derive
     their columns, labels and reports from the metric and field names declared here. What
     its config already says is read from it (:attr:`fields`, :attr:`methods`,
-    :attr:`budget`), not declared twice."""
+    :attr:`length_field`), not declared twice."""
 
     name: str
     """Stored in a run's config.json (``kind``) and named in messages."""
@@ -243,9 +243,9 @@ class AlgorithmSpec:
         return typing.get_args(hint) if hint is not None else (self.name,)
 
     @property
-    def budget(self) -> str | None:
-        """The config field marked :func:`budget` (``None``: runs cannot be made longer)."""
-        return field_with(self.config_type, BUDGET)
+    def length_field(self) -> str | None:
+        """The config field marked :func:`run_length` (``None``: runs cannot be made longer)."""
+        return field_with(self.config_type, RUN_LENGTH)
 
     def method(self, config) -> str:
         """The method ``config`` trains: its ``algo`` field for an algorithm that offers

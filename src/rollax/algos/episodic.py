@@ -37,10 +37,10 @@ from rollax.algos.base import (
     AlgorithmSpec,
     Report,
     added,
-    budget,
     encodable,
     env_batch,
     neural_algorithm,
+    run_length,
     traced,
 )
 from rollax.collect import Trajectory, collect_groups
@@ -93,7 +93,7 @@ class EpisodicConfig:
     or text), e.g. episodic_life=true reward_clip=true for EnvPool's Atari games."""
     seed: int = 0
     """Root key jax.random.key(seed) (seed k of a multi-seed run uses key(seed + k))."""
-    updates: int = budget(100)
+    updates: int = run_length(100)
     """Number of updates, each on a fresh batch of complete episodes."""
     batch_size: int = env_batch(32)
     """Episodes per batch, B (= groups x group_size)."""

@@ -33,9 +33,9 @@ from rollax.algos.base import (
     Report,
     Task,
     added,
-    budget,
     env_batch,
     hyperparams_type,
+    run_length,
     traced,
 )
 from rollax.collect import Trajectory, collect
@@ -62,7 +62,7 @@ class TabularConfig:
     """A finite task from the registry: corridor or a Gymnasium toy-text name."""
     seed: int = 0
     """The root key is jax.random.key(seed)."""
-    updates: int = budget(40)
+    updates: int = run_length(40)
     """Number of updates, each on a fresh on-policy batch."""
     batch_size: int = env_batch(256)
     """Episodes (environments) per batch, B."""

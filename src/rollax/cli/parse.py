@@ -274,9 +274,10 @@ class TrainRequest:
     sources: dict = dataclasses.field(default_factory=dict)
     """``name -> "preset" | "file" | "flag"`` for each setting not at its own default."""
     file: FileSettings | None = None
-    budget: int | None = None
+    length: int | None = None
     """With ``--resume``: the new length given to train the run longer (the value of its
-    algorithm's ``budget`` flag, e.g. ``--updates``), else ``None``."""
+    algorithm's length flag, :attr:`~rollax.algos.base.AlgorithmSpec.length_field`, e.g.
+    ``--updates``), else ``None``."""
     config: Any = None
     """The algorithm's config, not yet validated (``None`` with ``--resume``)."""
     env: Any = None
@@ -318,15 +319,15 @@ def parse_train(argv: list[str], choice: Choice | None = None) -> TrainRequest:
                for f in fields if f.name in flags or f.name in file or f.name in preset}
     if cmd.resume is not None:
         extras = [n for n, source in sources.items()
-                  if source != "preset" and n not in (*RESUME_TAKES, spec.budget)]
+                  if source != "preset" and n not in (*RESUME_TAKES, spec.length_field)]
         if extras:
             flags = ", ".join("--" + n.replace("_", "-") for n in extras)
-            longer = (f"; --{spec.budget.replace('_', '-')} N trains it longer"
-                      if spec.budget else "")
+            longer = (f"; --{spec.length_field.replace('_', '-')} N trains it longer"
+                      if spec.length_field else "")
             raise ValueError(f"--resume takes no other settings (the run's config.json is "
                              f"used{longer}); got {flags}")
-        budget = getattr(cmd, spec.budget) if spec.budget in flags else None
-        return TrainRequest(cmd, choice, budget=budget)
+        length = getattr(cmd, spec.length_field) if spec.length_field in flags else None
+        return TrainRequest(cmd, choice, length=length)
     config = configure(spec, name, {f.name: getattr(cmd, f.name) for f in fields})
     env = (choice.env if cmd.horizon == choice.horizon and not getattr(config, "env_options", ())
            else make_env(name, cmd.horizon, getattr(config, "env_options", ())))

@@ -114,7 +114,7 @@ def _cell(text: str) -> str:
 def fields_table(spec: AlgorithmSpec) -> str:
     """The settings of ``spec``'s config, one row a field in the dataclass's order: its flag,
     its default and its docstring, under a line naming the config, the traced fields (what
-    ``--sweep`` takes), the budget and the environment batch."""
+    ``--sweep`` takes), the length field and the environment batch."""
     config = spec.config_type
     hints = typing.get_type_hints(config)
     docs = field_docs(config)
@@ -123,8 +123,9 @@ def fields_table(spec: AlgorithmSpec) -> str:
              "flag and a config-file key of the same name"]
     if traced:
         notes.append(f"`--sweep` takes the traced ones ({', '.join(f'`{n}`' for n in traced)})")
-    if spec.budget:
-        notes.append(f"`--resume RUN --{spec.budget.replace('_', '-')} N` trains a run longer")
+    if spec.length_field:
+        longer = spec.length_field.replace('_', '-')
+        notes.append(f"`--resume RUN --{longer} N` trains a run longer")
     batch = field_with(config, ENV_BATCH)
     if batch:
         notes.append(f"`--devices` splits `{batch}`")

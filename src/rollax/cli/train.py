@@ -106,17 +106,18 @@ class Progress:
 
 def header(run, algo, folder, sources: dict[str, str], file=None) -> None:
     """The run's settings and folder, printed (and flushed) before anything compiles: the
-    headline, the budget, and which settings came from the preset, the file and the flags."""
+    headline, the length (:func:`length_line`), and which settings came from the preset, the
+    file and the flags."""
     out = console()
     out.print(headline(run))
-    out.print(f"{budget(algo, len(run.lanes()))}; run folder: {folder.path}")
+    out.print(f"{length_line(algo, len(run.lanes()))}; run folder: {folder.path}")
     for line in (no_preset_line(run, sources), settings_line(run, sources, file)):
         if line:
             out.print(line)
     out.file.flush()
 
 
-def budget(algo, lanes: int) -> str:
+def length_line(algo, lanes: int) -> str:
     """The run's length: ``8 updates x 512 env steps = 4,096 env steps per lane (8,192 over 2
     lanes)`` for fixed-length rollouts; for whole episodes, ``40 updates x 256 episodes of at
     most 8 steps = 10,240 episodes per lane`` (the steps they take are counted as they run)."""
@@ -146,7 +147,7 @@ def resume_header(stopped) -> None:
     out.print(f"resuming the run in {stopped.folder.path} at update {done} of "
               f"{algo.num_updates} ({where}); {algo.num_updates - done} x {each} per lane to go")
     if stopped.was is not None:
-        name = run.spec.budget
+        name = run.spec.length_field
         out.print(f"trained longer: {name}={getattr(run.config, name)} (was {stopped.was})")
     out.file.flush()
 
@@ -211,7 +212,7 @@ def open_session(request: TrainRequest):
 
     cmd = request.cmd
     if cmd.resume is not None:
-        return training.open_resume(cmd.resume, cmd.devices, request.budget)
+        return training.open_resume(cmd.resume, cmd.devices, request.length)
     run, algo = build(request)
     return training.begin(run, algo, cmd.out)
 

@@ -6,8 +6,9 @@ Layout of a checkpoint folder ``checkpoints/update-0000040/``:
   ``params/actor/0/weight``, ``obs_stats/mean``, ...; NumPy, read back with
   ``allow_pickle=False``); typed PRNG keys are stored as their raw ``uint32`` data.
   Checkpoints written before the paths (their leaves ``leaf_00000 ...`` in order) still load;
-- ``meta.json``: the update counter, the config fingerprint, the run's length setting (its
-  ``budget``), each leaf's name, shape, dtype and kind, and the SHA-256 of ``state.npz``.
+- ``meta.json``: the update counter, the config fingerprint, the run's length setting (key
+  ``budget``: the field's name and value), each leaf's name, shape, dtype and kind, and the
+  SHA-256 of ``state.npz``.
 
 A checkpoint is written into a hidden staging folder and renamed into place; only then does
 ``checkpoints/latest`` (a one-line text file, itself replaced atomically) point at it. A crash
@@ -96,10 +97,10 @@ def _sha256(path: Path) -> str:
 
 
 def save(directory: Path, update: int, state, config: dict, keep: int = 3,
-         budget: str | None = None) -> Path:
+         length_field: str | None = None) -> Path:
     """Write ``state`` as checkpoint ``update`` under ``directory`` and mark it the latest.
     ``config``: the run's identity, whose ``config`` mapping holds the algorithm's settings;
-    ``budget``: the one among them that sets the run's length, recorded apart so that the
+    ``length_field``: the one among them that sets the run's length, recorded apart so that the
     run can later be trained longer (:func:`load`)."""
     directory.mkdir(parents=True, exist_ok=True)
     state = jax.device_get(state)
@@ -115,7 +116,8 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3,
             f.flush()
             os.fsync(f.fileno())
         meta = {"update": int(update), "fingerprint": fingerprint(config),
-                **({"budget": {budget: config["config"][budget]}} if budget else {}),
+                **({"budget": {length_field: config["config"][length_field]}}
+                   if length_field else {}),
                 "leaves": [{"name": n, **_leaf_info(leaf)} for n, leaf in zip(names, leaves)],
                 "sha256": _sha256(staging / "state.npz")}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
@@ -138,12 +140,12 @@ def latest(directory: Path) -> Path:
     return path
 
 
-def load(path: Path, template, config: dict, budget: str | None = None):
+def load(path: Path, template, config: dict, length_field: str | None = None):
     """Read checkpoint ``path`` into the structure of ``template``; returns ``(update, state)``.
 
     Refuses (``CheckpointError``, nothing modified) a checkpoint whose data does not match its
     recorded hash, whose config fingerprint differs, or whose leaves differ from the template's.
-    ``budget``: the setting of ``config["config"]`` that may differ (the run's length, see
+    ``length_field``: the setting of ``config["config"]`` that may differ (the run's length, see
     :func:`save`): a checkpoint that recorded its value is checked against ``config`` with it.
     ``template``'s array leaves may be ``jax.ShapeDtypeStruct``s (its typed keys must be
     arrays: their implementation is read from them).
@@ -159,8 +161,8 @@ def load(path: Path, template, config: dict, budget: str | None = None):
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: state.npz does not match "
                               f"its recorded SHA-256")
     recorded_budget = meta.get("budget")
-    if budget is not None and isinstance(recorded_budget, dict) and set(recorded_budget) == {
-            budget}:
+    if (length_field is not None and isinstance(recorded_budget, dict)
+            and set(recorded_budget) == {length_field}):
         config = {**config, "config": {**config["config"], **recorded_budget}}
     if meta.get("fingerprint") not in fingerprints(config):
         raise CheckpointError(f"checkpoint {str(path)!r} was written for another config")
@@ -229,7 +231,7 @@ def _unusable_latest(directory: Path) -> tuple[str, Path | None]:
     return "", path
 
 
-def resume_point(directory: Path, template, config: dict, budget: str | None = None
+def resume_point(directory: Path, template, config: dict, length_field: str | None = None
                  ) -> Found | None:
     """The checkpoint under ``directory`` that a stopped run continues from, loaded as by
     :func:`load`; ``None`` when there is none at all (no ``latest``, no ``update-*`` folder).
@@ -244,11 +246,11 @@ def resume_point(directory: Path, template, config: dict, budget: str | None = N
         return None
     reason, named = _unusable_latest(directory)
     if named is not None:
-        return Found(*load(named, template, config, budget), named, None)
+        return Found(*load(named, template, config, length_field), named, None)
     tried = []
     for path in candidates:
         try:
-            update, state = load(path, template, config, budget)
+            update, state = load(path, template, config, length_field)
         except CheckpointError:
             tried.append(path.name)
             continue

@@ -400,21 +400,23 @@ class RunFolder:
         return (self.checkpoints / checkpoint.LATEST).exists()
 
     def save_checkpoint(self, update: int, state: Any, identity: dict,
-                        budget: str | None = None) -> None:
+                        length_field: str | None = None) -> None:
         with writing(self.checkpoints):
-            checkpoint.save(self.checkpoints, update, state, identity, budget=budget)
+            checkpoint.save(self.checkpoints, update, state, identity,
+                            length_field=length_field)
 
     def load_checkpoint(self, template: Any, identity: dict,
-                        budget: str | None = None) -> tuple[int, Any]:
+                        length_field: str | None = None) -> tuple[int, Any]:
         """``(update, state)`` of the latest checkpoint, refused unless it matches (only its
-        ``budget`` setting may differ, see :func:`rollax.run.checkpoint.load`)."""
-        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity, budget)
+        ``length_field`` setting may differ, see :func:`rollax.run.checkpoint.load`)."""
+        return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity,
+                               length_field)
 
     def resume_point(self, template: Any, identity: dict,
-                     budget: str | None = None) -> checkpoint.Found | None:
+                     length_field: str | None = None) -> checkpoint.Found | None:
         """The checkpoint a stopped run continues from
         (:func:`rollax.run.checkpoint.resume_point`)."""
-        return checkpoint.resume_point(self.checkpoints, template, identity, budget)
+        return checkpoint.resume_point(self.checkpoints, template, identity, length_field)
 
     def lengthen(self, config: dict) -> None:
         """Make a finished or stopped run longer: summary.json removed, then config.json

@@ -278,7 +278,7 @@ class Recorder:
         """Checkpoint ``done`` (its state gathered to the host from a device mesh)."""
         runner = self.runner
         self.folder.save_checkpoint(done, state if runner.mesh is None else runner.to_host(state),
-                                    self.run.identity(), self.run.spec.budget)
+                                    self.run.identity(), self.run.spec.length_field)
 
 
 def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None,
@@ -459,7 +459,7 @@ class Session:
     """Its config.json with the larger length it is trained to, written when it starts;
     ``None`` when the length stays."""
     was: int | None = None
-    """The length (the spec's ``budget`` setting) it had, when it is trained longer."""
+    """The length (the spec's ``length_field`` setting) it had, when it is trained longer."""
 
     def execute(self, on_chunk: Listener | None = None) -> tuple[dict, Any]:
         """Train it from its start (:func:`execute`), its config.json made longer first when
@@ -497,13 +497,13 @@ def new_run(run: RunConfig, algo: Algorithm, out: str | None,
 
 
 def open_resume(path: str | Path, devices: int | None = None,
-                budget: int | None = None) -> Session:
+                length: int | None = None) -> Session:
     """The run in ``path`` (config.json read once), checked before anything compiles or is
-    written: it exists, has not finished (unless ``budget`` makes it longer), the checkpoint it
+    written: it exists, has not finished (unless ``length`` makes it longer), the checkpoint it
     continues from verifies (:func:`rollax.run.checkpoint.resume_point`), its metrics can be
     cut back to that checkpoint, and it fits the device count of its config.json or
-    ``devices`` (a layout only: the checkpoint fits any count). ``budget``: a new, larger value
-    of the run's length setting (its algorithm's ``budget``: ``updates``, ``total_steps``).
+    ``devices`` (a layout only: the checkpoint fits any count). ``length``: a new, larger value
+    of the run's length setting (its algorithm's ``length_field``: ``updates``, ``total_steps``).
     First of all the folder is held for this process (:meth:`RunFolder.claim`; another
     process training it: ``ValueError``, nothing changed), until the :class:`Session` closes
     (released at once when the run is refused)."""
@@ -512,7 +512,7 @@ def open_resume(path: str | Path, devices: int | None = None,
     folder.read_config()  # a run folder: only then is its lock file made
     claimed = folder.claim("resume: ")
     try:
-        return _open_resume(folder, path, devices, budget)
+        return _open_resume(folder, path, devices, length)
     except BaseException:
         if claimed:
             folder.release()
@@ -520,12 +520,12 @@ def open_resume(path: str | Path, devices: int | None = None,
 
 
 def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
-                 budget: int | None) -> Session:
+                 length: int | None) -> Session:
     stored = folder.read_config()  # again, now that no other process writes it
     run = from_json(stored, str(folder.path / "config.json"))
-    name = run.spec.budget
+    name = run.spec.length_field
     flag = f"--{name.replace('_', '-')}" if name else ""
-    if folder.finished and budget is None:
+    if folder.finished and length is None:
         longer = f"; to train it longer give {flag} N" if name else ""
         raise ValueError(f"resume: the run in {str(path)!r} already finished "
                          f"(summary.json){longer}")
@@ -533,17 +533,17 @@ def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
     # the checkpoint matches config.json as stored (a checkpoint records its own length)
     template, identity = state_template(algo, run.lanes()), run.identity()
     longer, was = None, None
-    if budget is not None:
+    if length is not None:
         if not name:
             raise ValueError(f"resume: {run.spec.name} runs cannot be trained longer")
         was = getattr(run.config, name)
         run = dataclasses.replace(
-            run, config=dataclasses.replace(run.config, **{name: budget}))
+            run, config=dataclasses.replace(run.config, **{name: length}))
         shorter, algo = algo, run.build()
         if algo.num_updates <= shorter.num_updates:
-            raise ValueError(f"resume: {flag} {budget} would not train longer than the run's "
+            raise ValueError(f"resume: {flag} {length} would not train longer than the run's "
                              f"{flag} {was} ({counted(shorter.num_updates, 'update')})")
-        longer = {**stored, "config": {**stored["config"], name: budget}}
+        longer = {**stored, "config": {**stored["config"], name: length}}
     if devices is not None:
         run = dataclasses.replace(run, devices=devices)
     check_run_devices(run, algo)
@@ -567,7 +567,7 @@ def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any
     algo = run.build()
     lanes = run.lanes()
     update, state = folder.load_checkpoint(state_template(algo, lanes), run.identity(),
-                                           run.spec.budget)
+                                           run.spec.length_field)
     finite = finite_lanes(algo.params(state))
     if not finite.all():
         bad = [", ".join(f"{k}={v:g}" for k, v in label.items())
