@@ -128,8 +128,10 @@ def default_policy(env):
 # Observation normalisation and the greedy wrapper
 
 
-class ObsNormState(NamedTuple):
-    """Running mean and variance of observations (merged batch by batch). For an observation of
+class RunningStats(NamedTuple):
+    """Running count, mean and variance, merged batch by batch (:func:`merge_moments`): of
+    observations (:func:`obs_norm_init`) and of discounted returns, the reward statistics
+    (:func:`rollax.returns.reward_norm_init`). For an observation of
     several leaves (a ``Dict`` or ``Tuple`` space) ``mean`` and ``var`` are observation-shaped
     pytrees holding an array for each normalised leaf and None for the others (images,
     discrete and integer leaves); ``count`` is shared."""
@@ -139,19 +141,23 @@ class ObsNormState(NamedTuple):
     var: Any
 
 
+ObsNormState = RunningStats
+"""Deprecated: the old name of :class:`RunningStats` (it also holds the reward statistics)."""
+
+
 def _is_vector(stats: Any) -> bool:
     """Statistics of one observation vector (not a pytree of leaves)."""
     return hasattr(stats, "shape")
 
 
-def obs_norm_init(observation: int | Any) -> ObsNormState:
+def obs_norm_init(observation: int | Any) -> RunningStats:
     """Fresh statistics: for ``observation_size`` (an int) of one vector, or for an
     observation-shaped template (``rollax.nets.encoders.ObservationEncoder.stats_template``:
     an array per normalised leaf, None elsewhere): mean 0, variance 1, count 1e-4."""
     if isinstance(observation, int):
-        return ObsNormState(jnp.float32(1e-4), jnp.zeros(observation, jnp.float32),
+        return RunningStats(jnp.float32(1e-4), jnp.zeros(observation, jnp.float32),
                             jnp.ones(observation, jnp.float32))
-    return ObsNormState(jnp.float32(1e-4), jax.tree.map(jnp.zeros_like, observation),
+    return RunningStats(jnp.float32(1e-4), jax.tree.map(jnp.zeros_like, observation),
                         jax.tree.map(jnp.ones_like, observation))
 
 
@@ -175,13 +181,13 @@ def _merge(count, mean, var, batch, n):
     return new_mean, new_var
 
 
-def obs_norm_update(state: ObsNormState, batch: Any) -> ObsNormState:
+def obs_norm_update(state: RunningStats, batch: Any) -> RunningStats:
     """Merge a batch ``(..., observation_size)`` into the running statistics (Chan et al.); for
     statistics of several leaves, each normalised leaf's batch ``(..., *leaf_shape)``."""
     if _is_vector(state.mean):
         batch = batch.reshape(-1, state.mean.shape[0])
         n = jnp.float32(batch.shape[0])
-        return ObsNormState(*merge_moments(state.count, state.mean, state.var, n,
+        return RunningStats(*merge_moments(state.count, state.mean, state.var, n,
                                            jnp.mean(batch, axis=0), jnp.var(batch, axis=0)))
     leaves = [(m, v, b) for m, v, b in zip(_flat(state.mean, batch), _flat(state.var, batch),
                                            jax.tree.leaves(batch)) if m is not None]
@@ -195,7 +201,7 @@ def obs_norm_update(state: ObsNormState, batch: Any) -> ObsNormState:
     new = [next(merged) if m is not None else (None, None)
            for m in _flat(state.mean, batch)]
     treedef = jax.tree.structure(batch)
-    return ObsNormState(total, treedef.unflatten([m for m, _ in new]),
+    return RunningStats(total, treedef.unflatten([m for m, _ in new]),
                         treedef.unflatten([v for _, v in new]))
 
 
@@ -211,7 +217,7 @@ def _z(x: jax.Array, mean: jax.Array, var: jax.Array, clip: float) -> jax.Array:
     return jnp.clip((x - mean) / scale, -clip, clip)
 
 
-def obs_normalize(state: ObsNormState, observation: Any, clip: float = 10.0) -> Any:
+def obs_normalize(state: RunningStats, observation: Any, clip: float = 10.0) -> Any:
     """``clip((o - mean) / sqrt(var + 1e-8), -clip, clip)``; ``observation`` may carry leading
     batch axes ``(..., observation_size)``. Statistics of several leaves normalise the leaves
     that have statistics and leave the others as they are."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rollax.policies import ObsNormState, merge_moments
+from rollax.policies import RunningStats, merge_moments
 
 
 def reward_to_go(rewards: jax.Array) -> jax.Array:
@@ -144,10 +144,10 @@ REWARD_EPS = 1e-8
 (:func:`reward_normalize`; Stable-Baselines3's ``VecNormalize`` epsilon)."""
 
 
-def reward_norm_init() -> ObsNormState:
+def reward_norm_init() -> RunningStats:
     """Fresh statistics of the running discounted return: count 1e-4, mean 0, variance 1
     (scalars; the pseudo-count of :func:`rollax.policies.obs_norm_init`)."""
-    return ObsNormState(jnp.float32(1e-4), jnp.float32(0.0), jnp.float32(1.0))
+    return RunningStats(jnp.float32(1e-4), jnp.float32(0.0), jnp.float32(1.0))
 
 
 def running_returns(previous: jax.Array, rewards: jax.Array, active: jax.Array,
@@ -178,8 +178,8 @@ def running_returns(previous: jax.Array, rewards: jax.Array, active: jax.Array,
     return returns, carried
 
 
-def reward_norm_update(stats: ObsNormState, returns: jax.Array,
-                       active: jax.Array) -> ObsNormState:
+def reward_norm_update(stats: RunningStats, returns: jax.Array,
+                       active: jax.Array) -> RunningStats:
     """``stats`` (scalar count, mean, variance) merged with the live values of ``returns``
     (``returns[active]``; :func:`rollax.policies.merge_moments`, Chan et al.): the statistics of
     every live running return seen so far, the pseudo-count of :func:`reward_norm_init`
@@ -189,10 +189,10 @@ def reward_norm_update(stats: ObsNormState, returns: jax.Array,
     safe = jnp.maximum(n, 1.0)
     mean = jnp.sum(jnp.where(active, returns, 0.0)) / safe
     var = jnp.sum(jnp.where(active, (returns - mean) ** 2, 0.0)) / safe
-    return ObsNormState(*merge_moments(stats.count, stats.mean, stats.var, n, mean, var))
+    return RunningStats(*merge_moments(stats.count, stats.mean, stats.var, n, mean, var))
 
 
-def reward_normalize(stats: ObsNormState, rewards: jax.Array,
+def reward_normalize(stats: RunningStats, rewards: jax.Array,
                      clip: float | jax.Array) -> jax.Array:
     """``clip(r / sqrt(var + 1e-8), -clip, clip)`` with the running return's variance: the
     rewards scaled, not centred (as Stable-Baselines3's ``VecNormalize`` and Gymnasium's

@@ -15,7 +15,7 @@ import rollax
 from helpers import checkpoint_digests, run, run_metrics, train_json
 from rollax.algos import a2c, ppo
 from rollax.algos.experience import ExperienceParts
-from rollax.policies import ObsNormState
+from rollax.policies import RunningStats
 from rollax.returns import reward_norm_init, reward_norm_update, running_returns
 from rollax.run.training import load_latest
 
@@ -115,7 +115,7 @@ def test_statistics_are_those_of_the_live_returns_with_the_pseudo_count():
 
 
 def test_two_rollouts_merged_equal_the_statistics_of_their_concatenated_live_values():
-    empty = ObsNormState(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(0.0))
+    empty = RunningStats(jnp.float32(0.0), jnp.float32(0.0), jnp.float32(0.0))
     first, carried = _jax_returns(PREVIOUS, REWARDS[:3], ACTIVE[:3], TERMINATED[:3],
                                   TRUNCATED[:3])
     second, _ = _jax_returns(carried, REWARDS[3:], ACTIVE[3:], TERMINATED[3:], TRUNCATED[3:])
@@ -128,7 +128,7 @@ def test_two_rollouts_merged_equal_the_statistics_of_their_concatenated_live_val
 
 
 def test_a_rollout_without_live_cells_changes_no_statistic():
-    stats = ObsNormState(jnp.float32(7.0), jnp.float32(1.5), jnp.float32(2.25))
+    stats = RunningStats(jnp.float32(7.0), jnp.float32(1.5), jnp.float32(2.25))
     after = reward_norm_update(stats, jnp.full((2, 3), 99.0), jnp.zeros((2, 3), bool))
     assert [float(x) for x in after] == [7.0, 1.5, 2.25]
 
@@ -145,7 +145,7 @@ def _stream():
     traj = types.SimpleNamespace(reward=jnp.asarray(REWARDS), active=jnp.asarray(ACTIVE),
                                  terminated=jnp.asarray(TERMINATED),
                                  truncated=jnp.asarray(TRUNCATED))
-    prior = ObsNormState(jnp.float32(4.0), jnp.float32(0.5), jnp.float32(0.2))
+    prior = RunningStats(jnp.float32(4.0), jnp.float32(0.5), jnp.float32(0.2))
     state = types.SimpleNamespace(discounted_return=jnp.asarray(PREVIOUS), reward_stats=prior)
     hp = types.SimpleNamespace(gamma=GAMMA, reward_scale=2.0)
     return state, traj, hp

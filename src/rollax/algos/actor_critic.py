@@ -30,7 +30,7 @@ from rollax.envs.base import Environment
 from rollax.envs.registry import make_configured
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
 from rollax.nets.heads import ActorCriticParams
-from rollax.policies import ObsNormState
+from rollax.policies import RunningStats
 from rollax.validate import check_bool, check_count, check_real, check_seed
 
 __all__ = [
@@ -209,7 +209,7 @@ class ActorCriticResult(NamedTuple):
     """What ``train`` returns."""
 
     params: ActorCriticParams
-    obs_stats: ObsNormState
+    obs_stats: RunningStats
     metrics: Any
     """The algorithm's per-update metrics, each ``(updates,)``."""
     eval_return: jax.Array

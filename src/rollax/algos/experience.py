@@ -47,7 +47,7 @@ from rollax.nets.heads import read_cells
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.policies import (
     NormalizedPolicy,
-    ObsNormState,
+    RunningStats,
     obs_norm_init,
     obs_norm_update,
     obs_normalize,
@@ -82,7 +82,7 @@ class ActorCriticState(NamedTuple):
     params: Any
     """The network's parameters (``ActorCriticParams``, or ``RecurrentParams`` for a GRU/LSTM)."""
     opt_state: optax.OptState
-    obs_stats: ObsNormState
+    obs_stats: RunningStats
     env_state: Any
     episode_return: jax.Array
     """(B,) return so far of each environment's current episode."""
@@ -91,7 +91,7 @@ class ActorCriticState(NamedTuple):
     update: jax.Array
     carry: Any = None
     """(B, ...) each environment's memory, for a recurrent network (else None)."""
-    reward_stats: ObsNormState | None = None
+    reward_stats: RunningStats | None = None
     """Running count, mean and variance (scalars) of the discounted returns of
     ``normalize_rewards`` (else None: no leaves, the state of a run without it unchanged)."""
     discounted_return: Any = None
@@ -130,7 +130,7 @@ class Advantages(NamedTuple):
     advantage: jax.Array
     target: jax.Array
     """The critic's regression targets, ``advantage + V``."""
-    reward_stats: ObsNormState | None = None
+    reward_stats: RunningStats | None = None
     """The reward statistics merged with this rollout."""
     discounted_return: Any = None
     """(B,) the running discounted returns after this rollout."""
@@ -273,7 +273,7 @@ class ExperienceParts:
         return Advantages(advantage, target, reward_stats, discounted)
 
     def rewards(self, state: ActorCriticState, traj, hp
-                ) -> tuple[jax.Array, ObsNormState | None, jax.Array | None]:
+                ) -> tuple[jax.Array, RunningStats | None, jax.Array | None]:
         """The rewards GAE reads, ``(T, B)``, with the reward statistics and the running
         discounted returns to carry (both None without ``normalize_rewards``).
 
@@ -289,7 +289,7 @@ class ExperienceParts:
             return traj.reward * hp.reward_scale, None, None
         returns, carried = running_returns(state.discounted_return, traj.reward, traj.active,
                                            traj.terminated, traj.truncated, hp.gamma)
-        stats = reward_norm_update(cast(ObsNormState, state.reward_stats), returns, traj.active)
+        stats = reward_norm_update(cast(RunningStats, state.reward_stats), returns, traj.active)
         scaled = reward_normalize(stats, traj.reward, self.reward_clip) * hp.reward_scale
         return scaled, stats, carried
 
