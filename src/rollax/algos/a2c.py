@@ -40,10 +40,10 @@ from rollax.algos.actor_critic import (
     ActorCriticResult,
     check_settings,
     environment,
+    greedy_result,
     make_experience,
     num_updates,
     resolved,
-    result,
 )
 from rollax.algos.base import (
     NEURAL,
@@ -242,7 +242,8 @@ def make_algorithm(config: A2CConfig, checked: bool = False,
     env = validate(config, env)
     parts = make_parts(resolved(config, env), env, checked)
     return parts.experience.algorithm(parts.config, num_updates=parts.num_updates,
-                                   init=parts.init, update=parts.update, result=result)
+                                   init=parts.init, update=parts.update,
+                                   greedy_result=greedy_result)
 
 
 SPEC = AlgorithmSpec(

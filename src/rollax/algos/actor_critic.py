@@ -39,11 +39,11 @@ __all__ = [
     "check_settings",
     "check_sizes",
     "environment",
+    "greedy_result",
     "make_experience",
     "make_network",
     "num_updates",
     "resolved",
-    "result",
 ]
 
 
@@ -217,7 +217,7 @@ class ActorCriticResult(NamedTuple):
     state: ActorCriticState
 
 
-def result(state: ActorCriticState, metrics, eval_return: jax.Array) -> ActorCriticResult:
+def greedy_result(state: ActorCriticState, metrics, eval_return: jax.Array) -> ActorCriticResult:
     """The final state's parameters and observation statistics, the stacked metrics, the
     evaluation return and the state."""
     return ActorCriticResult(state.params, state.obs_stats, metrics, eval_return, state)

@@ -285,15 +285,16 @@ NEURAL = Task("neural", "observations of Box, Discrete, or a Dict / Tuple of the
 
 def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: int,
                      env_steps_per_update: int, init: Callable, update: Callable,
-                     result: Callable, env_batch_fields: tuple[str, ...],
+                     greedy_result: Callable, env_batch_fields: tuple[str, ...],
                      params: Callable = lambda state: state.params,
                      episodes_per_update: int | None = None) -> Algorithm:
     """The :class:`Algorithm` of a neural policy, the one builder of every neural method.
 
     Its evaluation is the greedy return of ``config.eval_episodes`` absorbing episodes of
     ``config.eval_steps`` steps (:func:`rollax.evaluation.evaluate_policy`, the key split
-    from ``state.key``), output as ``eval_return``; ``result(state, metrics, eval_return)``
-    is what ``train`` returns. The other arguments are :class:`Algorithm`'s fields
+    from ``state.key``), output as ``eval_return``; ``greedy_result(state, metrics, eval_return)``
+    is what ``train`` returns (the :attr:`Algorithm.result` of four arguments built from it).
+    The other arguments are :class:`Algorithm`'s fields
     (``params`` defaults to ``state.params``)."""
 
     def evaluate(state, hp) -> dict:
@@ -306,8 +307,8 @@ def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: i
     return Algorithm(
         config=config, num_updates=num_updates, env_steps_per_update=env_steps_per_update,
         episodes_per_update=episodes_per_update, init=init, update=update, evaluate=evaluate,
-        result=lambda state, metrics, initial, final: result(state, metrics,
-                                                             final["eval_return"]),
+        result=lambda state, metrics, initial, final: greedy_result(
+            state, metrics, final["eval_return"]),
         env=env, policy=policy, params=params, env_batch_fields=env_batch_fields)
 
 

@@ -395,13 +395,13 @@ def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool =
 
 
 def spec(name: str, config_type: type, *, check: Callable, init: Callable, update: Callable,
-         result: Callable, presets: dict, shown: tuple[str, ...],
+         greedy_result: Callable, presets: dict, shown: tuple[str, ...],
          headline: tuple[str, ...]) -> AlgorithmSpec:
     """The :class:`AlgorithmSpec` of a whole-episode algorithm (``--algo name``, trains what
     PPO trains when asked): its build checks the algorithm's own settings (``check(config)``),
     then the shared ones (:func:`make_parts`), and returns the neural algorithm
     (:func:`rollax.algos.base.neural_algorithm`) of ``init(parts, key, hp)``, ``update(parts,
-    state, hp)`` and ``result(state, metrics, eval_return)``."""
+    state, hp)`` and ``greedy_result(state, metrics, eval_return)``."""
 
     def build(config, checked: bool = False, env: Environment | None = None):
         check(config)
@@ -411,7 +411,8 @@ def spec(name: str, config_type: type, *, check: Callable, init: Callable, updat
             config, parts.env, policy, num_updates=config.updates,
             env_steps_per_update=config.batch_size * parts.horizon,
             episodes_per_update=config.batch_size, init=functools.partial(init, parts),
-            update=functools.partial(update, parts), result=result, env_batch_fields=())
+            update=functools.partial(update, parts), greedy_result=greedy_result,
+            env_batch_fields=())
 
     return AlgorithmSpec(
         name=name, config_type=config_type, build=build, trains=NEURAL,

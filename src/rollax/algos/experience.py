@@ -349,13 +349,14 @@ class ExperienceParts:
             discounted_return=advantages.discounted_return), episodes
 
     def algorithm(self, config, *, num_updates: int, init: Callable, update: Callable,
-                  result: Callable) -> Algorithm:
+                  greedy_result: Callable) -> Algorithm:
         """The :class:`Algorithm` of a learner on these rollouts
         (:func:`rollax.algos.base.neural_algorithm`): ``B`` environments batched, the
         parameters saved with the observation statistics."""
         return neural_algorithm(
             config, self.env, self.policy, num_updates=num_updates,
-            env_steps_per_update=self.cells, init=init, update=update, result=result,
+            env_steps_per_update=self.cells, init=init, update=update,
+            greedy_result=greedy_result,
             params=self.policy_params, env_batch_fields=ENV_BATCH_FIELDS)
 
 

@@ -210,7 +210,7 @@ def check(config: GRPOConfig) -> None:
 
 SPEC = episodic.spec(
     "grpo", GRPOConfig, check=check, init=init, update=update,
-    result=lambda state, metrics, eval_return: GRPOResult(state.params, metrics, eval_return,
+    greedy_result=lambda state, metrics, eval_return: GRPOResult(state.params, metrics, eval_return,
                                                           state),
     presets=PRESETS,
     shown=("episode_return", "approx_kl", "clip_fraction", "flat_groups", "kl_to_reference"),

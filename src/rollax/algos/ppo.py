@@ -43,11 +43,11 @@ from rollax.algos.actor_critic import (
     ActorCriticResult,
     check_settings,
     environment,
+    greedy_result,
     make_experience,
     make_network,
     num_updates,
     resolved,
-    result,
 )
 from rollax.algos.base import NEURAL, Algorithm, AlgorithmSpec, Report, hyperparams_type, traced
 from rollax.algos.experience import (
@@ -265,7 +265,8 @@ def make_algorithm(config: PPOConfig, checked: bool = False,
     env = validate(config, env)
     parts = make_parts(resolved(config, env), env, checked)
     return parts.experience.algorithm(parts.config, num_updates=parts.num_updates,
-                                   init=parts.init, update=parts.update, result=result)
+                                   init=parts.init, update=parts.update,
+                                   greedy_result=greedy_result)
 
 
 SPEC = AlgorithmSpec(

@@ -192,7 +192,7 @@ def check(config: ReinforceConfig) -> None:
 
 SPEC = episodic.spec(
     "reinforce", ReinforceConfig, check=check, init=init, update=update,
-    result=lambda state, metrics, eval_return: ReinforceResult(state.params, metrics,
+    greedy_result=lambda state, metrics, eval_return: ReinforceResult(state.params, metrics,
                                                                eval_return, state),
     presets=PRESETS,
     shown=("episode_return", "policy_loss", "value_loss", "entropy", "explained_variance"),

@@ -1,4 +1,5 @@
-"""The seed-sized trainer for tabular policies: REINFORCE and PPO-clip, one compiled ``scan``.
+"""The seed-sized trainer for tabular policies: REINFORCE and tabular PPO-clip (the
+``--algo ppo`` of finite tasks; neural PPO is :mod:`rollax.algos.ppo`), one compiled ``scan``.
 
 One run is a pure function of a key (docs/contract.md §4)::
 
