@@ -16,7 +16,7 @@ import pytest
 import rollax
 from custom_envs import combo, masked_guess
 from helpers import f32_atol, f32_rtol
-from rollax.algos import ppo, rollout
+from rollax.algos import experience, ppo
 from rollax.collect import AutoResetTrajectory, collect_autoreset_recurrent, reset_batch
 from rollax.contracts import RECURRENT_CHECKS, CountingPolicy, check_recurrent
 from rollax.envs.base import step_with_key
@@ -398,9 +398,9 @@ def test_lstm_update_replays_to_float_rounding():
 def test_minibatches_split_environments_and_keep_sequences_whole():
     T, B = 5, 6
     cell = jnp.arange(T * B, dtype=jnp.float32).reshape(T, B)  # value 6 t + b
-    data = rollout.Sequences(jnp.arange(B, dtype=jnp.float32) * 100, cell,
+    data = experience.Sequences(jnp.arange(B, dtype=jnp.float32) * 100, cell,
                              jnp.zeros((T, B), bool), cell, cell, cell, cell, cell)
-    split = rollout.sequence_minibatches(data, jax.random.key(0), 3)
+    split = experience.sequence_minibatches(data, jax.random.key(0), 3)
     assert split.observation.shape == (3, T, 2) and split.carry.shape == (3, 2)
     envs = np.asarray(split.carry) / 100  # the environment each column holds
     assert sorted(envs.ravel().tolist()) == list(range(B))

@@ -11,7 +11,7 @@ import optax
 import pytest
 
 import rollax
-from rollax.algos import optim, ppo, rollout
+from rollax.algos import experience, optim, ppo
 from rollax.nets import MLPActorCritic, NatureCNNActorCritic
 
 
@@ -98,8 +98,8 @@ def test_critic_values_in_chunks_equal_one_vmap(monkeypatch, chunk):
     net = ppo.make_network(rollax.make("CartPole-v1"), config)
     params = net.init(jax.random.key(0))
     obs = jax.random.normal(jax.random.key(1), (5, 4, 4))
-    monkeypatch.setattr(rollout, "CRITIC_CHUNK", chunk)
-    got = rollout.critic_values(net, params, obs)
+    monkeypatch.setattr(experience, "CRITIC_CHUNK", chunk)
+    got = experience.critic_values(net, params, obs)
     want = jax.vmap(jax.vmap(net.value, (None, 0)), (None, 0))(params, obs)
     assert got.shape == (5, 4)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
@@ -115,10 +115,10 @@ def test_a_nature_minibatch_read_in_chunks_equals_one_vmap(monkeypatch, chunk):
     n = 10
     obs = jax.random.uniform(jax.random.key(1), (n, net.observation_size), maxval=255.0)
     zeros = jnp.zeros(n)
-    data = rollout.Batch(obs, jnp.arange(n) % 3, zeros, zeros, zeros, zeros, None)
+    data = experience.Batch(obs, jnp.arange(n) % 3, zeros, zeros, zeros, zeros, None)
 
     def read(params):
-        scored = rollout.score_cells(net, params, data)
+        scored = experience.score_cells(net, params, data)
         return jnp.sum(scored.log_prob + scored.value + scored.entropy), scored
 
     monkeypatch.setattr(NatureCNNActorCritic, "cells_per_call", chunk)
