@@ -106,7 +106,7 @@ def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
 
 def quick_version() -> str | None:
     """``rollax --version``'s line (``rollax <version> (jax <version>)``) without importing
-    rollax or JAX (about a second): rollax's version read from the ``__init__.py`` that
+    rollax or JAX (about a second): rollax's version read from the ``rollax/version.py`` that
     ``import rollax`` would run, JAX's from its installed metadata. ``None`` when either cannot
     be read so (then :func:`rollax.cli.version` answers)."""
     import importlib.metadata
@@ -117,7 +117,8 @@ def quick_version() -> str | None:
         spec = importlib.util.find_spec("rollax")
         if spec is None or spec.origin is None:
             return None
-        with open(spec.origin, encoding="utf-8") as source:
+        version_file = os.path.join(os.path.dirname(spec.origin), "version.py")
+        with open(version_file, encoding="utf-8") as source:
             found = re.search(r'^__version__ = "([^"]+)"$', source.read(), re.M)
         jax_version = importlib.metadata.version("jax")
     except (OSError, ValueError, importlib.metadata.PackageNotFoundError):

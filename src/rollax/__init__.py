@@ -86,6 +86,7 @@ from rollax.policies import (
     default_policy,
 )
 from rollax.returns import discounted_returns, gae, reward_to_go
+from rollax.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from rollax.gymnasium_export import to_gymnasium
@@ -104,8 +105,6 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'rollax' has no attribute {name!r}")
-
-__version__ = "0.1.0"
 
 __all__ = [
     "A2CConfig",

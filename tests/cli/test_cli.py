@@ -250,6 +250,23 @@ def test_version(capsys):
     assert code == 2 and out == "" and err == "rollax: error: --version takes no other arguments\n"
 
 
+def test_version_is_the_projects():
+    """``rollax.__version__`` (kept in ``rollax/version.py``) is the version pyproject.toml
+    installs, and what ``rollax --version`` reads without importing rollax."""
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    import rollax
+    from _rollax_entry import quick_version
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert rollax.__version__ == project["project"]["version"]
+    assert rollax.__version__ == importlib.metadata.version("rollax")
+    jax_version = importlib.metadata.version("jax")
+    assert quick_version() == f"rollax {rollax.__version__} (jax {jax_version})"
+
+
 def test_envs_command(capsys):
     from rollax.envs.registry import registered
     from rollax.envs.suites.envpool import ids as envpool_ids

@@ -27,9 +27,9 @@ def version() -> str:
     """``rollax <version> (jax <version>)``."""
     import jax
 
-    import rollax
+    from rollax.version import __version__
 
-    return f"rollax {rollax.__version__} (jax {jax.__version__})"
+    return f"rollax {__version__} (jax {jax.__version__})"
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -46,6 +46,7 @@ from rollax.run.folder import RunFolder, check_new_run_dir, metric_table
 from rollax.run.progress import ChunkDone, Clock, Listener, due
 from rollax.run.stats import summarize
 from rollax.validate import counted
+from rollax.version import __version__
 
 
 class Interrupted(Exception):
@@ -58,9 +59,7 @@ class Interrupted(Exception):
 
 
 def versions() -> dict:
-    import rollax
-
-    return {"rollax": rollax.__version__, "jax": jax.__version__,
+    return {"rollax": __version__, "jax": jax.__version__,
             "devices": [str(d) for d in jax.devices()], "python": sys.version.split()[0]}
 
 
