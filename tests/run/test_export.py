@@ -89,7 +89,7 @@ def test_a_gaussian_policy_exports_its_mean(tmp_path):
     obs = np.asarray(jax.random.uniform(jax.random.key(1), (64, 3), minval=-8, maxval=8))
     mine = np.asarray(rollax.load_run(tmp_path / "run").act(obs))
     np.testing.assert_allclose(np.asarray(exported.call(obs)), mine, rtol=1e-5, atol=1e-6)
-    assert exported.platforms == ("cpu", "cuda")
+    assert exported.platforms == ("cpu", "cuda", "tpu")
 
 
 @pytest.mark.parametrize(("argv", "message"), [

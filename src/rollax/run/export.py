@@ -2,7 +2,7 @@
 acts without rollax, in one of two formats:
 
 - ``stablehlo``: a serialized ``jax.export`` artifact (``.jax``), loaded with JAX alone
-  (``jax.export.deserialize(data).call(obs)``), for the CPU and CUDA;
+  (``jax.export.deserialize(data).call(obs)``), for the CPU, CUDA GPUs and TPUs;
 - ``onnx``: an ONNX model (``.onnx``) written by jax2onnx, run by onnxruntime or any ONNX
   runtime (``pip install 'rollax[onnx]'``).
 
@@ -230,16 +230,22 @@ def export_policy(run: str | Path, out: str | Path, fmt: str = "stablehlo",
     return info
 
 
+PLATFORMS = ("cpu", "cuda", "tpu")
+"""Where a ``.jax`` artifact runs: it is lowered once for each (a call on any other platform is
+refused by ``jax.export``)."""
+
+
 def _env_name(run) -> str:
     return json.loads((Path(run) / "config.json").read_text())["config"]["env"]
 
 
 def _stablehlo(act, signature) -> bytes:
-    """``act`` exported for a symbolic batch size, for the CPU and CUDA, serialized: its
-    arguments are the inputs in order (pytrees: a ``Dict`` observation as its dict)."""
+    """``act`` exported for a symbolic batch size, for the CPU, CUDA GPUs and TPUs
+    (:data:`PLATFORMS`), serialized: its arguments are the inputs in order (pytrees: a ``Dict``
+    observation as its dict)."""
     spec = _batched(signature, jax.export.symbolic_shape("B"))
     exported = jax.export.export(jax.jit(lambda *inputs: _unwrap(act(inputs))),
-                                 platforms=("cpu", "cuda"))(*spec)
+                                 platforms=PLATFORMS)(*spec)
     return bytes(exported.serialize())
 
 
