@@ -31,7 +31,8 @@ def test_a2c_loss_terms_by_hand():
     assert float(aux["value_loss"]) == pytest.approx(value_loss)
     assert float(aux["policy_loss"]) == pytest.approx(policy_loss, rel=f32_rtol(1e-6))
     assert float(aux["entropy"]) == pytest.approx(0.5)  # (0.6 + 0.7 + 0.5 + 0.2) / 4
-    assert float(total) == pytest.approx(policy_loss + 0.5 * value_loss - 0.1 * 0.5, rel=1e-6)
+    assert float(total) == pytest.approx(policy_loss + 0.5 * value_loss - 0.1 * 0.5,
+                                         rel=f32_rtol(1e-6))
 
 
 def test_a2c_loss_freezes_advantages_and_targets():
@@ -74,7 +75,7 @@ def test_k3_averages_to_the_kl_divergence_over_pis_actions():
     np.testing.assert_allclose(terms, ref / pi - np.log(ref / pi) - 1, rtol=f32_rtol(1e-5))
     assert (terms >= 0).all()
     assert float(np.sum(pi * terms)) == pytest.approx(float(np.sum(pi * np.log(pi / ref))),
-                                                      rel=1e-5)
+                                                      rel=f32_rtol(1e-5))
 
 
 # --- the normalised sums ------------------------------------------------------------------------
