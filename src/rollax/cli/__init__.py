@@ -17,7 +17,7 @@ import sys
 
 from rollax.cli.commands import COMPILES, RUNNERS
 from rollax.cli.flags import COMMANDS
-from rollax.cli.parse import UsageError, parse
+from rollax.cli.parse import TrainRequest, UsageError, parse
 from rollax.cli.quiet import use_compile_cache
 
 __all__ = ["main"]
@@ -39,7 +39,9 @@ def _dispatch(argv: list[str]) -> int:
         print(version())
         return 0
     cmd = parse(argv)
-    if isinstance(cmd, COMPILES):
+    if isinstance(cmd, TrainRequest):  # on unless --no-compile-cache
+        use_compile_cache(cmd.cmd.compile_cache)
+    elif isinstance(cmd, COMPILES):
         use_compile_cache(True)
     return RUNNERS[type(cmd)](cmd) or 0
 

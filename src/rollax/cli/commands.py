@@ -318,5 +318,5 @@ exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
             RenderCommand, ExportCommand)
-"""The commands that compile programs with the compile cache on (``train``'s runner turns it
-on or off as ``--compile-cache`` asks)."""
+"""The commands that compile programs with the compile cache on (``train`` turns it on or off
+as ``--compile-cache`` asks); :func:`rollax.cli.main` sets it before the command runs."""

@@ -14,7 +14,6 @@ import numpy as np
 
 from rollax.cli.parse import TrainRequest, build
 from rollax.cli.pipe import outliving_reader
-from rollax.cli.quiet import use_compile_cache
 from rollax.run.files import finite_or_none
 from rollax.run.folder import metric_label, metric_table
 from rollax.validate import counted
@@ -205,16 +204,17 @@ def _shown(value, run, name: str) -> str:
 
 
 def open_session(request: TrainRequest):
-    """The :class:`rollax.run.training.Session` of ``request``, its folder held, nothing
-    compiled: the stopped run ``--resume`` names, read back and checked, or a new run built
-    (:func:`rollax.cli.parse.build`) and its folder created."""
+    """The :class:`rollax.run.training.Session` of ``request``, everything checked, its folder
+    held, nothing compiled: a new run built (:func:`rollax.cli.parse.build`) and its folder
+    created, or the stopped run ``--resume`` names, read back and checked; with the trackers
+    of ``--log``, checked against the run."""
     from rollax.run import training
 
     cmd = request.cmd
-    if cmd.resume is not None:
-        return training.open_resume(cmd.resume, cmd.devices, request.length)
-    run, algo = build(request)
-    return training.begin(run, algo, cmd.out)
+    if cmd.resume is None:
+        run, algo = build(request)
+        return training.begin(run, algo, cmd.out, cmd.log)
+    return training.open_resume(cmd.resume, cmd.devices, request.length, cmd.log)
 
 
 def announce(request: TrainRequest, session) -> None:
@@ -231,49 +231,30 @@ def announce(request: TrainRequest, session) -> None:
         resume_header(session)
 
 
-def figures(folder) -> None:
-    """The run's figures (:func:`rollax.run.plots.plot_runs`); an ``OSError`` names the
-    command that draws them (the run itself is complete)."""
-    from rollax.run.plots import plot_runs
-
-    try:
-        plot_runs([folder.path], folder.figures)
-    except OSError as err:  # the run itself is complete: only its figures are missing
-        err.hint = (f"the run finished (summary.json); draw its figures with "  # type: ignore[attr-defined]
-                    f"`rollax plot {folder.path}`")
-        raise
-
-
 def run_train(request: TrainRequest) -> int:
-    """``rollax train``'s runner: the compile cache as ``--compile-cache`` asks, and a run that
-    outlives a reader of its stdout (:mod:`rollax.cli.pipe`)."""
-    use_compile_cache(request.cmd.compile_cache)
+    """``rollax train``'s runner: a run that outlives a reader of its stdout
+    (:mod:`rollax.cli.pipe`)."""
     with outliving_reader("rollax train"):  # `rollax train | head` trains on
         return train(request)
 
 
 def train(request: TrainRequest) -> int:
-    """Train the run ``request`` names (:func:`open_session`: a stopped one resumed, or a new
-    one built and created); then its figures and the report. The exit status: 0, or
+    """Train the run ``request`` names in three steps: its session opened, everything checked
+    before anything is compiled or written (:func:`open_session`: a new run built and
+    created, or a stopped one resumed); what it is, printed (:func:`announce`); then trained,
+    with a progress bar, its figures drawn and the report printed. The exit status: 0, or
     :data:`DIVERGED_EXIT`. The run folder is held for this process from before anything is
     compiled or written to the end (the session's): a second ``train`` of one folder at once
     is refused."""
-    from rollax.run.loggers import check_loggers, combine, make_loggers
-
     prefetch("rollax.run.plots")  # matplotlib, read while the run compiles and trains
     cmd = request.cmd
-    # before anything is compiled or written
-    names = check_loggers(cmd.log, getattr(cmd, "video_every", None) is not None)
     session = open_session(request)
     with session:  # the folder is held until the end
         folder, run = session.folder, session.run
-        check_loggers(cmd.log, run.video_every is not None)  # a resumed run's own videos
         announce(request, session)
-        with Progress(not cmd.json, run.spec.report.progress) as bar, \
-                make_loggers(names, folder, run) as logs:
-            summary, params = session.execute(combine(bar, logs))
-            logs.finished(summary)
-        figures(folder)
+        with Progress(not cmd.json, run.spec.report.progress) as bar:
+            summary, params = session.execute(bar)
+        session.draw_figures()
         report(cmd.json, folder, run, summary, params)
     labels = [{k: lane[k] for k in ("seed", *run.sweep)} for lane in summary["lanes"]]
     warning = diverged_warning(summary, labels)
@@ -359,8 +340,10 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
         obj["compile_cache"] = summary["compile_cache"]
         emit(obj)
         return
+    rows = folder.read_metrics()
+    tables = {name: metric_table(rows, labels, name) for name in run.spec.report.shown}
     out = console()
-    out.print(_table(run.spec, folder.read_metrics(), labels, summary["diverged_at"]))
+    out.print(_table(tables, labels, summary["diverged_at"]))
     for agg in summary["aggregate"]:
         line = _aggregate_line(summary["score"], agg)
         if line is not None:
@@ -388,12 +371,13 @@ def _finite_mean(values) -> float | None:
     return float(x[np.isfinite(x)].mean()) if np.isfinite(x).any() else None
 
 
-def _table(spec, rows, labels, diverged_at: int | None = None):
+def _table(tables: dict[str, np.ndarray], labels, diverged_at: int | None = None):
+    """The per-update table of the shown metrics (``tables``: each one's ``(lanes, updates +
+    1)`` array, :func:`rollax.run.folder.metric_table`), every row up to 20 or so."""
     from rich.table import Table
 
-    tables = {name: metric_table(rows, labels, name) for name in spec.report.shown}
     updates = next(iter(tables.values())).shape[1] - 1
-    table = Table("update", *[metric_label(name) for name in spec.report.shown],
+    table = Table("update", *map(metric_label, tables),
                   title="mean over lanes" if len(labels) > 1 else None)
     every = max(1, updates // 20)
     with warnings.catch_warnings():  # NaN where no episode finished: shown as nan
@@ -401,8 +385,8 @@ def _table(spec, rows, labels, diverged_at: int | None = None):
         for i in range(1, updates + 1):
             if i % every and i != updates:
                 continue
-            table.add_row(str(i), *[_cell(tables[name][:, i], diverged_at is not None
-                                          and i >= diverged_at) for name in spec.report.shown])
+            table.add_row(str(i), *[_cell(column[:, i], diverged_at is not None
+                                          and i >= diverged_at) for column in tables.values()])
     return table
 
 

@@ -114,7 +114,12 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
         raise ValueError(f"{where!r} is not a rollax run config: {err}") from None
 
 
-def _check_run_settings(settings: Mapping[str, Any]) -> None:
+def _check_run_settings(settings: Mapping[str, Any], env, name: str) -> None:
+    """``ValueError`` for a run setting that is not valid: videos of an environment ``env``
+    (named ``name``) that rollax cannot draw (:func:`check_drawable`), a count, the seeds,
+    checked mode. The algorithm is not needed yet."""
+    if settings.get("video_every") is not None:
+        check_drawable(env, name)
     seeds = settings.get("seeds", 1)
     check_count("seeds", seeds)
     check_seed(settings.get("seed", 0), seeds)
@@ -290,9 +295,9 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
     ``settings`` (:data:`RUN_SETTINGS`; absent ones take their defaults). ``given``: the
     settings the user gave (a swept one may not be among them). Everything is checked here,
     before anything is compiled or written."""
-    spec = registry.for_config(config)
     settings = {**{k: v for k, v in settings.items() if v is not None}, "seed": config.seed}
-    _check_run_settings(settings)
+    _check_run_settings(settings, env, config.env)
+    spec = registry.for_config(config)
     checked = settings.get("checked", False)
     algo = spec.build(config, checked=checked, env=env)
     sweep = parse_sweep(settings.get("sweep", ()), algo.hyperparams)
@@ -310,8 +315,6 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
                     checked=checked, devices=settings.get("devices"),
                     eval_every=settings.get("eval_every"), eval_episodes=episodes,
                     video_every=settings.get("video_every"))
-    if run.video_every is not None:
-        check_drawable(env, config.env)
     check_run_devices(run, algo)
     check_memory(algo, len(run.lanes()), run.devices or 1)
     return run, algo

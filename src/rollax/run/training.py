@@ -5,8 +5,10 @@ Data flow: :func:`rollax.run.config.from_settings` gives ``(run, algo)``; :func:
 creates the folder (config.json first) and :func:`execute` drives a
 :class:`rollax.run.experiment.Runner` over it, a :class:`Recorder` keeping the books of each
 chunk (:mod:`rollax.run.progress`); :func:`open_resume` reads a stopped run back and its
-``execute`` continues from the latest checkpoint. Output to a person (progress bars, tables,
-figures) belongs to the caller, which passes ``on_chunk``.
+``execute`` continues from the latest checkpoint. A :class:`Session` is either, checked and
+held in its folder, with the experiment trackers it logs to (:mod:`rollax.run.loggers`); once
+trained it draws its figures when asked. Output to a person (progress bars, tables) belongs to
+the caller, which passes ``on_chunk``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from rollax.run.experiment import (
     run_loop,
 )
 from rollax.run.folder import RunFolder, check_new_run_dir, metric_table
+from rollax.run.loggers import check_loggers, combine, make_loggers
 from rollax.run.progress import ChunkDone, Clock, Listener, due
 from rollax.run.stats import summarize
 from rollax.validate import counted
@@ -459,16 +462,39 @@ class Session:
     ``None`` when the length stays."""
     was: int | None = None
     """The length (the spec's ``length_field`` setting) it had, when it is trained longer."""
+    log: tuple[str, ...] = ()
+    """The experiment trackers it also logs to (``--log``: :mod:`rollax.run.loggers`),
+    checked against the run when the session opened."""
 
     def execute(self, on_chunk: Listener | None = None) -> tuple[dict, Any]:
         """Train it from its start (:func:`execute`), its config.json made longer first when
-        it is trained longer; ``(summary, final params)``."""
+        it is trained longer; each chunk is heard by ``on_chunk`` and by the trackers of
+        :attr:`log`, which also log the evaluation after training. ``(summary, final
+        params)``."""
         if self.longer is not None:
             try:
                 self.folder.lengthen(self.longer)
             except OSError as err:
                 raise unfinished(err, self.folder) from err
-        return execute(self.run, self.algo, self.folder, resume=self.start, on_chunk=on_chunk)
+        with make_loggers(self.log, self.folder, self.run) as logs:
+            heard = logs if on_chunk is None else combine(on_chunk, logs)
+            summary, params = execute(self.run, self.algo, self.folder, resume=self.start,
+                                      on_chunk=heard)
+            logs.finished(summary)
+        return summary, params
+
+    def draw_figures(self) -> None:
+        """Its figures, once it has trained (:func:`rollax.run.plots.plot_runs`, in the
+        folder's ``figures/``); an ``OSError`` names the command that draws them (the run
+        itself is complete)."""
+        from rollax.run.plots import plot_runs
+
+        try:
+            plot_runs([self.folder.path], self.folder.figures)
+        except OSError as err:  # the run itself is complete: only its figures are missing
+            err.hint = (f"the run finished (summary.json); draw its figures with "  # type: ignore[attr-defined]
+                        f"`rollax plot {self.folder.path}`")
+            raise
 
     def close(self) -> None:
         """Let other processes write the folder again."""
@@ -481,10 +507,13 @@ class Session:
         self.close()
 
 
-def begin(run: RunConfig, algo: Algorithm, out: str | None) -> Session:
-    """The session of a new run: its folder created, holding config.json alone
-    (:func:`create_run`), and held until the session closes."""
-    return Session(create_run(run, out), run, algo)
+def begin(run: RunConfig, algo: Algorithm, out: str | None, log: Iterable[str] = ()
+          ) -> Session:
+    """The session of a new run: the trackers of ``log`` (``--log`` values) checked against
+    it (:func:`rollax.run.loggers.check_loggers`), then its folder created, holding
+    config.json alone (:func:`create_run`), and held until the session closes."""
+    names = check_loggers(log, run.video_every is not None)
+    return Session(create_run(run, out), run, algo, log=tuple(names))
 
 
 def new_run(run: RunConfig, algo: Algorithm, out: str | None,
@@ -496,22 +525,24 @@ def new_run(run: RunConfig, algo: Algorithm, out: str | None,
 
 
 def open_resume(path: str | Path, devices: int | None = None,
-                length: int | None = None) -> Session:
+                length: int | None = None, log: Iterable[str] = ()) -> Session:
     """The run in ``path`` (config.json read once), checked before anything compiles or is
     written: it exists, has not finished (unless ``length`` makes it longer), the checkpoint it
     continues from verifies (:func:`rollax.run.checkpoint.resume_point`), its metrics can be
     cut back to that checkpoint, and it fits the device count of its config.json or
     ``devices`` (a layout only: the checkpoint fits any count). ``length``: a new, larger value
     of the run's length setting (its algorithm's ``length_field``: ``updates``, ``total_steps``).
-    First of all the folder is held for this process (:meth:`RunFolder.claim`; another
-    process training it: ``ValueError``, nothing changed), until the :class:`Session` closes
-    (released at once when the run is refused)."""
+    ``log``: the trackers to log to (``--log`` values), checked first against the run's own
+    videos (:func:`rollax.run.loggers.check_loggers`). First of all the folder is held for
+    this process (:meth:`RunFolder.claim`; another process training it: ``ValueError``,
+    nothing changed), until the :class:`Session` closes (released at once when the run is
+    refused)."""
     folder = RunFolder(path)
     folder.check_exists("resume: ")
     folder.read_config()  # a run folder: only then is its lock file made
     claimed = folder.claim("resume: ")
     try:
-        return _open_resume(folder, path, devices, length)
+        return _open_resume(folder, path, devices, length, log)
     except BaseException:
         if claimed:
             folder.release()
@@ -519,9 +550,10 @@ def open_resume(path: str | Path, devices: int | None = None,
 
 
 def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
-                 length: int | None) -> Session:
+                 length: int | None, log: Iterable[str]) -> Session:
     stored = folder.read_config()  # again, now that no other process writes it
     run = from_json(stored, str(folder.path / "config.json"))
+    names = check_loggers(log, run.video_every is not None)
     name = run.spec.length_field
     flag = f"--{name.replace('_', '-')}" if name else ""
     if folder.finished and length is None:
@@ -553,7 +585,7 @@ def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
                              f"{found.update}, past the run's "
                              f"{counted(algo.num_updates, 'update')}")
         folder.check_metrics()
-    return Session(folder, run, algo, found, longer, was)
+    return Session(folder, run, algo, found, longer, was, tuple(names))
 
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
