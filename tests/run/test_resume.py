@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import rollax
 from helpers import run
 from rollax.cli import main
 from rollax.cli.parse import parse_train
@@ -217,6 +218,10 @@ def test_a_run_from_before_the_counter_was_named_updates_trains_longer(
     shutil.copytree(UPDATE_COUNTER / name, out)
     with np.load(out / "checkpoints" / "update-0000002" / "state.npz") as npz:
         assert "update" in npz.files and npz["update"].tolist() == [2]
+    loaded = rollax.load_run(out)
+    assert loaded.updates == 2
+    with pytest.warns(DeprecationWarning, match=r"LoadedPolicy.update is deprecated"):
+        assert loaded.update == 2  # the old name, kept for a while
     before = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     code, stdout, err = run(capsys, "train", "--resume", out, *longer)
     assert code == 0, err
@@ -230,6 +235,9 @@ def test_a_run_from_before_the_counter_was_named_updates_trains_longer(
     latest = out / "checkpoints" / "update-0000004"
     assert (out / "checkpoints" / "latest").read_text() == "update-0000004\n"
     assert json.loads((latest / "meta.json").read_text())["update"] == 4
+    with np.load(latest / "state.npz") as npz:  # the counter as it is named now
+        assert "update" not in npz.files and npz["updates"].tolist() == [4]
+    assert rollax.load_run(out).updates == 4
 
 
 @pytest.mark.slow
