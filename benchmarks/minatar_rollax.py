@@ -14,7 +14,7 @@ train --seeds``) are one ``jax.vmap`` of one jitted program, compiled apart and 
 The program is the runner's own parts (``Algorithm.init`` and ``update``) with its periodic
 greedy evaluation, as ``rollax train --eval-every K`` logs it (``greedy_return``): every K
 updates, :func:`rollax.evaluate_policy` of the policy's mode on 32 fresh episodes of the full
-horizon (1000 steps) per seed, keyed ``fold_in(fold_in(key(seed), EVAL_STREAM), update)``
+horizon (1000 steps) per seed, keyed ``fold_in(fold_in(key(seed), EVAL_STREAM), updates)``
 (:data:`rollax.run.training.EVAL_STREAM`, a stream training never draws), and once more before
 the first update (keys of update 0). Here it is staged inside the compiled program, between
 ``lax.scan`` blocks of K updates, as rejax's ``eval_callback`` is, so compile and run time
@@ -49,9 +49,9 @@ def make_train(algo, every: int, evals: int):
     def train(key):
         root = jax.random.fold_in(key, EVAL_STREAM)
 
-        def greedy(state, update):
+        def greedy(state, updates):
             return evaluate_policy(algo.env, algo.policy, algo.params(state),
-                                   jax.random.fold_in(root, update), episodes)
+                                   jax.random.fold_in(root, updates), episodes)
 
         def block(state, index):
             state, _ = jax.lax.scan(lambda s, _: algo.update(s, hp), state, None, every)

@@ -204,7 +204,7 @@ def test_a_gru_replays_its_rollout_and_trains():
     result = rollax.make_train(config)(jax.random.key(0))
     assert np.isfinite(np.asarray(result.eval_return))
     assert np.isfinite(np.asarray(result.metrics.value_loss)).all()
-    assert int(result.state.update) == 5
+    assert int(result.state.updates) == 5
 
 
 @pytest.mark.slow

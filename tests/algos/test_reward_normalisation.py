@@ -197,8 +197,8 @@ def test_a_normalised_ppo_run_resumes_bit_identical(capsys, tmp_path):
 
     # the checkpoint holds the statistics of every live step's running return (all 128 live
     # in an auto-reset rollout) and each environment's running return; acting needs neither
-    stored, _, _, update, state = load_latest(whole)
-    assert stored.config.normalize_rewards is True and update == 4
+    stored, _, _, updates, state = load_latest(whole)
+    assert stored.config.normalize_rewards is True and updates == 4
     assert float(state.reward_stats.count[0]) == pytest.approx(128 + 1e-4)
     assert 0 < float(state.reward_stats.var[0]) and state.discounted_return.shape == (1, 4)
     # CartPole pays 1 a step: an episode L steps old has R = 1 + g + ... + g^(L-1), across the

@@ -149,7 +149,7 @@ def test_the_mujoco_preset_trains_from_the_command_line_and_resumes(capsys, tmp_
     config = json.loads((out / "config.json").read_text())["config"]
     assert (config["num_envs"], config["num_steps"], config["epochs"]) == (1, 2048, 10)
     loaded = rollax.load_run(out)
-    assert loaded.update == 3 and is_host(loaded.env)
+    assert loaded.updates == 3 and is_host(loaded.env)
     assert np.shape(loaded.act(np.zeros(17, np.float32))) == (6,)
     code, shown, _ = run(capsys, "eval", out, "--episodes", "2", "--json")
     result = json.loads(shown)

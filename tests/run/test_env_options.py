@@ -91,8 +91,8 @@ def test_a_checkpoint_from_before_the_setting_existed_still_matches(tmp_path):
            "older": {"env_options": []}}
     old = {"kind": "ppo", "config": {"env": "CartPole-v1"}, "seed": 0}
     path = checkpoint.save(tmp_path / "old", 1, state, old)
-    update, loaded = checkpoint.load(path, state, new)
-    assert update == 1 and np.array_equal(loaded["w"], [0.0, 1.0, 2.0])
+    updates, loaded = checkpoint.load(path, state, new)
+    assert updates == 1 and np.array_equal(loaded["w"], [0.0, 1.0, 2.0])
     other = {**new, "config": {"env": "CartPole-v1", "env_options": ["x=1"]}, "older": {}}
     with pytest.raises(checkpoint.CheckpointError, match="written for another config"):
         checkpoint.load(path, state, other)

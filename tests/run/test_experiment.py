@@ -104,9 +104,9 @@ def test_ctrl_c_checkpoints_then_exits_and_resumes(capsys, tmp_path, uninterrupt
     assert "checkpoint written" in err and "--resume" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     latest = (out / "checkpoints" / "latest").read_text().strip()
-    update = int(latest.split("-")[1])
+    updates = int(latest.split("-")[1])
     rows = (out / "metrics.jsonl").read_text().splitlines()
-    assert json.loads(rows[-1])["update"] == update  # logged exactly up to the checkpoint
+    assert json.loads(rows[-1])["update"] == updates  # logged exactly up to the checkpoint
     assert sha_of(capsys, "train", "--resume", str(out), "--json") == uninterrupted
 
 

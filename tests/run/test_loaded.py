@@ -40,7 +40,7 @@ def test_load_run_reproduces_ppo_greedy_evaluation(capsys, tmp_path, env):
     summary = json.loads((out / "summary.json").read_text())
     config = json.loads((out / "config.json").read_text())["config"]
     loaded = rollax.load_run(out)
-    assert loaded.lanes == ({"seed": 0},) and loaded.update == updates
+    assert loaded.lanes == ({"seed": 0},) and loaded.updates == updates
     state = _final_state(out)
     if config["normalize_observations"]:  # MountainCar's preset: (network, statistics)
         stats = loaded.lane_params(0)[1]
@@ -149,7 +149,7 @@ def test_checkpoint_arrays_are_named_by_their_path_in_the_state(capsys, tmp_path
     names = np.load(latest / "state.npz").files
     assert names == [leaf["name"] for leaf in meta["leaves"]]
     for name in ("params/actor/0/weight", "params/actor/1/bias", "params/critic/0/weight",
-                 "params/log_std", "key", "update"):
+                 "params/log_std", "key", "updates"):
         assert name in names, names
     with np.load(latest / "state.npz") as npz:
         assert npz["params/actor/0/weight"].shape == (1, 8, 4)  # (lanes, out, in)
@@ -163,6 +163,21 @@ def test_checkpoint_leaf_names():
     tree = {"a": (np.zeros(1), {"b": np.zeros(2)}), "c/d": np.zeros(1), "c": {"d": np.zeros(1)}}
     assert leaf_names(tree) == ["a/0", "a/1/b", "c/d", "c/d#3"]
     assert leaf_names(np.zeros(3)) == ["leaf"]
+
+
+def test_a_renamed_leaf_is_read_under_its_old_name_where_the_template_has_its_new_one(tmp_path):
+    from rollax.run.checkpoint import RENAMED, CheckpointError, load, save
+    assert RENAMED == {"update": "updates"}  # the counter of updates done, a state's own field
+    config = {"kind": "x", "config": {}, "seed": 0}
+    old = {"params": {"update": np.arange(2.0)}, "update": np.int32(3)}  # as written before
+    path = save(tmp_path, 3, old, config)
+    updates, state = load(path, {"params": {"update": np.zeros(2)}, "updates": np.int32(0)},
+                          config)
+    assert updates == 3 and int(state["updates"]) == 3
+    np.testing.assert_array_equal(state["params"]["update"], [0.0, 1.0])
+    # a leaf named update deeper in the state is not the counter: never renamed
+    with pytest.raises(CheckpointError, match=r"first difference: leaf params/updates\)"):
+        load(path, {"params": {"updates": np.zeros(2)}, "updates": np.int32(0)}, config)
 
 
 def test_act_compiles_once_per_kind_of_call_and_clips_on_request(capsys, tmp_path):

@@ -269,7 +269,7 @@ def test_a_session_holds_its_folder_until_it_closes(tmp_path):
     assert run_folder.held() == holding
     with training.open_resume(session.folder.path, length=3) as longer:
         assert os.path.realpath(longer.folder.path) in run_folder.held()
-        assert (longer.start.update, longer.was) == (2, 2)
+        assert (longer.start.updates, longer.was) == (2, 2)
         summary, _ = longer.execute()
     assert run_folder.held() == holding and not (session.folder.path / ".lock").exists()
     assert [lane["env_steps"] > 0 for lane in summary["lanes"]] == [True]

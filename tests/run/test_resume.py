@@ -7,8 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import rollax
 from helpers import run
 from rollax.cli import main
 from rollax.cli.parse import parse_train
@@ -194,6 +196,48 @@ def test_a_checkpoint_past_the_runs_end_is_refused(capsys, finished, tmp_path):
     assert err == (f"rollax train: error: resume: checkpoint '{out}/checkpoints/update-0000004' "
                    f"is at update 4, past the run's 2 updates\n")
     assert digest(out) == before
+
+
+UPDATE_COUNTER = Path(__file__).resolve().parents[1] / "data" / "checkpoint-update-counter"
+"""Two finished runs written by rollax (commit d6c00ab) while the states' counter of updates done
+was the field ``update`` (the leaf ``update`` of ``state.npz``), each kept with its last
+checkpoint only (``update-0000002``) and without figures: ``tabular``, tabular PPO on the
+corridor (``--updates 2 --batch-size 16``), and ``ppo``, PPO on CartPole
+(``--total-steps 128 --num-envs 2 --num-steps 32 --minibatches 2 --epochs 1 --hidden 4
+--eval-episodes 2``), both with ``--chunk-size 1 --checkpoint-every 1``."""
+
+
+@pytest.mark.parametrize(("name", "longer", "header"), [
+    ("tabular", ["--updates", "4"], "2 x 16 episodes per lane to go"),
+    ("ppo", ["--total-steps", "256"], "2 x 64 env steps per lane to go"),
+])
+def test_a_run_from_before_the_counter_was_named_updates_trains_longer(
+        capsys, monkeypatch, tmp_path, name, longer, header):
+    monkeypatch.setattr(plots, "plot_runs", lambda *args: [])  # figures: not tested here
+    out = tmp_path / name
+    shutil.copytree(UPDATE_COUNTER / name, out)
+    with np.load(out / "checkpoints" / "update-0000002" / "state.npz") as npz:
+        assert "update" in npz.files and npz["update"].tolist() == [2]
+    loaded = rollax.load_run(out)
+    assert loaded.updates == 2
+    with pytest.warns(DeprecationWarning, match=r"LoadedPolicy.update is deprecated"):
+        assert loaded.update == 2  # the old name, kept for a while
+    before = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    code, stdout, err = run(capsys, "train", "--resume", out, *longer)
+    assert code == 0, err
+    assert stdout.splitlines()[1] == (f"resuming the run in {out} at update 2 of 4 (checkpoint "
+                                      f"update-0000002); {header}")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[:3] == before
+    if name == "ppo":  # PPO counts its environment steps from the counter: (updates) x 64
+        assert [r["env_steps"] for r in rows[1:]] == [64, 128, 192, 256]
+    latest = out / "checkpoints" / "update-0000004"
+    assert (out / "checkpoints" / "latest").read_text() == "update-0000004\n"
+    assert json.loads((latest / "meta.json").read_text())["update"] == 4
+    with np.load(latest / "state.npz") as npz:  # the counter as it is named now
+        assert "update" not in npz.files and npz["updates"].tolist() == [4]
+    assert rollax.load_run(out).updates == 4
 
 
 @pytest.mark.slow

@@ -198,7 +198,7 @@ class A2CParts:
         batch = self.experience.batch(state, collected, advantages)
         step = optim.gradient_step(lambda p: self.loss(p, batch, hp), state.params,
                                    state.opt_state, self.optimiser(hp), self.experience.checked,
-                                   state.update + 1)
+                                   state.updates + 1)
         new_state, episodes = self.experience.advance(state, collected, advantages, step.params,
                                                    step.opt_state, key)
         return new_state, self.metrics(state, hp, step, collected, advantages, episodes)
@@ -222,9 +222,9 @@ class A2CParts:
             entropy=step.aux["entropy"],
             explained_variance=explained_variance(collected.values, advantages.target),
             grad_norm=optim.actor_norm(step.grads),
-            learning_rate=jnp.asarray(self.schedule(hp, state.update), jnp.float32),
+            learning_rate=jnp.asarray(self.schedule(hp, state.updates), jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-            episodes=episodes.count, env_steps=(state.update + 1) * self.experience.cells,
+            episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
         )
 
 

@@ -339,7 +339,8 @@ class EpisodicState(NamedTuple):
     params: Any
     opt_state: optax.OptState
     key: jax.Array
-    update: jax.Array
+    updates: jax.Array
+    """The number of updates done so far (0 before the first)."""
     env_steps: jax.Array
     """Live environment steps taken so far (the padding of finished episodes not counted)."""
     reference: Any = None
@@ -351,7 +352,7 @@ def gradient_step(parts: EpisodicParts, state: EpisodicState, loss: Callable,
     """``loss(params) -> (value, aux)`` differentiated once and applied
     (:func:`rollax.algos.optim.gradient_step`)."""
     return optim.gradient_step(loss, state.params, state.opt_state, parts.optimiser(hp),
-                               parts.checked, state.update + 1)
+                               parts.checked, state.updates + 1)
 
 
 def collect_batch(parts: EpisodicParts, state: EpisodicState) -> tuple[jax.Array, Trajectory]:
@@ -362,7 +363,7 @@ def collect_batch(parts: EpisodicParts, state: EpisodicState) -> tuple[jax.Array
     key, collect_key = jax.random.split(state.key)
     traj = parts.collect(state.params, collect_key, live_only=skips_padding(parts))
     if parts.checked:
-        guards.check_collected(traj, parts.env.action_space, state.update + 1)
+        guards.check_collected(traj, parts.env.action_space, state.updates + 1)
     return key, traj
 
 
@@ -381,7 +382,7 @@ def chunked_step(parts: EpisodicParts, state: EpisodicState, traj: Trajectory, d
     total, grads = chunked_value_and_grad(parts, state.params, traj, data, per_cell)
     return optim.apply_gradient(total if value is None else value, {} if aux is None else aux,
                                 grads, state.params, state.opt_state, parts.optimiser(hp),
-                                parts.checked, state.update + 1)
+                                parts.checked, state.updates + 1)
 
 
 def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool = False
@@ -390,7 +391,7 @@ def fresh_state(parts: EpisodicParts, key: jax.Array, hp, keep_reference: bool =
     key, init_key = jax.random.split(key)
     params: Any = parts.net.init(init_key)
     return EpisodicState(params=params, opt_state=parts.optimiser(hp).init(params), key=key,
-                         update=jnp.zeros((), jnp.int32), env_steps=jnp.zeros((), jnp.int32),
+                         updates=jnp.zeros((), jnp.int32), env_steps=jnp.zeros((), jnp.int32),
                          reference=params if keep_reference else None)
 
 

@@ -88,7 +88,8 @@ class ActorCriticState(NamedTuple):
     """(B,) return so far of each environment's current episode."""
     episode_length: jax.Array
     key: jax.Array
-    update: jax.Array
+    updates: jax.Array
+    """The number of updates done so far (0 before the first)."""
     carry: Any = None
     """(B, ...) each environment's memory, for a recurrent network (else None)."""
     reward_stats: RunningStats | None = None
@@ -249,7 +250,7 @@ class ExperienceParts:
             obs_stats=obs_norm_init(observation_stats_template(self.net)),
             env_state=reset_batch(self.env, env_key, B),
             episode_return=jnp.zeros(B, jnp.float32), episode_length=jnp.zeros(B, jnp.int32),
-            key=key, update=jnp.zeros((), jnp.int32),
+            key=key, updates=jnp.zeros((), jnp.int32),
             carry=initial_carries(self.net, params, B) if self.recurrent else None,
             reward_stats=reward_norm_init() if rewards else None,
             discounted_return=jnp.zeros(B, jnp.float32) if rewards else None,
@@ -298,7 +299,7 @@ class ExperienceParts:
         (normalised with the statistics it collected with), after checked mode's checks of
         its observations and actions."""
         if self.checked:
-            guards.check_collected(traj, self.env.action_space, state.update + 1)
+            guards.check_collected(traj, self.env.action_space, state.updates + 1)
         return (self.normalize(state.obs_stats, traj.observation),
                 self.normalize(state.obs_stats, traj.next_observation))
 
@@ -344,7 +345,7 @@ class ExperienceParts:
         return ActorCriticState(
             params=params, opt_state=opt_state, obs_stats=stats, env_state=collected.env_state,
             episode_return=episodes.running_return, episode_length=episodes.running_length,
-            key=key, update=state.update + 1, carry=collected.carry,
+            key=key, updates=state.updates + 1, carry=collected.carry,
             reward_stats=advantages.reward_stats,
             discounted_return=advantages.discounted_return), episodes
 

@@ -187,7 +187,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         flat_groups=jnp.mean(flat.astype(jnp.float32)), grad_norm=grad_norms[0],
         episode_return=jnp.mean(ep_return), episode_length=jnp.mean(ep_length),
         env_steps=env_steps)
-    return stepped._replace(key=key, update=state.update + 1, env_steps=env_steps), metrics
+    return stepped._replace(key=key, updates=state.updates + 1, env_steps=env_steps), metrics
 
 
 def init(parts: EpisodicParts, key: jax.Array, hp) -> EpisodicState:

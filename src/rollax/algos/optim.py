@@ -34,7 +34,7 @@ def clip_per_network(max_norm) -> optax.GradientTransformation:
     def part(field: str) -> str:
         return {"actor": "actor", "log_std": "actor", "critic": "critic"}.get(field, "shared")
 
-    def update(updates, state, params=None):
+    def update(updates, state, params=None):  # optax names the gradient "updates"
         del params
         grads: Any = updates
         parts: dict[str, list] = {}
@@ -93,21 +93,22 @@ class Step(NamedTuple):
 
 def gradient_step(loss: Callable, params, opt_state: optax.OptState,
                   optimiser: optax.GradientTransformation, checked: bool = False,
-                  update=None) -> Step:
+                  update_number=None) -> Step:
     """``loss(params) -> (value, aux)`` differentiated once and ``optimiser``'s step applied;
     with ``checked``, checked mode's checks of the loss, the gradient and the new parameters
-    (:func:`rollax.guards.check_step`, naming ``update``)."""
+    (:func:`rollax.guards.check_step`, naming update ``update_number``)."""
     (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(params)
-    return apply_gradient(value, aux, grads, params, opt_state, optimiser, checked, update)
+    return apply_gradient(value, aux, grads, params, opt_state, optimiser, checked,
+                          update_number)
 
 
 def apply_gradient(value, aux, grads, params, opt_state: optax.OptState,
                    optimiser: optax.GradientTransformation, checked: bool = False,
-                   update=None) -> Step:
+                   update_number=None) -> Step:
     """:func:`gradient_step` with the loss's ``value``, ``aux`` and gradient ``grads``
     computed by the caller (e.g. chunk by chunk)."""
-    updates, opt_state = optimiser.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
+    deltas, opt_state = optimiser.update(grads, opt_state, params)  # optax's "updates"
+    params = optax.apply_updates(params, deltas)
     if checked:
-        guards.check_step(update, value, grads, params)
+        guards.check_step(update_number, value, grads, params)
     return Step(params, opt_state, value, aux, grads)

@@ -130,8 +130,9 @@ def resolve(config: PPOConfig, env: Environment | None = None) -> PPOConfig:
 PPOState = ActorCriticState
 """Everything a run carries from one update to the next: the rollout's
 :class:`~rollax.algos.experience.ActorCriticState` (parameters, optimiser state, observation
-statistics, environments, running episodes, key, update count, recurrent memories, and with
-``normalize_rewards`` the reward statistics and running discounted returns)."""
+statistics, environments, running episodes, key, the number of updates done, recurrent
+memories, and with ``normalize_rewards`` the reward statistics and running discounted
+returns)."""
 
 
 class PPOMetrics(NamedTuple):
@@ -207,12 +208,12 @@ class PPOParts:
         """``epochs`` passes of minibatch steps over ``batch`` (the cells shuffled for a
         feedforward network, whole sequences split by environment for a recurrent one):
         ``((params, opt_state), aux)`` with aux ``(epochs, minibatches)`` per loss output."""
-        tx, config, update = self.optimiser(hp), self.config, state.update + 1
+        tx, config, update_number = self.optimiser(hp), self.config, state.updates + 1
 
         def sgd_step(carry: tuple[Any, optax.OptState], minibatch):
             params, opt_state = carry
             step = optim.gradient_step(lambda p: self.loss(p, minibatch, hp), params,
-                                       opt_state, tx, self.experience.checked, update)
+                                       opt_state, tx, self.experience.checked, update_number)
             return (step.params, step.opt_state), step.aux
 
         def epoch(carry, key):
@@ -244,10 +245,10 @@ class PPOParts:
             clip_fraction=aux["clip_fraction"].mean(),
             ratio_min=aux["ratio_min"].min(), ratio_max=aux["ratio_max"].max(),
             explained_variance=explained_variance(collected.values, advantages.target),
-            learning_rate=jnp.asarray(self.schedule(hp, state.update * self.steps_per_update),
+            learning_rate=jnp.asarray(self.schedule(hp, state.updates * self.steps_per_update),
                                       jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
-            episodes=episodes.count, env_steps=(state.update + 1) * self.experience.cells,
+            episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
         )
 
 

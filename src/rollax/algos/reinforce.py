@@ -171,7 +171,7 @@ def update(parts: EpisodicParts, state: EpisodicState, hp):
         grad_norm=optim.actor_norm(step.grads), episode_return=jnp.mean(ep_return),
         episode_length=jnp.mean(ep_length), env_steps=env_steps)
     return state._replace(params=step.params, opt_state=step.opt_state, key=key,
-                          update=state.update + 1, env_steps=env_steps), metrics
+                          updates=state.updates + 1, env_steps=env_steps), metrics
 
 
 def init(parts: EpisodicParts, key: jax.Array, hp) -> EpisodicState:

@@ -121,8 +121,8 @@ class TabularTrainState(NamedTuple):
     params: jax.Array
     key: jax.Array
     """The running key: each update splits it into (next running key, sample key)."""
-    update: jax.Array
-    """Updates done so far."""
+    updates: jax.Array
+    """The number of updates done so far (0 before the first)."""
     env_steps: jax.Array
     """Live environment steps taken so far."""
 
@@ -212,7 +212,7 @@ class TabularParts:
 def _gradient_steps(parts: TabularParts, state: TabularTrainState, traj, targets, hp):
     """``epochs`` full-batch gradient steps: ``(params, (losses, grad norms))``."""
     optimiser = optax.sgd(hp.lr)  # params <- params - lr * grad
-    update = state.update + 1
+    update_number = state.updates + 1
 
     def epoch(params: jax.Array, _):
         loss, grad = jax.value_and_grad(parts.loss)(params, traj, targets, hp.clip_eps)
@@ -220,7 +220,7 @@ def _gradient_steps(parts: TabularParts, state: TabularTrainState, traj, targets
         # optax types the result as a generic pytree; here it is the single array ``params``
         params = cast(jax.Array, optax.apply_updates(params, step))
         if parts.checked:
-            guards.check_step(update, loss, grad, params)
+            guards.check_step(update_number, loss, grad, params)
         return params, (loss, optax.tree.norm(grad))
 
     return jax.lax.scan(epoch, state.params, jnp.arange(parts.config.epochs))
@@ -234,7 +234,7 @@ def update(parts: TabularParts, state: TabularTrainState, hp):
     traj = constrain_envs(traj, axis=1)  # (T, B, ...): B split over devices, if any
     targets = reward_to_go(traj.reward)
     if parts.checked:
-        guards.check_collected(traj, parts.env.action_space, state.update + 1)
+        guards.check_collected(traj, parts.env.action_space, state.updates + 1)
     params, (losses, grad_norms) = _gradient_steps(parts, state, traj, targets, hp)
     ratio = jnp.exp(parts.log_prob(params, traj) - traj.log_prob)
     live = traj.active
@@ -250,7 +250,7 @@ def update(parts: TabularParts, state: TabularTrainState, hp):
                                                       live),
         env_steps=env_steps,
     )
-    return TabularTrainState(params=params, key=key, update=state.update + 1,
+    return TabularTrainState(params=params, key=key, updates=state.updates + 1,
                              env_steps=env_steps), metrics
 
 
@@ -275,7 +275,7 @@ def make_algorithm(config: TabularConfig, checked: bool = False,
         env_steps_per_update=config.batch_size * parts.horizon,
         episodes_per_update=config.batch_size,
         init=lambda key, hp: TabularTrainState(
-            params=parts.policy.init(), key=key, update=jnp.zeros((), jnp.int32),
+            params=parts.policy.init(), key=key, updates=jnp.zeros((), jnp.int32),
             env_steps=jnp.zeros((), jnp.int32)),
         update=functools.partial(update, parts), evaluate=exact, result=result, env=env,
         policy=parts.policy, params=lambda state: state.params,

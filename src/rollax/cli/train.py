@@ -138,7 +138,7 @@ def resume_header(stopped) -> None:
     run, algo, start = stopped.run, stopped.algo, stopped.start
     out = console()
     out.print(headline(run))
-    done = 0 if start is None else start.update
+    done = 0 if start is None else start.updates
     where = (f"checkpoint {start.path.name}" if start is not None
              else "no checkpoint: starting again")
     each = (counted(algo.env_steps_per_update, "env step") if algo.episodes_per_update is None

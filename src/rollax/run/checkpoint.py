@@ -3,12 +3,14 @@
 Layout of a checkpoint folder ``checkpoints/update-0000040/``:
 
 - ``state.npz``: each leaf under its path in the state (:func:`leaf_names`:
-  ``params/actor/0/weight``, ``obs_stats/mean``, ...; NumPy, read back with
+  ``params/actor/0/weight``, ``obs_stats/mean``, ``updates``, ...; NumPy, read back with
   ``allow_pickle=False``); typed PRNG keys are stored as their raw ``uint32`` data.
-  Checkpoints written before the paths (their leaves ``leaf_00000 ...`` in order) still load;
-- ``meta.json``: the update counter, the config fingerprint, the run's length setting (key
-  ``budget``: the field's name and value), each leaf's name, shape, dtype and kind, and the
-  SHA-256 of ``state.npz``.
+  Checkpoints written before the paths (their leaves ``leaf_00000 ...`` in order) still load,
+  and so do those written before a leaf was renamed (:data:`RENAMED`);
+- ``meta.json``: the number of updates done (key ``update``, as in the folder's name and the
+  metrics' rows: the key checkpoints have always had, which every version reads), the config
+  fingerprint, the run's length setting (key ``budget``: the field's name and value), each
+  leaf's name, shape, dtype and kind, and the SHA-256 of ``state.npz``.
 
 A checkpoint is written into a hidden staging folder and renamed into place; only then does
 ``checkpoints/latest`` (a one-line text file, itself replaced atomically) point at it. A crash
@@ -32,6 +34,12 @@ from rollax.keys import is_key
 from rollax.run.files import atomic_write_text, staged_folder
 
 LATEST = "latest"
+
+RENAMED = {"update": "updates"}
+"""Leaves renamed since checkpoints were first written, old name -> new name, each a whole path
+in the state: the counter of updates done, a field of every algorithm's state, was ``update``
+until it was named ``updates``. A stored leaf takes its new name only where the template has
+that name at the same place, so no other leaf (a ``params/.../update``) is ever renamed."""
 
 
 class CheckpointError(ValueError):
@@ -96,16 +104,17 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save(directory: Path, update: int, state, config: dict, keep: int = 3,
+def save(directory: Path, updates: int, state, config: dict, keep: int = 3,
          length_field: str | None = None) -> Path:
-    """Write ``state`` as checkpoint ``update`` under ``directory`` and mark it the latest.
+    """Write ``state``, the state after ``updates`` updates, as checkpoint
+    ``update-<updates>`` under ``directory`` and mark it the latest.
     ``config``: the run's identity, whose ``config`` mapping holds the algorithm's settings;
     ``length_field``: the one among them that sets the run's length, recorded apart so that the
     run can later be trained longer (:func:`load`)."""
     directory.mkdir(parents=True, exist_ok=True)
     state = jax.device_get(state)
     leaves, names = jax.tree_util.tree_leaves(state), leaf_names(state)
-    name = f"update-{update:07d}"
+    name = f"update-{updates:07d}"
     final = directory / name
     with staged_folder(final, replace=True) as staging:
         arrays: dict[str, Any] = {
@@ -115,7 +124,7 @@ def save(directory: Path, update: int, state, config: dict, keep: int = 3,
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
-        meta = {"update": int(update), "fingerprint": fingerprint(config),
+        meta = {"update": int(updates), "fingerprint": fingerprint(config),
                 **({"budget": {length_field: config["config"][length_field]}}
                    if length_field else {}),
                 "leaves": [{"name": n, **_leaf_info(leaf)} for n, leaf in zip(names, leaves)],
@@ -140,8 +149,26 @@ def latest(directory: Path) -> Path:
     return path
 
 
+def _renamed(infos: list, expected: list[dict]) -> tuple[list, list]:
+    """``(names, infos)``: the names ``infos``' arrays are stored under in ``state.npz``, and
+    ``infos`` with each leaf that :data:`RENAMED` renamed to the template's name at its place
+    (``expected``) named so."""
+    if not isinstance(infos, list):
+        return [], infos
+    stored, current = [], []
+    for i, info in enumerate(infos):
+        name = info.get("name") if isinstance(info, dict) else None
+        if (isinstance(name, str) and name in RENAMED and i < len(expected)
+                and RENAMED[name] == expected[i]["name"]):
+            info = {**info, "name": RENAMED[name]}
+        stored.append(name)
+        current.append(info)
+    return stored, current
+
+
 def load(path: Path, template, config: dict, length_field: str | None = None):
-    """Read checkpoint ``path`` into the structure of ``template``; returns ``(update, state)``.
+    """Read checkpoint ``path`` into the structure of ``template``; returns ``(updates, state)``,
+    the number of updates done and the state.
 
     Refuses (``CheckpointError``, nothing modified) a checkpoint whose data does not match its
     recorded hash, whose config fingerprint differs, or whose leaves differ from the template's.
@@ -152,7 +179,7 @@ def load(path: Path, template, config: dict, length_field: str | None = None):
     """
     try:
         meta = json.loads((path / "meta.json").read_text())
-        update, recorded, infos = int(meta["update"]), meta["sha256"], meta["leaves"]
+        updates, recorded, infos = int(meta["update"]), meta["sha256"], meta["leaves"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {str(path)!r} is corrupt: unreadable meta.json "
                               f"({err})") from None
@@ -173,6 +200,8 @@ def load(path: Path, template, config: dict, length_field: str | None = None):
         # written before the leaves were named: leaf_00000, leaf_00001, ... in order
         names = [f"leaf_{i:05d}" for i in range(len(leaves))]
         expected = [{k: v for k, v in info.items() if k != "name"} for info in expected]
+    else:
+        names, infos = _renamed(infos, expected)
     if infos != expected:
         differ = [e.get("name", str(i)) for i, (a, e) in enumerate(zip(infos, expected))
                   if a != e]
@@ -190,7 +219,7 @@ def load(path: Path, template, config: dict, length_field: str | None = None):
             restored.append(jax.random.wrap_key_data(arr, impl=jax.random.key_impl(leaf)))
         else:
             restored.append(jax.numpy.asarray(arr))
-    return update, jax.tree_util.tree_unflatten(treedef, restored)
+    return updates, jax.tree_util.tree_unflatten(treedef, restored)
 
 
 def folders(directory: Path) -> list[Path]:
@@ -202,7 +231,8 @@ def folders(directory: Path) -> list[Path]:
 class Found(NamedTuple):
     """The checkpoint a stopped run continues from (:func:`resume_point`)."""
 
-    update: int
+    updates: int
+    """The number of updates done."""
     state: Any
     path: Path
     note: str | None
@@ -250,12 +280,12 @@ def resume_point(directory: Path, template, config: dict, length_field: str | No
     tried = []
     for path in candidates:
         try:
-            update, state = load(path, template, config, length_field)
+            updates, state = load(path, template, config, length_field)
         except CheckpointError:
             tried.append(path.name)
             continue
         note = f"{reason}; continuing from {str(path)!r}, the newest checkpoint that verifies"
-        return Found(update, state, path, note + (f" ({', '.join(tried)} did not)" if tried
-                                                  else ""))
+        return Found(updates, state, path, note + (f" ({', '.join(tried)} did not)" if tried
+                                                   else ""))
     detail = f" (tried {', '.join(tried)})" if tried else ""
     raise CheckpointError(f"{reason}, and no checkpoint in {str(directory)!r} verifies{detail}")

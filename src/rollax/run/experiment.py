@@ -400,13 +400,14 @@ def jsonable(x):
     return x if np.isfinite(x) else None
 
 
-def metrics_rows(metrics, labels: list[dict], first_update: int):
-    """One JSON-able dict per (lane, update) from host metrics ``(lanes, n)``."""
+def metrics_rows(metrics, labels: list[dict], updates: int):
+    """One JSON-able dict per (lane, update) from host metrics ``(lanes, n)`` of the ``n``
+    updates after the first ``updates``: key ``"update"``, ``updates + 1`` to ``updates + n``."""
     fields = metrics._asdict() if hasattr(metrics, "_asdict") else metrics
     n = next(iter(fields.values())).shape[1]
     for j in range(n):
         for lane, label in enumerate(labels):
-            yield {**label, "update": first_update + j + 1,
+            yield {**label, "update": updates + j + 1,
                    **{k: jsonable(v[lane, j]) for k, v in fields.items()}}
 
 
@@ -436,12 +437,12 @@ class Interrupt:
         return False
 
 
-def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
+def run_loop(runner: Runner, state, updates: int, on_chunk: Callable,
              checkpoint_every: int, save: Callable, interrupt: Interrupt | None = None):
-    """Run from ``start_update`` to the end in chunks; after each chunk call
-    ``on_chunk(metrics, first_update, updates_done, state)``; ``save(updates_done, state)`` when a
-    checkpoint is due, at the end, and when interrupted. Returns ``(state, updates_done,
-    interrupted)``.
+    """Run from ``state``, after ``updates`` updates, to the end in chunks; after each chunk call
+    ``on_chunk(metrics, updates_before, updates_done, state)`` (the updates done before the
+    chunk and after it); ``save(updates_done, state)`` when a checkpoint is due, at the end, and
+    when interrupted. Returns ``(state, updates_done, interrupted)``.
 
     The next chunk starts before the host reads this one's metrics, writes its rows and
     checkpoints (JAX runs it meanwhile; the chunk reads the state without consuming it), so the
@@ -450,8 +451,8 @@ def run_loop(runner: Runner, state, start_update: int, on_chunk: Callable,
     own work. The values are the same either way; a chunk started when the run then stops (an
     interrupt, a failed step of the host) is dropped."""
     total = runner.algo.num_updates
-    done = start_update
-    last_saved = start_update
+    done = updates
+    last_saved = updates
     ahead = not (runner.checked or runner.stepwise)
     started = None
     while done < total:

@@ -23,10 +23,11 @@ statistics (a run that normalised observations) folded in as constants. Its inpu
   the action is drawn (:meth:`rollax.distributions.Categorical.from_uniform`); without it
   the action is the policy's mode (greedy).
 
-A JSON file beside it (``<out>.json``) records the run, lane, update, and every input's and
-output's name, shape and dtype. Both are written whole to hidden temporary files beside them
-and renamed into place together once complete (:func:`rollax.run.files.staged_files`): a
-failure (a full disk) names the file and leaves neither, and older ones as they were.
+A JSON file beside it (``<out>.json``) records the run, lane, the number of updates done (key
+``update``), and every input's and output's name, shape and dtype. Both are written whole to
+hidden temporary files beside them and renamed into place together once complete
+(:func:`rollax.run.files.staged_files`): a failure (a full disk) names the file and leaves
+neither, and older ones as they were.
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ def export_policy(run: str | Path, out: str | Path, fmt: str = "stablehlo",
                           for (name, spec), structs in zip(signature, inputs))))
     observation = described.pop(INPUT)
     info = {"format": fmt, "file": path.name, "run": str(run), "lane": lane,
-            "lane_label": loaded.lanes[lane], "update": loaded.update,
+            "lane_label": loaded.lanes[lane], "update": loaded.updates,
             "env": getattr(loaded.env, "name", None) or _env_name(run),
             "policy": "sample" if sample else "greedy",
             **({"inputs": observation} if is_structured(loaded.env.observation_space)

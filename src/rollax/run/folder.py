@@ -239,20 +239,20 @@ def check_metric_order(path: Path, rows: Iterable[tuple[int, dict]]) -> None:
     why = "was the run trained by two processes at once?"
     last, lanes = -1, set()
     for number, row in rows:
-        update = row["update"]
+        updates = row["update"]
         lane = []
         for key, value in row.items():
             if key == "update":
                 break
             lane.append(f"{key}={json.dumps(value)}")
-        if update < last:
-            raise ValueError(f"{str(path)!r} line {number} goes back to update {update} after "
+        if updates < last:
+            raise ValueError(f"{str(path)!r} line {number} goes back to update {updates} after "
                              f"update {last} ({why})")
-        if update > last:
-            last, lanes = update, set()
+        if updates > last:
+            last, lanes = updates, set()
         name = ", ".join(lane)
         if name in lanes:
-            raise ValueError(f"{str(path)!r} line {number} repeats update {update}"
+            raise ValueError(f"{str(path)!r} line {number} repeats update {updates}"
                              + (f" of lane {name}" if name else "") + f" ({why})")
         lanes.add(name)
 
@@ -383,12 +383,12 @@ class RunFolder:
         if (self.path / METRICS).exists():
             self._metric_lines(torn_tail=True)
 
-    def truncate_metrics(self, update: int) -> None:
-        """Keep the metric lines up to ``update`` (a killed run may have logged past its last
-        checkpoint; a full disk may have left half a line); rewritten atomically."""
+    def truncate_metrics(self, updates: int) -> None:
+        """Keep the metric lines up to update ``updates`` (a killed run may have logged past its
+        last checkpoint; a full disk may have left half a line); rewritten atomically."""
         path = self.path / METRICS
         lines = self._metric_lines(torn_tail=True) if path.exists() else []
-        kept = [line for line, row in lines if row["update"] <= update]
+        kept = [line for line, row in lines if row["update"] <= updates]
         atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def metric_table(self, labels: list[dict], name: str) -> np.ndarray:
@@ -399,16 +399,17 @@ class RunFolder:
     def has_checkpoint(self) -> bool:
         return (self.checkpoints / checkpoint.LATEST).exists()
 
-    def save_checkpoint(self, update: int, state: Any, identity: dict,
+    def save_checkpoint(self, updates: int, state: Any, identity: dict,
                         length_field: str | None = None) -> None:
         with writing(self.checkpoints):
-            checkpoint.save(self.checkpoints, update, state, identity,
+            checkpoint.save(self.checkpoints, updates, state, identity,
                             length_field=length_field)
 
     def load_checkpoint(self, template: Any, identity: dict,
                         length_field: str | None = None) -> tuple[int, Any]:
-        """``(update, state)`` of the latest checkpoint, refused unless it matches (only its
-        ``length_field`` setting may differ, see :func:`rollax.run.checkpoint.load`)."""
+        """``(updates, state)`` of the latest checkpoint (the number of updates done and the
+        state), refused unless it matches (only its ``length_field`` setting may differ, see
+        :func:`rollax.run.checkpoint.load`)."""
         return checkpoint.load(checkpoint.latest(self.checkpoints), template, identity,
                                length_field)
 

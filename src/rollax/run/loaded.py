@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import math
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,8 @@ class LoadedPolicy:
     statistics of ``normalize_rewards`` are not: acting does not read them)."""
     lanes: tuple[dict, ...]
     """Each lane's label: its seed and swept values (``{"seed": 0}`` for a plain run)."""
-    update: int
-    """The update count of the checkpoint."""
+    updates: int
+    """The number of updates done at the checkpoint."""
     path: Path
     """The run folder."""
 
@@ -266,6 +267,13 @@ class LoadedPolicy:
         return (array.reshape(-1, *shape) if lead else array), lead
 
     @property
+    def update(self) -> int:
+        """Deprecated: :attr:`updates`, the old name of the number of updates done."""
+        warnings.warn("LoadedPolicy.update is deprecated: it is LoadedPolicy.updates, the "
+                      "number of updates done", DeprecationWarning, stacklevel=2)
+        return self.updates
+
+    @property
     def recurrent(self) -> bool:
         """Whether the policy carries a memory (``--network gru`` or ``lstm``): then act with
         :meth:`initial_carry` and :meth:`step` instead of :meth:`act`."""
@@ -315,7 +323,7 @@ def load_run(path: str | Path) -> LoadedPolicy:
     ``normalize_rewards`` also the reward statistics and each environment's running discounted
     return, ``reward_stats`` and ``discounted_return``) stays in the run folder, where
     ``rollax train --resume`` reads it (:func:`rollax.run.training.load_latest` returns it)."""
-    _, algo, lanes, update, state = load_latest(path)
+    _, algo, lanes, updates, state = load_latest(path)
     params = jax.jit(jax.vmap(algo.params))(state)
-    return LoadedPolicy(algo.env, algo.policy, params, tuple(lanes.labels()), update,
+    return LoadedPolicy(algo.env, algo.policy, params, tuple(lanes.labels()), updates,
                         Path(path))

@@ -53,12 +53,13 @@ from rollax.version import __version__
 
 
 class Interrupted(Exception):
-    """Training stopped on Ctrl-C after writing a checkpoint."""
+    """Training stopped on Ctrl-C after writing a checkpoint: the run's folder ``run_dir`` and
+    ``updates``, the number of updates done (the checkpoint's)."""
 
-    def __init__(self, run_dir: Path, update: int):
-        super().__init__(f"interrupted at update {update}; checkpoint written; continue with "
+    def __init__(self, run_dir: Path, updates: int):
+        super().__init__(f"interrupted at update {updates}; checkpoint written; continue with "
                          f"`rollax train --resume {run_dir}`")
-        self.run_dir, self.update = run_dir, update
+        self.run_dir, self.updates = run_dir, updates
 
 
 def versions() -> dict:
@@ -78,45 +79,45 @@ EVAL_STREAM = 0x6576616C
 
 
 def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int, state) -> Callable:
-    """``(state, update) -> (lanes,)`` mean greedy return of ``episodes`` fresh absorbing
+    """``(state, updates) -> (lanes,)`` mean greedy return of ``episodes`` fresh absorbing
     episodes per lane (:func:`rollax.evaluation.evaluate_policy`) on the evaluation keys of
-    ``update``; the training state is only read, so training results never change. Compiled
-    here, for states like ``state`` (arrays, or their shapes and layouts): the evaluations
-    during the run compile nothing."""
+    the state after ``updates`` updates; the training state is only read, so training results
+    never change. Compiled here, for states like ``state`` (arrays, or their shapes and
+    layouts): the evaluations during the run compile nothing."""
     from rollax.evaluation import evaluate_policy
 
     def one(lane_state, key):
         return evaluate_policy(algo.env, algo.policy, algo.params(lane_state), key,
                                episodes, num_steps=getattr(algo.config, "eval_steps", None))
 
-    def evaluate(state, roots, update):
-        keys = jax.vmap(lambda k: jax.random.fold_in(k, update))(roots)
+    def evaluate(state, roots, updates):
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, updates))(roots)
         return jax.vmap(one)(state, keys)
 
     roots = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_STREAM))(lanes.keys())
     compiled = jax.jit(evaluate).lower(state, roots, jnp.uint32(0)).compile()
 
-    def at(state, update: int) -> np.ndarray:
-        returns = compiled(state, roots, np.uint32(update))
+    def at(state, updates: int) -> np.ndarray:
+        returns = compiled(state, roots, np.uint32(updates))
         return np.asarray(jax.device_get(returns), np.float64)
 
     return at
 
 
 VIDEO_STREAM = 0x5649
-"""Folded into lane 0's key (then the update) for the episodes of ``--video-every``: apart
+"""Folded into lane 0's key (then the updates done) for the episodes of ``--video-every``: apart
 from training's and the evaluations' keys."""
 
 
-def _video(run: RunConfig, algo: Algorithm, folder: RunFolder, state, update: int) -> None:
-    """``videos/update-NNNNNNN.gif`` in the run folder: one greedy episode of lane 0 at
-    ``update`` (:func:`rollax.run.video.training_video`), on a key of its own."""
+def _video(run: RunConfig, algo: Algorithm, folder: RunFolder, state, updates: int) -> None:
+    """``videos/update-NNNNNNN.gif`` in the run folder: one greedy episode of lane 0 after
+    ``updates`` updates (:func:`rollax.run.video.training_video`), on a key of its own."""
     from rollax.run.video import training_video
 
     lane = jax.tree_util.tree_map(lambda x: x[0], state)
-    key = jax.random.fold_in(jax.random.fold_in(run.lanes().keys()[0], VIDEO_STREAM), update)
+    key = jax.random.fold_in(jax.random.fold_in(run.lanes().keys()[0], VIDEO_STREAM), updates)
     training_video(algo.env, algo.policy, algo.params(lane), key,
-                   folder.path / "videos" / f"update-{update:07d}.gif")
+                   folder.path / "videos" / f"update-{updates:07d}.gif")
 
 
 def _first_rows(runner: Runner, state) -> list[dict]:
@@ -127,21 +128,22 @@ def _first_rows(runner: Runner, state) -> list[dict]:
             for lane, label in enumerate(runner.lanes.labels())]
 
 
-def _steps_at(folder: RunFolder, labels: list[dict], update: int) -> np.ndarray:
-    """Each lane's live environment steps after ``update`` updates, from metrics.jsonl
+def _steps_at(folder: RunFolder, labels: list[dict], updates: int) -> np.ndarray:
+    """Each lane's live environment steps after ``updates`` updates, from metrics.jsonl
     (``(lanes,)``, 0 before the first)."""
-    if update == 0:
+    if updates == 0:
         return np.zeros(len(labels), np.int64)
-    return np.nan_to_num(folder.metric_table(labels, "env_steps")[:, update]).astype(np.int64)
+    return np.nan_to_num(folder.metric_table(labels, "env_steps")[:, updates]).astype(np.int64)
 
 
 def _start(runner: Runner, folder: RunFolder, resume: Found | None):
-    """The state to continue from and its update count (metrics rewritten to match)."""
+    """The state to continue from and the number of updates done (metrics rewritten to
+    match)."""
     if resume is None:
         state = runner.initial_state()
         folder.write_metrics(_first_rows(runner, state), append=False)
         return state, 0
-    folder.truncate_metrics(resume.update)
+    folder.truncate_metrics(resume.updates)
     state = runner.place(resume.state)
     fields = runner.algo.env_batch_fields
     if is_host(runner.algo.env) and fields:
@@ -149,7 +151,7 @@ def _start(runner: Runner, folder: RunFolder, resume: Found | None):
         # from fresh pools (seeded as the run's start was), everything else is the checkpoint's
         fresh = runner.initial_state()
         state = state._replace(**{name: getattr(fresh, name) for name in fields})
-    return state, resume.update
+    return state, resume.updates
 
 
 def _lower_chunk(runner: Runner, state):
@@ -165,24 +167,24 @@ def _compile(lowered, since: float) -> float:
 
 
 def _ready(runner: Runner, folder: RunFolder, resume: Found | None, clock: Clock):
-    """The state to start from and its update count (:func:`_start`), the chunk compiled ahead
-    of the run (its seconds counted on ``clock``). A new run of a JAX environment compiles the
-    chunk, the longest compilation, beside the initial state and the first evaluation (XLA
-    compiles without holding Python's lock: on two cores, both at once). It is lowered here:
-    JAX's settings made with a context manager (rank promotion, matmul precision, default
-    device) hold for this thread only, and the run calls it here."""
+    """The state to start from and the number of updates done (:func:`_start`), the chunk
+    compiled ahead of the run (its seconds counted on ``clock``). A new run of a JAX environment
+    compiles the chunk, the longest compilation, beside the initial state and the first
+    evaluation (XLA compiles without holding Python's lock: on two cores, both at once). It is
+    lowered here: JAX's settings made with a context manager (rank promotion, matmul precision,
+    default device) hold for this thread only, and the run calls it here."""
     if resume is not None or is_host(runner.algo.env):
-        state, update = _start(runner, folder, resume)
+        state, updates = _start(runner, folder, resume)
         lowered = _lower_chunk(runner, state)
         with clock.compiling():
             lowered.compile()
-        return state, update
+        return state, updates
     lowered = _lower_chunk(runner, runner.state_shapes())
     with ThreadPoolExecutor(1) as beside:
         compiling = beside.submit(_compile, lowered, clock.began)
-        state, update = _start(runner, folder, resume)
+        state, updates = _start(runner, folder, resume)
         clock.compile_s += compiling.result()
-    return state, update
+    return state, updates
 
 
 class Unfinished(OSError):
@@ -288,15 +290,15 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     runner = Runner(algo, run.lanes(), run.chunk_size, devices=_devices(run, algo),
                     checked=run.checked)
     clock = Clock()
-    state, update = _ready(runner, folder, resume, clock)
+    state, updates = _ready(runner, folder, resume, clock)
     greedy = None
     if run.eval_every is not None:  # compiled before the loop, as compiling
         with clock.compiling():
             greedy = greedy_evaluator(algo, runner.lanes, run.eval_episodes, state)
     recorder = Recorder(run, runner, folder, clock, greedy, on_chunk)
-    clock.start(_steps_at(folder, runner.lanes.labels(), update))
+    clock.start(_steps_at(folder, runner.lanes.labels(), updates))
     with Interrupt() as interrupt:
-        state, done, interrupted = run_loop(runner, state, update, recorder,
+        state, done, interrupted = run_loop(runner, state, updates, recorder,
                                             run.checkpoint_every, recorder.save, interrupt)
     clock.stop()
     if interrupted:
@@ -580,32 +582,33 @@ def _open_resume(folder: RunFolder, path: str | Path, devices: int | None,
     check_run_devices(run, algo)
     found = folder.resume_point(template, identity, name)
     if found is not None:
-        if found.update > algo.num_updates:
+        if found.updates > algo.num_updates:
             raise ValueError(f"resume: checkpoint {str(found.path)!r} is at update "
-                             f"{found.update}, past the run's "
+                             f"{found.updates}, past the run's "
                              f"{counted(algo.num_updates, 'update')}")
         folder.check_metrics()
     return Session(folder, run, algo, found, longer, was, tuple(names))
 
 
 def load_latest(path: str | Path) -> tuple[RunConfig, Algorithm, Lanes, int, Any]:
-    """``(run, algo, lanes, update, state)`` of a run folder's latest checkpoint (all lanes);
-    ``ValueError`` for a folder that is not a run, a checkpoint that does not match, or a
-    lane whose parameters are not finite (a diverged run: its actions would mean nothing)."""
+    """``(run, algo, lanes, updates, state)`` of a run folder's latest checkpoint (all lanes;
+    ``updates``: the number of updates done); ``ValueError`` for a folder that is not a run, a
+    checkpoint that does not match, or a lane whose parameters are not finite (a diverged run:
+    its actions would mean nothing)."""
     folder = RunFolder(path)
     folder.check_exists()
     run = read_run(folder)
     algo = run.build()
     lanes = run.lanes()
-    update, state = folder.load_checkpoint(state_template(algo, lanes), run.identity(),
-                                           run.spec.length_field)
+    updates, state = folder.load_checkpoint(state_template(algo, lanes), run.identity(),
+                                            run.spec.length_field)
     finite = finite_lanes(algo.params(state))
     if not finite.all():
         bad = [", ".join(f"{k}={v:g}" for k, v in label.items())
                for ok, label in zip(finite, lanes.labels()) if not ok]
         raise ValueError(f"the run in {str(path)!r} diverged: lane {'; lane '.join(bad)} has "
-                         f"non-finite parameters at update {update}; there is no policy to use")
-    return run, algo, lanes, update, state
+                         f"non-finite parameters at update {updates}; there is no policy to use")
+    return run, algo, lanes, updates, state
 
 
 def state_template(algo: Algorithm, lanes: Lanes):
@@ -635,7 +638,7 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
 
     check_count("episodes", episodes)
     check_seed(seed)
-    run, algo, lanes, update, state = load_latest(path)
+    run, algo, lanes, updates, state = load_latest(path)
 
     def one(lane_state, key):
         params = algo.params(lane_state)
@@ -647,5 +650,5 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
     result = jax.device_get(jax.jit(jax.vmap(one))(state, keys))
     rows = [{**label, **{k: float(np.asarray(v)[i]) for k, v in result.items()}}
             for i, label in enumerate(lanes.labels())]
-    return {"env": run.config.env, "update": update, "greedy": greedy, "episodes": episodes,
+    return {"env": run.config.env, "update": updates, "greedy": greedy, "episodes": episodes,
             "lanes": rows, "aggregate": summarize([r["mean_return"] for r in rows])}
