@@ -75,14 +75,15 @@ GAME_SCORES = tuple(f"eval_{outcome}_{seat}" for seat in ("first", "second")
 
 
 def scores(env: Environment, policy: Policy | RecurrentPolicy, params, key: jax.Array,
-           episodes: int, num_steps: int | None = None) -> dict[str, jax.Array]:
-    """A neural policy's evaluation: ``{"eval_return": evaluate_policy(...)}`` (greedy), or
-    for a game of two players :func:`game_scores` (``eval_return`` and the six rates of
+           episodes: int, greedy: bool = True, num_steps: int | None = None
+           ) -> dict[str, jax.Array]:
+    """A neural policy's evaluation: ``{"eval_return": evaluate_policy(...)}``, or for a game
+    of two players :func:`game_scores` (``eval_return`` and the six rates of
     :data:`GAME_SCORES`)."""
     if is_game(env):
-        return game_scores(env, policy, params, key, episodes, num_steps=num_steps)
-    return {"eval_return": evaluate_policy(env, policy, params, key, episodes,
-                                           num_steps=num_steps)}
+        return game_scores(env, policy, params, key, episodes, greedy, num_steps)
+    return {"eval_return": evaluate_policy(env, policy, params, key, episodes, greedy,
+                                           num_steps)}
 
 
 def game_scores(env: Any, policy: Any, params, key: jax.Array, games: int,

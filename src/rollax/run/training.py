@@ -602,10 +602,12 @@ def state_template(algo: Algorithm, lanes: Lanes):
 
 def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> dict:
     """``rollax eval``: the mean return over ``episodes`` fresh absorbing episodes per lane of
-    a run folder's latest checkpoint (greedy or sampled actions), keys
+    a run folder's latest checkpoint (greedy or sampled actions; in a game of two players, the
+    mean payoff and the rates of ``episodes`` games from each seat against a random player:
+    :func:`rollax.evaluation.game_scores`), keys
     ``split(jax.random.key(seed), lanes)``, plus the algorithm's ``policy_extras`` (e.g. the
     exact return of a tabular policy)."""
-    from rollax.evaluation import evaluate_policy
+    from rollax.evaluation import scores
     from rollax.validate import check_count, check_seed
 
     check_count("episodes", episodes)
@@ -614,8 +616,8 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
 
     def one(lane_state, key):
         params = algo.params(lane_state)
-        out = {"mean_return": evaluate_policy(algo.env, algo.policy, params, key, episodes,
-                                              greedy)}
+        out = scores(algo.env, algo.policy, params, key, episodes, greedy)
+        out = {("mean_return" if k == "eval_return" else k): v for k, v in out.items()}
         return out if algo.policy_extras is None else {**out, **algo.policy_extras(params)}
 
     keys = jax.random.split(jax.random.key(seed), len(lanes))
