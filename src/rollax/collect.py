@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from rollax.envs.base import step_with_key
 from rollax.envs.host import is_host
 from rollax.envs.masks import action_mask as state_mask
+from rollax.envs.players import turns
 from rollax.recurrent import initial_carries, is_recurrent, reset_where
 from rollax.validate import check_count
 
@@ -59,6 +60,10 @@ class Trajectory(NamedTuple):
     """The action mask of the state before the step (:mod:`rollax.envs.masks`), bool ``(T, B,
     *mask_shape)``, stored so the update scores the actions under the mask they were drawn
     with; None for an environment without masks (no array at all)."""
+    turns: Any = None
+    """A game's (:mod:`rollax.envs.players`) :class:`~rollax.envs.players.Turns`: the player
+    who acted, the player to act next and every player's reward, ``(T, B)``, ``(T, B)`` and
+    ``(T, B, P)``; None for an environment that is not a game."""
 
 
 class StepKeys(NamedTuple):
@@ -129,7 +134,8 @@ def _env_step(env, policy, params, state, carry, action_key, transition_key):
         next_carry = reset_where(~active, carry, next_carry)
     next_state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
     return (next_state, next_carry), Trajectory(observation, action, reward, active, terminated,
-                                                truncated, log_prob, mask)
+                                                truncated, log_prob, mask,
+                                                turns(env, state, next_state, active))
 
 
 def _step_batch(env, policy, params, state, carry, action_keys, transition_keys):
@@ -386,8 +392,8 @@ AutoResetTrajectory = NamedTuple(
     [(name, jax.Array) for name in Trajectory._fields] + [("next_observation", jax.Array)],
 )
 AutoResetTrajectory.__doc__ = """A :class:`Trajectory` plus its ``next_observation``: the fields
-of ``Trajectory`` in its order (``action_mask`` None without masks), then
-``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
+of ``Trajectory`` in its order (``action_mask`` None without masks, ``turns`` None but for a
+game), then ``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
 ``AutoResetTrajectory(*trajectory, next_observation)``.
 
 ``next_observation`` is the true next observation of the transition: ``observation[t + 1]``
@@ -495,7 +501,8 @@ def _host_step(env, policy, params, state, carry, action_keys, wanted=None):
     next_state, out = env.step_batch(state, action, wanted)
     live = jnp.ones(out.reward.shape, bool)
     row = AutoResetTrajectory(observation, action, out.reward, live, out.terminated,
-                              out.truncated, log_prob, None, out.final_observation)
+                              out.truncated, log_prob, action_mask=None, turns=None,
+                              next_observation=out.final_observation)
     return (next_state, next_carry), row
 
 

@@ -1,4 +1,6 @@
-"""Evaluating a policy by sampling: the mean return of fresh absorbing episodes."""
+"""Evaluating a policy by sampling: the mean return of fresh absorbing episodes; in a game of
+two players (:mod:`rollax.envs.players`), its wins, draws and losses against a uniformly random
+legal player from each seat (:func:`game_scores`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import jax
 import jax.numpy as jnp
 
 from rollax.collect import episode_returns
-from rollax.envs.base import Environment
+from rollax.envs.base import Environment, step_with_key
+from rollax.envs.masks import action_mask
+from rollax.envs.players import is_game
 from rollax.policies import GreedyPolicy, Policy
 from rollax.recurrent import GreedyRecurrent, RecurrentPolicy, is_recurrent
 from rollax.validate import check_count
@@ -63,3 +67,78 @@ def evaluate_policy(env: Environment, policy: Policy | RecurrentPolicy, params, 
         actor = GreedyRecurrent(actor) if is_recurrent(actor) else GreedyPolicy(actor)
     steps = evaluation_steps(env, num_steps)
     return jnp.mean(episode_returns(env, actor, params, key, episodes, steps))
+
+
+GAME_SCORES = tuple(f"eval_{outcome}_{seat}" for seat in ("first", "second")
+                    for outcome in ("win", "draw", "loss"))
+"""The rates :func:`game_scores` outputs beside ``eval_return``, in this order."""
+
+
+def scores(env: Environment, policy: Policy | RecurrentPolicy, params, key: jax.Array,
+           episodes: int, greedy: bool = True, num_steps: int | None = None
+           ) -> dict[str, jax.Array]:
+    """A neural policy's evaluation: ``{"eval_return": evaluate_policy(...)}``, or for a game
+    of two players :func:`game_scores` (``eval_return`` and the six rates of
+    :data:`GAME_SCORES`)."""
+    if is_game(env):
+        return game_scores(env, policy, params, key, episodes, greedy, num_steps)
+    return {"eval_return": evaluate_policy(env, policy, params, key, episodes, greedy,
+                                           num_steps)}
+
+
+def game_scores(env: Any, policy: Any, params, key: jax.Array, games: int,
+                greedy: bool = True, num_steps: int | None = None) -> dict[str, jax.Array]:
+    """``policy`` against a uniformly random legal player in a two-player game: ``games``
+    games with the policy moving first, ``games`` with it moving second (one batch of
+    ``2 * games``, :func:`game_payoffs`). Outputs ``eval_return``, the mean payoff to the
+    policy over all of them, and per seat the rates of wins (payoff > 0), draws (= 0: a game
+    still running after ``num_steps`` counts as one) and losses (< 0): ``eval_win_first``,
+    ``eval_draw_first``, ``eval_loss_first``, ``eval_win_second``, ... (:data:`GAME_SCORES`).
+    """
+    first = jnp.arange(2 * games) < games
+    payoff = game_payoffs(env, policy, params, key, first, greedy, num_steps)
+    out = {"eval_return": jnp.mean(payoff)}
+    for seat, mine in (("first", first), ("second", ~first)):
+        for outcome, hit in (("win", payoff > 0), ("draw", payoff == 0), ("loss", payoff < 0)):
+            out[f"eval_{outcome}_{seat}"] = jnp.sum(hit & mine) / games
+    return out
+
+
+def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Array,
+                 greedy: bool = True, num_steps: int | None = None) -> jax.Array:
+    """The payoff to ``policy`` of one game per entry of ``first (G,)`` (bool: the policy has
+    the first move) against a player choosing uniformly among the legal actions. Keys:
+    ``reset, act, other, transition = split(key, 4)``, game ``g`` resets with
+    ``split(reset, G)[g]`` and at step ``t`` draws from ``split(fold_in(stream, t), G)[g]``.
+    The games run in a ``while_loop`` until all have ended or ``num_steps``
+    (:func:`evaluation_steps`) have been taken; the payoff sums the policy's player's
+    ``player_rewards`` over its live steps."""
+    actor: Any = GreedyPolicy(policy) if greedy else policy
+    steps = evaluation_steps(env, num_steps)
+    size = first.shape[0]
+    streams = jax.random.split(key, 4)
+    state = jax.vmap(env.reset)(jax.random.split(streams[0], size))
+    starter = jax.vmap(env.to_act)(state)
+    me = jnp.where(first, starter, 1 - starter)
+
+    def one(state, me, keys):
+        act_key, other_key, step_key = keys
+        mask = action_mask(env, state)
+        mine = actor.sample(params, env.observation(state), act_key, mask)[0]
+        other = jax.random.categorical(other_key, jnp.where(mask, 0.0, -jnp.inf))
+        action = jnp.where(env.to_act(state) == me, mine, other).astype(mine.dtype)
+        live = ~env.done(state)
+        state = step_with_key(env, state, action, step_key)[0]
+        return state, jnp.where(live, env.player_rewards(state)[me], 0.0)
+
+    def body(loop):
+        t, state, total = loop
+        keys = [jax.random.split(jax.random.fold_in(s, t), size) for s in streams[1:]]
+        state, paid = jax.vmap(one)(state, me, tuple(keys))
+        return t + 1, state, total + paid
+
+    def running(loop):
+        return (loop[0] < steps) & jnp.any(~jax.vmap(env.done)(loop[1]))
+
+    start = (jnp.zeros((), jnp.int32), state, jnp.zeros((size,), jnp.float32))
+    return jax.lax.while_loop(running, body, start)[2]

@@ -105,6 +105,86 @@ def discounted_returns(
     return returns
 
 
+def player_gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    player: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    gamma: float | jax.Array,
+    lam: float | jax.Array,
+    active: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """GAE of a game of ``P`` players taking turns, each player's chain over its own turns.
+
+    Shapes: ``rewards (T, B, P)``, the reward every player received in transition ``t``;
+    ``values (T, B)``, ``V(s_t)`` from the view of ``player[t]``, the player who acted at
+    ``t`` (int, ``0 .. P-1``); ``next_values (T, B, P)``, the value of the true next state of
+    transition ``t`` from each player's view (read only where a chain is cut: a truncation,
+    or the rollout's last row); ``terminated``, ``truncated (T, B)``. For the player ``a`` who
+    acts at ``t``, with ``n`` its next own turn in the same episode::
+
+        R_t     = sum_{k = t}^{n - 1} rewards[k, a]   (every reward paid to a until it acts again)
+        delta_t = R_t + gamma * V_next - values[t]
+        A_t     = delta_t + gamma * lam * A_next
+
+    ``V_next, A_next = values[n], A_n`` when ``a`` acts again before the episode ends; else the
+    episode ended at ``e`` (``R_t`` sums to ``e`` inclusive) and ``V_next = 0`` if it was
+    terminated, ``next_values[e, a]`` if truncated or cut by the rollout's end (``e = T - 1``),
+    with ``A_next = 0`` in both. A terminal state ends every player's chain, whoever moved
+    last: a game lost on the opponent's move pays the loser ``rewards[e, a]`` in its last
+    ``R_t``. ``gamma`` and ``lam`` apply once per own turn, not per transition. Cells with
+    ``active = False`` get advantage 0 and leave every chain as it was. Returns
+    ``(advantages, targets)``, ``(T, B)`` each, ``targets = advantages + values``.
+
+    One reverse ``lax.scan`` over time carrying per lane and player ``(V_next, A_next, R)``,
+    ``R`` the rewards since ``t + 1``. With ``P = 1`` and ``next_values[t] = values[t + 1]``
+    within episodes this is :func:`gae`. Example (``gamma = lam = 1``, zero values): X moves
+    at t = 0 and 2, O at t = 1, X wins at t = 2, ``rewards[2] = (+1, -1)``: X's advantages
+    are 1 at t = 0 and 2, O's is -1 at t = 1.
+    """
+    _check_time_major(values=values, player=player, terminated=terminated, truncated=truncated)
+    if rewards.shape[:2] != values.shape or next_values.shape != rewards.shape:
+        raise ValueError(f"rewards and next_values must be (T, B, P) over values (T, B), got "
+                         f"{rewards.shape}, {next_values.shape} and {values.shape}")
+    live = jnp.ones(values.shape, bool) if active is None else jnp.asarray(active, bool)
+    xs = (rewards, values, next_values, jnp.asarray(player), jnp.asarray(terminated, bool),
+          jnp.asarray(truncated, bool), live)
+    start = (next_values[-1], jnp.zeros_like(rewards[0]), jnp.zeros_like(rewards[0]))
+    _, advantages = jax.lax.scan(lambda c, x: _player_step(c, x, gamma, lam), start, xs,
+                                 reverse=True)
+    return advantages, advantages + values
+
+
+def _player_step(carry, x, gamma, lam):
+    """One row of :func:`player_gae`, backwards: cut every chain where an episode ended, add
+    the row's rewards, then the actor's advantage, which becomes its chain's next."""
+    v_next, a_next, acc = carry
+    reward, value, next_value, player, term, trunc, live = x
+    cut = (term | trunc)[..., None]
+    v_next = jnp.where(cut, jnp.where(term[..., None], 0.0, next_value), v_next)
+    a_next = jnp.where(cut, 0.0, a_next)
+    acc = jnp.where(cut, 0.0, acc) + reward
+    mine = jax.nn.one_hot(player, reward.shape[-1], dtype=bool)
+    own = lambda a: jnp.sum(jnp.where(mine, a, 0.0), axis=-1)  # noqa: E731
+    advantage = own(acc) + gamma * own(v_next) - value + gamma * lam * own(a_next)
+    advantage = jnp.where(live, advantage, 0.0)
+    take = mine & live[..., None]
+    carry = (jnp.where(take, value[..., None], v_next),
+             jnp.where(take, advantage[..., None], a_next), jnp.where(take, 0.0, acc))
+    return carry, advantage
+
+
+def two_player_next_values(next_value: jax.Array, next_player: jax.Array) -> jax.Array:
+    """``next_values (T, B, 2)`` of :func:`player_gae` in a two-player zero-sum game from the
+    critic's value ``V(s') (T, B)`` of each true next state, seen by the player to act there
+    (``next_player``): ``V`` for that player, ``-V`` for the other (zero-sum: what one player
+    expects to win, the other expects to lose)."""
+    mine = jax.nn.one_hot(next_player, 2, dtype=bool)
+    return jnp.where(mine, next_value[..., None], -next_value[..., None])
+
+
 def group_mean(x: jax.Array, group_size: int, leave_one_out: bool = False) -> jax.Array:
     """The mean of ``x (..., B)`` over each episode's group of ``group_size`` (episode ``b`` is
     in group ``b // group_size``), broadcast back to ``(..., B)``; with ``leave_one_out`` the

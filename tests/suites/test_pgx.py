@@ -18,7 +18,7 @@ import pytest
 
 import rollax
 import rollax.cli
-from rollax.envs.suites.pgx import SINGLE_PLAYER, PgxEnv
+from rollax.envs.suites.pgx import SINGLE_PLAYER, TWO_PLAYER, PgxEnv
 
 
 def test_missing_pgx_names_the_extra(monkeypatch):
@@ -152,20 +152,16 @@ def test_spaces_mask_and_options():
     assert rollax.make("pgx:minatar-freeway", horizon=100).horizon == 100
     assert set(rollax.envs.suites.pgx.ids()) == {
         "2048", "minatar-asterix", "minatar-breakout", "minatar-freeway", "minatar-seaquest",
-        "minatar-space_invaders"}
+        "minatar-space_invaders", *TWO_PLAYER}
 
 
-def test_refuses_multi_player_and_bad_options():
-    for game in ("go_9x9", "chess", "tic_tac_toe"):
-        with pytest.raises(ValueError, match=rf"^pgx:{game} is a 2-player game: rollax trains "
-                                             r"one agent .*\(no opponents, no self-play\)"):
-            rollax.make(f"pgx:{game}")
-    refused = [n for n in pgx.available_envs() if n not in SINGLE_PLAYER]
-    assert len(refused) == 14
-    for game in refused:  # every multi-player game, one line each
-        with pytest.raises(ValueError, match=r"-player game: rollax trains one agent") as info:
-            rollax.make(f"pgx:{game}")
-        assert "\n" not in str(info.value)
+def test_refuses_games_of_more_than_two_players_and_bad_options():
+    refused = [n for n in pgx.available_envs() if n not in SINGLE_PLAYER + TWO_PLAYER]
+    assert refused == ["sparrow_mahjong"]
+    with pytest.raises(ValueError, match=r"^pgx:sparrow_mahjong is a 3-player game: rollax's "
+                                         r"self-play takes two-player zero-sum games only") as info:
+        rollax.make("pgx:sparrow_mahjong")
+    assert "\n" not in str(info.value)
     with pytest.raises(ValueError, match="did you mean pgx:minatar-breakout"):
         rollax.make("pgx:minatar-breakou")
     with pytest.raises(ValueError, match="does not accept"):

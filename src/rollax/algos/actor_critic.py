@@ -27,8 +27,9 @@ import jax
 from rollax.algos.base import added, encodable, env_batch, run_length, traced
 from rollax.algos.experience import ActorCriticState, ExperienceParts
 from rollax.envs.base import Environment
+from rollax.envs.players import is_game
 from rollax.envs.registry import make_configured
-from rollax.nets.build import Network, actor_critic, check_network, network_choice
+from rollax.nets.build import RECURRENT, Network, actor_critic, check_network, network_choice
 from rollax.nets.heads import ActorCriticParams
 from rollax.policies import RunningStats
 from rollax.validate import check_bool, check_count, check_real, check_seed
@@ -36,6 +37,7 @@ from rollax.validate import check_bool, check_count, check_real, check_seed
 __all__ = [
     "ActorCriticConfig",
     "ActorCriticResult",
+    "check_self_play",
     "check_settings",
     "check_sizes",
     "environment",
@@ -176,7 +178,23 @@ def environment(config: ActorCriticConfig, env: Environment | None,
                          f"Discrete, or a Dict / Tuple of them): {algorithm} needs them")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
+    if is_game(env):
+        check_self_play(config)
     return env
+
+
+def check_self_play(config: ActorCriticConfig) -> None:
+    """What self-play in a game of two players (:mod:`rollax.envs.players`) does not take
+    (``ValueError``, one line): a recurrent network, whose one memory per game would carry
+    what each player saw into the other's turns (the opponent's cards in poker), and
+    ``normalize_rewards``, whose running returns are one player's."""
+    if config.network in RECURRENT:
+        raise ValueError(f"network {config.network} is refused for {config.env}, a game of "
+                         f"two players: one memory would carry each player's view into the "
+                         f"other's turns; use mlp or cnn")
+    if config.normalize_rewards:
+        raise ValueError(f"normalize_rewards is refused for {config.env}, a game of two "
+                         f"players: its running discounted returns are one player's")
 
 
 def resolved(config: C, env: Environment) -> C:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 import jax
 
 from rollax.envs.base import Environment
-from rollax.evaluation import evaluate_policy
+from rollax.evaluation import scores
 from rollax.nets.encoders import encodable_problem
 from rollax.policies import Policy
 
@@ -292,7 +292,10 @@ def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: i
 
     Its evaluation is the greedy return of ``config.eval_episodes`` absorbing episodes of
     ``config.eval_steps`` steps (:func:`rollax.evaluation.evaluate_policy`, the key split
-    from ``state.key``), output as ``eval_return``; ``greedy_result(state, metrics, eval_return)``
+    from ``state.key``), output as ``eval_return``; in a game of two players, the greedy
+    policy against a random legal player, ``eval_episodes`` games from each seat
+    (:func:`rollax.evaluation.game_scores`: ``eval_return`` and the rates of wins, draws and
+    losses); ``greedy_result(state, metrics, eval_return)``
     is what ``train`` returns (the :attr:`Algorithm.result` of four arguments built from it).
     The other arguments are :class:`Algorithm`'s fields
     (``params`` defaults to ``state.params``)."""
@@ -300,9 +303,8 @@ def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: i
     def evaluate(state, hp) -> dict:
         del hp
         eval_key, _ = jax.random.split(state.key)
-        return {"eval_return": evaluate_policy(env, policy, params(state), eval_key,
-                                               config.eval_episodes,
-                                               num_steps=config.eval_steps)}
+        return scores(env, policy, params(state), eval_key, config.eval_episodes,
+                      num_steps=config.eval_steps)
 
     return Algorithm(
         config=config, num_updates=num_updates, env_steps_per_update=env_steps_per_update,

@@ -47,6 +47,7 @@ from rollax.collect import Trajectory, collect_groups
 from rollax.distributions import masked
 from rollax.envs.base import Environment
 from rollax.envs.host import is_host
+from rollax.envs.players import is_game
 from rollax.envs.registry import make_configured
 from rollax.losses import normalized_sum
 from rollax.nets.build import Network, actor_critic, check_network, network_choice
@@ -151,6 +152,9 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
         raise ValueError(f"env {config.env!r} is stepped on the host, and whole-episode "
                          f"methods start each group of episodes from one reset state, which "
                          f"only a JAX environment gives: train it with PPO or A2C")
+    if is_game(env):
+        raise ValueError(f"env {config.env!r} is a game of two players, which only PPO and "
+                         f"A2C train (by self-play, each player's returns over its own turns)")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
     return env

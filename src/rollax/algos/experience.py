@@ -15,6 +15,8 @@ optimiser. One update, each line a method of :class:`ExperienceParts`::
             merged with the live R of this rollout, r' = reward_scale clip(r / sqrt(var +
             1e-8), +-clip)
         A, targets = gae(r', V, V', terminated, truncated, gamma, lambda)
+        (a game of two players, by self-play: each player's chain over its own turns,
+        :meth:`ExperienceParts.game_advantages`)
     data = batch(state, collected, advantages)  # frozen through the algorithm's steps
     ... the algorithm's gradient steps on minibatches(data) (each scored by score(params)) ...
     state, episodes = advance(state, collected, advantages, params, opt_state, key)
@@ -61,10 +63,12 @@ from rollax.recurrent import (
 )
 from rollax.returns import (
     gae,
+    player_gae,
     reward_norm_init,
     reward_norm_update,
     reward_normalize,
     running_returns,
+    two_player_next_values,
 )
 from rollax.sharding import constrain_envs
 
@@ -268,10 +272,27 @@ class ExperienceParts:
         """GAE of the rewards as :meth:`rewards` gives them, on the collected values (``hp``:
         ``reward_scale``, ``gamma``, ``gae_lambda``)."""
         traj = collected.traj
+        if traj.turns is not None:
+            return self.game_advantages(collected, hp)
         rewards, reward_stats, discounted = self.rewards(state, traj, hp)
         advantage, target = gae(rewards, collected.values, collected.next_values,
                                 traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
         return Advantages(advantage, target, reward_stats, discounted)
+
+    def game_advantages(self, collected: Collected, hp) -> Advantages:
+        """Self-play in a two-player zero-sum game (``docs/contract.md §8``): the critic's
+        values are the player to act's, and each player's advantages follow its own turns
+        (:func:`rollax.returns.player_gae` of ``reward_scale`` times every player's rewards),
+        the true next state's value seen by the player to act there and negated for the other
+        (:func:`rollax.returns.two_player_next_values`). One policy, one loss over all the
+        cells, whoever acted in them."""
+        traj = collected.traj
+        turns = traj.turns
+        next_values = two_player_next_values(collected.next_values, turns.next_player)
+        advantage, target = player_gae(turns.rewards * hp.reward_scale, collected.values,
+                                       next_values, turns.player, traj.terminated,
+                                       traj.truncated, hp.gamma, hp.gae_lambda)
+        return Advantages(advantage, target)
 
     def rewards(self, state: ActorCriticState, traj, hp
                 ) -> tuple[jax.Array, RunningStats | None, jax.Array | None]:

@@ -79,16 +79,19 @@ EVAL_STREAM = 0x6576616C
 
 
 def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int, state) -> Callable:
-    """``(state, updates) -> (lanes,)`` mean greedy return of ``episodes`` fresh absorbing
-    episodes per lane (:func:`rollax.evaluation.evaluate_policy`) on the evaluation keys of
-    the state after ``updates`` updates; the training state is only read, so training results
-    never change. Compiled here, for states like ``state`` (arrays, or their shapes and
-    layouts): the evaluations during the run compile nothing."""
-    from rollax.evaluation import evaluate_policy
+    """``(state, updates) -> {name: (lanes,)}``: the mean greedy return of ``episodes`` fresh
+    absorbing episodes per lane as ``greedy_return`` (in a game of two players, against a
+    random legal player, with the rates of wins, draws and losses from each seat:
+    :func:`rollax.evaluation.scores`) on the evaluation keys of the state after ``updates``
+    updates; the training state is only read, so training results never change. Compiled
+    here, for states like ``state`` (arrays, or their shapes and layouts): the evaluations
+    during the run compile nothing."""
+    from rollax.evaluation import scores
 
     def one(lane_state, key):
-        return evaluate_policy(algo.env, algo.policy, algo.params(lane_state), key,
-                               episodes, num_steps=getattr(algo.config, "eval_steps", None))
+        out = scores(algo.env, algo.policy, algo.params(lane_state), key, episodes,
+                     num_steps=getattr(algo.config, "eval_steps", None))
+        return {("greedy_return" if k == "eval_return" else k): v for k, v in out.items()}
 
     def evaluate(state, roots, updates):
         keys = jax.vmap(lambda k: jax.random.fold_in(k, updates))(roots)
@@ -97,9 +100,9 @@ def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int, state) -> Cal
     roots = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_STREAM))(lanes.keys())
     compiled = jax.jit(evaluate).lower(state, roots, jnp.uint32(0)).compile()
 
-    def at(state, updates: int) -> np.ndarray:
-        returns = compiled(state, roots, np.uint32(updates))
-        return np.asarray(jax.device_get(returns), np.float64)
+    def at(state, updates: int) -> dict[str, np.ndarray]:
+        outputs = jax.device_get(compiled(state, roots, np.uint32(updates)))
+        return {k: np.asarray(v, np.float64) for k, v in outputs.items()}
 
     return at
 
@@ -267,15 +270,17 @@ class Recorder:
 
     def rows(self, metrics, first: int, done: int, state, steps_per_second: float) -> list[dict]:
         """The chunk's rows, one per (update, lane): its throughput (all lanes, this chunk,
-        host clock) in each, and where an evaluation falls due, the greedy return."""
+        host clock) in each, and where an evaluation falls due, the greedy return (and a
+        game's rates against a random player)."""
         labels = self.runner.lanes.labels()
         rows = list(metrics_rows(metrics, labels, first))
         for row in rows:
             row["env_steps_per_second"] = steps_per_second
         if self.greedy is not None and due(self.run.eval_every, first, done,
                                            self.runner.algo.num_updates):
-            for row, value in zip(rows[-len(labels):], self.greedy(state, done)):
-                row["greedy_return"] = float(value)
+            outputs = self.greedy(state, done)
+            for lane, row in enumerate(rows[-len(labels):]):
+                row.update({k: float(v[lane]) for k, v in outputs.items()})
         return rows
 
     def save(self, done: int, state) -> None:
@@ -345,7 +350,9 @@ def summarize_run(run: RunConfig, algo: Algorithm, labels: list[dict], final: di
         if broken[i] is not None:
             facts = {k: (None if k.startswith("final_") else v) for k, v in facts.items()}
         score = None if broken[i] is not None else float(final[spec.report.score][i])
-        lanes.append({**label, spec.report.score: score, "params_sha256": sha[i],
+        extra = {k: None if score is None else float(v[i])
+                 for k, v in final.items() if k != spec.report.score}  # a game's rates
+        lanes.append({**label, spec.report.score: score, **extra, "params_sha256": sha[i],
                       "env_steps": int(steps[i]), "diverged_at": broken[i], **facts})
     groups: dict[str, list[float]] = {}
     for lane, label in zip(lanes, labels):
@@ -630,10 +637,12 @@ def state_template(algo: Algorithm, lanes: Lanes):
 
 def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> dict:
     """``rollax eval``: the mean return over ``episodes`` fresh absorbing episodes per lane of
-    a run folder's latest checkpoint (greedy or sampled actions), keys
+    a run folder's latest checkpoint (greedy or sampled actions; in a game of two players, the
+    mean payoff and the rates of ``episodes`` games from each seat against a random player:
+    :func:`rollax.evaluation.game_scores`), keys
     ``split(jax.random.key(seed), lanes)``, plus the algorithm's ``policy_extras`` (e.g. the
     exact return of a tabular policy)."""
-    from rollax.evaluation import evaluate_policy
+    from rollax.evaluation import scores
     from rollax.validate import check_count, check_seed
 
     check_count("episodes", episodes)
@@ -642,8 +651,8 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> di
 
     def one(lane_state, key):
         params = algo.params(lane_state)
-        out = {"mean_return": evaluate_policy(algo.env, algo.policy, params, key, episodes,
-                                              greedy)}
+        out = scores(algo.env, algo.policy, params, key, episodes, greedy)
+        out = {("mean_return" if k == "eval_return" else k): v for k, v in out.items()}
         return out if algo.policy_extras is None else {**out, **algo.policy_extras(params)}
 
     keys = jax.random.split(jax.random.key(seed), len(lanes))

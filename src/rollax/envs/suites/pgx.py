@@ -1,12 +1,16 @@
-"""Pgx's single-player games behind rollax's functional interface: ``make("pgx:<id>")``.
+"""Pgx's games behind rollax's functional interface: ``make("pgx:<id>")``.
 
 ``PgxEnv`` wraps one Pgx environment (``pgx.make(<id>)``, or its class built with the options
 given) as a rollax :class:`~rollax.envs.base.Environment`. Pgx is imported lazily, only when
-such an environment is built; install it with ``pip install rollax[pgx]``. Only games with
-``num_players == 1`` are accepted: the five MinAtar games (``minatar-asterix``,
-``minatar-breakout``, ``minatar-freeway``, ``minatar-seaquest``, ``minatar-space_invaders``)
-and ``2048``. Multi-player games (go, chess, ...) are refused with a ``ValueError``: rollax
-trains one agent, and their rewards are per player.
+such an environment is built; install it with ``pip install rollax[pgx]``. It takes the
+single-player games: the five MinAtar games (``minatar-asterix``, ``minatar-breakout``,
+``minatar-freeway``, ``minatar-seaquest``, ``minatar-space_invaders``) and ``2048``; and the
+two-player zero-sum games (:data:`TWO_PLAYER`: tic-tac-toe, Connect Four, the poker games,
+backgammon, the board games), trained by self-play as games of :mod:`rollax.envs.players`
+(``docs/contract.md §8``): ``num_players`` 2, ``to_act`` Pgx's ``current_player``,
+``player_rewards`` Pgx's ``rewards``, the observation and legal-action mask the player to
+act's (Pgx's own). Sparrow mahjong (3 players) is refused in one line: the zero-sum
+bootstrapping of a player's view (``-V`` of the other's) holds for two players only.
 
 What Pgx does (read in the source of pgx 2.6.0, ``pgx/core.py``, ``pgx/minatar/*.py``,
 ``pgx/play2048.py``; pgx 2.6 ships MinAtar itself as ``pgx.minatar``, which ``pgx.make`` uses):
@@ -36,7 +40,8 @@ life, a game over, an illegal action), except in Freeway, where it is always fal
 after 2501 steps is a **truncation**: Freeway's horizon defaults to 2501 and may not exceed it.
 Elsewhere the horizon defaults to :data:`DEFAULT_HORIZON` (10,000), a rollax truncation.
 Observations are flattened (C order) to rank-1 float32 (``raw_observation_shape`` keeps Pgx's
-shape), the reward is ``rewards[0]``.
+shape), the reward is ``rewards[0]`` (in a game, player 0's; Pgx deals the seats to player ids
+at random, so player 0 moves first in about half of the games).
 """
 
 from __future__ import annotations
@@ -76,6 +81,24 @@ SINGLE_PLAYER = (
 """The ids of ``pgx.available_envs()`` with one player (pgx 2.6); :func:`ids` lists those the
 installed Pgx has. Any id is checked by its own ``num_players`` when built."""
 
+TWO_PLAYER = (
+    "animal_shogi",
+    "backgammon",
+    "chess",
+    "connect_four",
+    "gardner_chess",
+    "go_9x9",
+    "go_19x19",
+    "hex",
+    "kuhn_poker",
+    "leduc_holdem",
+    "othello",
+    "shogi",
+    "tic_tac_toe",
+)
+"""The two-player zero-sum games of pgx 2.6, trained by self-play (:mod:`rollax.envs.players`):
+each pays ``rewards`` summing to 0 (backgammon's gammons included)."""
+
 DEFAULT_HORIZON = 10_000
 """Horizon of games without a time limit of their own (all but Freeway)."""
 
@@ -106,12 +129,12 @@ def ids() -> tuple[str, ...]:
     except ValueError:
         return ()
     available = set(pgx.available_envs())
-    return tuple(name for name in SINGLE_PLAYER if name in available)
+    return tuple(name for name in SINGLE_PLAYER + TWO_PLAYER if name in available)
 
 
 @dataclasses.dataclass(frozen=True)
 class PgxEnv(SuiteEnvironment):
-    """A single-player Pgx game with rollax's contracts (built by ``make("pgx:<id>")``).
+    """A Pgx game with rollax's contracts (built by ``make("pgx:<id>")``).
 
     - ``stochastic = True``: ``step(state, action, key)`` passes ``key`` unchanged to Pgx's
       ``step``; ``reset(key)`` passes it to ``init``.
@@ -126,6 +149,9 @@ class PgxEnv(SuiteEnvironment):
       ``use_minimal_action_set=False`` for MinAtar (they must be hashable).
     - Equality and hash depend only on ``(name, horizon, env_kwargs)``, so two adapters of the
       same game are interchangeable static arguments and compiled functions are reused.
+    - A two-player game (``num_players`` 2) is a game of :mod:`rollax.envs.players`:
+      :meth:`to_act` and :meth:`player_rewards`; the observation, the mask and the value are
+      the player to act's.
     """
 
     stochastic = True
@@ -140,13 +166,16 @@ class PgxEnv(SuiteEnvironment):
 
     pgx_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped Pgx environment object."""
+    num_players: int = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    """1, or 2 for a game played by self-play (:mod:`rollax.envs.players`)."""
 
     def __post_init__(self):
         pgx = _import_pgx()
         env_kwargs = hashable_options("pgx", self.env_kwargs)
         env = _build(pgx, self.name, dict(env_kwargs))
         horizon = _resolve_horizon(self.name, self.horizon)
-        self._fill(env_kwargs=env_kwargs, horizon=horizon, pgx_env=env, spaces=_spaces(env))
+        self._fill(env_kwargs=env_kwargs, horizon=horizon, pgx_env=env, spaces=_spaces(env),
+                   num_players=int(env.num_players))
 
     # -- the functional interface ---------------------------------------------------------------
 
@@ -172,21 +201,29 @@ class PgxEnv(SuiteEnvironment):
         terminal state."""
         return state.inner.legal_action_mask
 
+    def to_act(self, state: PgxState) -> jax.Array:
+        """The player to act in ``state`` (int32 ``()``): Pgx's ``current_player``."""
+        return jnp.asarray(state.inner.current_player, jnp.int32)
+
+    def player_rewards(self, state: PgxState) -> jax.Array:
+        """Each player's reward in the step that reached ``state`` (float32
+        ``(num_players,)``): Pgx's ``rewards``."""
+        return jnp.reshape(state.inner.rewards, (-1,)).astype(jnp.float32)
 
 
 def _build(pgx, name, env_kwargs: dict):
     """The Pgx environment ``name`` built with ``env_kwargs``; ``ValueError`` for an unknown
-    id, a multi-player game or options the game's class does not take."""
+    id, a game of more than two players or options the game's class does not take."""
     valid = list(pgx.available_envs())
     if not isinstance(name, str) or name not in valid:
-        singles = [n for n in SINGLE_PLAYER if n in valid]
-        raise unknown_id("pgx", name, singles, listed="single-player games")
+        taken = [n for n in SINGLE_PLAYER + TWO_PLAYER if n in valid]
+        raise unknown_id("pgx", name, taken, listed="games")
     env = pgx.make(name)
-    if env.num_players != 1:
+    if env.num_players != 1 and name not in TWO_PLAYER:
         raise ValueError(
-            f"pgx:{name} is a {env.num_players}-player game: rollax trains one agent against "
-            f"an environment (no opponents, no self-play), so the pgx adapter takes the "
-            f"single-player games only: {', '.join(SINGLE_PLAYER)}"
+            f"pgx:{name} is a {env.num_players}-player game: rollax's self-play takes "
+            f"two-player zero-sum games only (a player's view of a state is -V of the "
+            f"other's), so the pgx adapter takes: {', '.join(SINGLE_PLAYER + TWO_PLAYER)}"
         )
     if env_kwargs:
         try:
@@ -215,7 +252,7 @@ def _spaces(env) -> Spaces:
     raw_shape = tuple(int(d) for d in shapes.observation.shape)
     if shapes.observation.dtype == jnp.bool_:
         low, high = 0.0, 1.0
-    else:  # no single-player game of pgx 2.6 has one; kept general
+    else:  # backgammon's int32 counts, the shogi games' float32 planes
         low, high = -np.inf, np.inf
     action = Discrete(int(shapes.legal_action_mask.shape[0]))
     return Spaces(flat_box(low, high, raw_shape), action, raw_shape)
