@@ -269,13 +269,12 @@ def test_version_is_the_projects():
 
 def test_envs_command(capsys):
     from rollax.envs.registry import registered
-    from rollax.envs.suites.envpool import ids as envpool_ids
-    from rollax.envs.suites.gymnasium import ids as gymnasium_ids
-    from rollax.envs.suites.gymnax import ids as gymnax_ids
+    from rollax.envs.suites import SUITES, adapter
 
-    expected = [*registered(), *("gymnax:" + name for name in gymnax_ids()),
-                *("gymnasium:" + name for name in gymnasium_ids()),
-                *("envpool:" + name for name in envpool_ids())]  # none when not installed
+    # every installed suite's own list, asked afresh (the command may read it from its cache),
+    # suite by suite in the table's order; a suite not installed adds none
+    expected = [*registered(), *(f"{suite.prefix}:{name}" for suite in SUITES.values()
+                                 if suite.installed for name in adapter(suite).ids())]
     assert "gymnasium:CartPole-v1" in expected and "gymnasium:Blackjack-v1" not in expected
     code, out, _ = run(capsys, "envs")
     assert code == 0 and out.splitlines() == expected
