@@ -248,3 +248,37 @@ def test_cli_trains_connect_four_by_self_play_and_reports_the_rates(tmp_path, ca
     assert rollax.cli.main(["eval", str(run), "--json", "--episodes", "4"]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["lanes"][0]
     assert set(GAME_SCORES) <= set(evaluated) and "mean_return" in evaluated
+
+
+# --- tic-tac-toe's minimax player (rollax.games.tictactoe) as an opponent --------------------
+
+@dataclasses.dataclass(frozen=True)
+class Perfect:
+    """Plays :func:`rollax.games.tictactoe.perfect_action` on the adapter's observation."""
+
+    def greedy(self, params, observation, mask):
+        from rollax.games import tictactoe
+
+        return jnp.maximum(tictactoe.perfect_action(observation), 0)  # -1: the game is over
+
+    def sample(self, params, observation, key, mask):
+        return self.greedy(params, observation, mask), jnp.zeros((), jnp.float32)
+
+
+def test_the_minimax_player_never_loses_to_a_random_player_from_either_seat():
+    env = rollax.make("pgx:tic_tac_toe")
+    payoffs = np.asarray(game_payoffs(env, Perfect(), None, jax.random.key(1),
+                                      jnp.arange(400) < 200))
+    assert payoffs.min() >= 0.0, "the minimax player lost a game"
+    assert (payoffs[:200] == 1).mean() > 0.9 and (payoffs[200:] == 1).mean() > 0.6
+
+
+def test_the_minimax_player_draws_against_itself_in_pgx():
+    from rollax.games import tictactoe
+
+    env = pgx.make("tic_tac_toe")
+    state = jax.vmap(env.init)(jax.random.split(jax.random.key(0), 8))
+    for _ in range(9):
+        action = jnp.maximum(tictactoe.perfect_action(state.observation), 0)
+        state = jax.vmap(env.step)(state, action)
+    assert bool(jnp.all(state.terminated)) and not bool(jnp.any(state.rewards))

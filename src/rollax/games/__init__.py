@@ -1,7 +1,8 @@
 """Small two-player zero-sum games solved exactly: Kuhn poker and Leduc hold'em as flat game
 trees (:mod:`rollax.games.tree`, :mod:`rollax.games.poker`), and the expected payoff, best
 responses, NashConv and exploitability of tabular policies over them, in JAX
-(:mod:`rollax.games.exact`). docs/games.md has the equations and an example."""
+(:mod:`rollax.games.exact`); tic-tac-toe solved by minimax (:mod:`rollax.games.tictactoe`).
+docs/games.md has the equations and an example."""
 
 from rollax.games.exact import (
     action_values,

@@ -1,0 +1,95 @@
+"""Tic-tac-toe solved by minimax: the value of every position to the player to move and a
+perfect player, as arrays looked up in JAX.
+
+A position is seen from the player to move, as Pgx's ``tic_tac_toe`` shows it: planes
+``(3, 3, 2)`` of booleans, plane 0 that player's marks, plane 1 the opponent's (rollax's Pgx
+adapter flattens them in C order to 18 numbers, ``obs[6 r + 2 c + p]``). Cell ``i = 3 r + c``
+holds ``d_i`` = 0 (empty), 1 (mine) or 2 (theirs), and the position's index is
+``sum_i d_i 3**i``, one of ``3**9 = 19,683``.
+
+Negamax over the game tree (the position after my move is seen from the opponent)::
+
+    V(s) = -1                            the opponent completed a line (it moved last)
+         =  0                            the board is full
+         =  max_{a empty} -V(s after a)  otherwise
+    best(s) = the lowest a attaining the maximum
+
+``V(empty board) = 0``: perfect play draws. Only the 5,478 positions reachable from the empty
+board are solved; ``VALUES`` is 0 and ``BEST`` -1 elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax.numpy as jnp
+import numpy as np
+
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+"""The eight lines of three cells (rows, columns, diagonals)."""
+
+POWERS = 3 ** np.arange(9)
+
+
+def _won(cells: tuple[int, ...], mark: int) -> bool:
+    return any(all(cells[i] == mark for i in line) for line in LINES)
+
+
+def _flipped(cells: tuple[int, ...]) -> tuple[int, ...]:
+    """The same board seen from the other player (mine <-> theirs)."""
+    return tuple((0, 2, 1)[d] for d in cells)
+
+
+@functools.cache
+def solve() -> tuple[np.ndarray, np.ndarray, int]:
+    """``(values, best, positions)``: ``values`` (``(19683,)`` int8) and ``best`` (``(19683,)``
+    int8, -1 where the game is over or the position unreachable) indexed as the module
+    docstring says, and the number of reachable positions solved."""
+    values = np.zeros(3**9, np.int8)
+    best = np.full(3**9, -1, np.int8)
+    seen: dict[tuple[int, ...], int] = {}
+
+    def negamax(cells: tuple[int, ...]) -> int:
+        if cells in seen:
+            return seen[cells]
+        if _won(cells, 2):
+            value, move = -1, -1
+        elif all(cells):
+            value, move = 0, -1
+        else:
+            value, move = -2, -1
+            for a in range(9):
+                if cells[a] == 0:
+                    after = _flipped(cells[:a] + (1,) + cells[a + 1:])
+                    child = -negamax(after)
+                    if child > value:
+                        value, move = child, a
+        seen[cells] = value
+        index = int(np.dot(cells, POWERS))
+        values[index], best[index] = value, move
+        return value
+
+    negamax((0,) * 9)
+    return values, best, len(seen)
+
+
+def position_index(obs) -> jnp.ndarray:
+    """The index of a position from its observation: ``(..., 3, 3, 2)`` planes or ``(..., 18)``
+    as rollax's adapter flattens them; ``(...,)`` int32."""
+    obs = jnp.asarray(obs)
+    planes = obs.reshape(*obs.shape[:-1], 9, 2) if obs.shape[-1] == 18 else \
+        obs.reshape(*obs.shape[:-3], 9, 2)
+    digits = planes[..., 0].astype(jnp.int32) + 2 * planes[..., 1].astype(jnp.int32)
+    powers = jnp.broadcast_to(jnp.asarray(POWERS, jnp.int32), digits.shape)
+    return jnp.sum(digits * powers, axis=-1)
+
+
+def value(obs) -> jnp.ndarray:
+    """``V`` of each position to the player to move (-1, 0 or 1), ``(...,)`` int32."""
+    return jnp.asarray(solve()[0], jnp.int32)[position_index(obs)]
+
+
+def perfect_action(obs) -> jnp.ndarray:
+    """A minimax-optimal move for the player to move, ``(...,)`` int32 (the lowest optimal
+    cell); -1 where the game is over."""
+    return jnp.asarray(solve()[1], jnp.int32)[position_index(obs)]
