@@ -1,7 +1,9 @@
 """Each information state of Kuhn poker and Leduc hold'em as Pgx 2.6 shows it to the player to
 act: the observation, the legal-action mask and the action ids of ``pgx:kuhn_poker`` and
-``pgx:leduc_holdem``, so that a policy trained on Pgx's games becomes a table over
-:mod:`rollax.games.poker`'s trees (``rollax.run.exploitability`` does that).
+``pgx:leduc_holdem``; and a policy trained on Pgx's games as a table over
+:mod:`rollax.games.poker`'s trees (:func:`policy_table`), whose exploitability
+:mod:`rollax.games.exact` computes (``rollax.evaluation`` during training,
+``rollax.run.exploitability`` for a run folder).
 
 Nothing here imports Pgx: the encodings are read in its source (``pgx/kuhn_poker.py``,
 ``pgx/leduc_holdem.py`` of pgx 2.6.0), and ``tests/suites/test_pgx_exploitability.py`` checks
@@ -30,12 +32,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rollax.games.poker import kuhn_poker, leduc_poker
-from rollax.games.tree import GameTree, History
+from rollax.games.tree import GameTree, History, legal_policy
 
 KUHN_PGX_ACTIONS = (1, 0)
 """Pgx's action id of each of the tree's Kuhn actions: pass is Pgx's 1, bet its 0."""
@@ -121,3 +125,35 @@ def pgx_view(env_id: str) -> PgxView:
     masks[:, actions] = tree.legal
     observations = np.stack([observe(h) for h in histories])
     return PgxView(tree, observations, masks, actions, histories)
+
+
+def env_view(env: Any) -> PgxView | None:
+    """The :class:`PgxView` of a ``pgx:kuhn_poker`` or ``pgx:leduc_holdem`` environment (the
+    Pgx adapter, without options), ``None`` for any other (read from its ``name`` and
+    ``pgx_env``: nothing is imported)."""
+    pgx_env = getattr(env, "pgx_env", None)
+    name = getattr(env, "name", None)
+    if pgx_env is None or name not in _GAMES or getattr(env, "env_kwargs", ()):
+        return None
+    return pgx_view(name)
+
+
+def policy_table(policy: Any, params: Any, view: PgxView, greedy: bool = False) -> jax.Array:
+    """``pi[I, a]`` ``(N, A)`` over ``view.tree``: ``policy`` (a :class:`rollax.policies.Policy`
+    taking an action mask, with ``params``) at each information state's Pgx observation and
+    legal actions, its columns in the tree's action order. The probabilities are
+    ``exp log_prob`` of each legal action, renormalised over the legal ones (a masked policy's
+    illegal actions hold about ``e^-1e9`` of the mass); ``greedy``: 1 at the policy's mode.
+    Pure: works under ``jit`` and ``vmap`` (over ``params``)."""
+    obs, masks = jnp.asarray(view.observations), jnp.asarray(view.masks)
+    num_pgx = masks.shape[-1]
+    if greedy:
+        modes = jax.vmap(lambda o, m: policy.greedy(params, o, m))(obs, masks)
+        pgx_probs = jax.nn.one_hot(modes, num_pgx)
+    else:
+        def probs(o, m):
+            logp = jax.vmap(lambda a: policy.log_prob(params, o, a, m))(jnp.arange(num_pgx))
+            return jnp.exp(logp)
+
+        pgx_probs = jax.vmap(probs)(obs, masks)
+    return legal_policy(view.tree, pgx_probs[:, jnp.asarray(view.actions)])
