@@ -1,6 +1,8 @@
 """Evaluating a policy by sampling: the mean return of fresh absorbing episodes; in a game of
 two players (:mod:`rollax.envs.players`), its wins, draws and losses against a uniformly random
-legal player from each seat (:func:`game_scores`)."""
+legal player from each seat (:func:`game_scores`), and in Kuhn poker and Leduc hold'em
+(``pgx:kuhn_poker``, ``pgx:leduc_holdem``) the exact exploitability of its probabilities
+(:mod:`rollax.games`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from rollax.collect import episode_returns
 from rollax.envs.base import Environment, step_with_key
 from rollax.envs.masks import action_mask
 from rollax.envs.players import is_game
+from rollax.games.exact import exploitability
+from rollax.games.pgx_views import env_view, policy_table
 from rollax.policies import GreedyPolicy, Policy
 from rollax.recurrent import GreedyRecurrent, RecurrentPolicy, is_recurrent
 from rollax.validate import check_count
@@ -79,9 +83,17 @@ def scores(env: Environment, policy: Policy | RecurrentPolicy, params, key: jax.
            ) -> dict[str, jax.Array]:
     """A neural policy's evaluation: ``{"eval_return": evaluate_policy(...)}``, or for a game
     of two players :func:`game_scores` (``eval_return`` and the six rates of
-    :data:`GAME_SCORES`)."""
+    :data:`GAME_SCORES`), with ``exploitability`` in Kuhn poker and Leduc hold'em: the exact
+    exploitability (:func:`rollax.games.exact.exploitability`) of the policy's own
+    probabilities (whatever ``greedy`` says) at every information state
+    (:func:`rollax.games.pgx_views.policy_table`)."""
     if is_game(env):
-        return game_scores(env, policy, params, key, episodes, greedy, num_steps)
+        out = game_scores(env, policy, params, key, episodes, greedy, num_steps)
+        view = env_view(env)
+        if view is not None:
+            out["exploitability"] = exploitability(view.tree, policy_table(policy, params,
+                                                                           view))
+        return out
     return {"eval_return": evaluate_policy(env, policy, params, key, episodes, greedy,
                                            num_steps)}
 

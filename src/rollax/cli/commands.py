@@ -1,5 +1,5 @@
 """``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``,
-``render`` and ``export``; :data:`RUNNERS`, what runs each command (``train``'s:
+``render``, ``export`` and ``exploitability``; :data:`RUNNERS`, what runs each command (``train``'s:
 :func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from rollax.cli.flags import (
     EnvsCommand,
     EvalCommand,
     ExactCommand,
+    ExploitabilityCommand,
     ExportCommand,
     GradientsCommand,
     PlotCommand,
@@ -309,14 +310,35 @@ def run_export(cmd: ExportCommand) -> None:
           f"{out}.json")
 
 
+def run_exploitability(cmd: ExploitabilityCommand) -> None:
+    from rollax.run.exploitability import run_exploitability as measure
+
+    result = measure(cmd.run_dir, cmd.greedy)
+    if cmd.json:
+        emit(result)
+        return
+    print(f"{result['env']}: the {result['policy']} policy at update {result['updates']}, "
+          f"against best responses (exact)")
+    for lane in result["lanes"]:
+        label = ", ".join(f"{k}={v}" for k, v in lane.items() if k not in _EXPLOIT_KEYS)
+        print(f"  {label}: exploitability {lane['exploitability']:.6f}, NashConv "
+              f"{lane['nash_conv']:.6f} (best responses: first mover "
+              f"{lane['best_response_0']:.6f}, second {lane['best_response_1']:.6f}; "
+              f"self-play value {lane['self_play_value']:.6f})")
+
+
+_EXPLOIT_KEYS = ("nash_conv", "exploitability", "best_response_0", "best_response_1",
+                 "self_play_value")
+
+
 RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
            CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render,
-           ExportCommand: run_export}
+           ExportCommand: run_export, ExploitabilityCommand: run_exploitability}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
-            RenderCommand, ExportCommand)
+            RenderCommand, ExportCommand, ExploitabilityCommand)
 """The commands that compile programs with the compile cache on (``train`` turns it on or off
 as ``--compile-cache`` asks); :func:`rollax.cli.main` sets it before the command runs."""

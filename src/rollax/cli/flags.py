@@ -364,6 +364,21 @@ class ExportCommand:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExploitabilityCommand:
+    """Exact NashConv and exploitability of a run's policies in Kuhn poker or Leduc hold'em
+    (pgx:kuhn_poker, pgx:leduc_holdem; docs/games.md): each lane's policy at every
+    information state, against best responses."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run folder (trained on pgx:kuhn_poker or pgx:leduc_holdem)."""
+    greedy: bool = False
+    """Measure the greedy policy (its mode at each information state) instead of the
+    policy's own probabilities."""
+    json: bool = False
+    """Print one JSON object (env, updates, policy, lanes)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvsCommand:
     """List every registered environment id, one per line (with gymnax installed, also
     gymnax:<id> for each gymnax environment)."""
@@ -375,7 +390,7 @@ class EnvsCommand:
 COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
             "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
             "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand,
-            "export": ExportCommand}
+            "export": ExportCommand, "exploitability": ExploitabilityCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""

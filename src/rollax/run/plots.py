@@ -215,7 +215,39 @@ def _training_figures(runs: list[Path], out_dir: Path, x_axis: str
         ax_kl.set(ylabel="approx_kl (k3, nats)")
         _finish(diag_fig, [ax_ratio, ax_kl], xlabel)
         figures |= _figures(diag_fig, out_dir, "ppo_diagnostics")
-    return figures
+    return figures | _exploitability_figure(curves, out_dir, x_axis, xlabel)
+
+
+def _exploitability_figure(curves: list[RunCurves], out_dir: Path, x_axis: str, xlabel: str
+                           ) -> dict[Path, tuple[Figure, dict]]:
+    """``exploitability``: the exact exploitability of each lane's policy at every evaluation
+    (update 0, each ``--eval-every``, the end) of the runs that log it (Kuhn poker, Leduc
+    hold'em), one thin line per seed and the seeds' mean; nothing for the other runs."""
+    fig = Figure(figsize=(9, 3.6), dpi=120)
+    ax = fig.subplots()
+    colors = iter(f"C{i % 10}" for i in range(1000))
+    drawn = False
+    for c in curves:
+        table = metric_table(c.rows, c.labels, "exploitability")
+        for name, idx in c.groups().items():
+            color, tag = next(colors), c.name + (f" ({name})" if name else "")
+            at = np.isfinite(table[idx]).any(axis=0)
+            if not at.any():
+                continue
+            drawn = True
+            for i in idx:
+                ax.plot(c.x(x_axis, [i], start=0)[at], table[i, at], color=color,
+                        linewidth=0.5, alpha=0.35, marker=".", markersize=3,
+                        label=f"{tag}: seed {c.labels[i]['seed']}")
+            ax.plot(c.x(x_axis, idx, start=0)[at], np.nanmean(table[idx][:, at], axis=0),
+                    color=color, linewidth=2, marker="o", markersize=3,
+                    label=f"{tag}: mean of {len(idx)} seed{'s' * (len(idx) > 1)}")
+    if not drawn:
+        return {}
+    ax.set(ylabel="exploitability (NashConv / 2)", ylim=(0, None),
+           title="exact exploitability of the policy (its probabilities) against best responses")
+    _finish(fig, [ax], xlabel)
+    return _figures(fig, out_dir, "exploitability")
 
 
 def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
@@ -229,6 +261,8 @@ def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
       an update where
       no episode ended carries the last value (:func:`carry_forward`);
     - ``ppo_diagnostics``: the ratio spread (min to max, mean over seeds) and ``approx_kl``;
+    - ``exploitability``: runs on Kuhn poker or Leduc hold'em, the exact exploitability of each
+      lane's policy at every evaluation (:func:`_exploitability_figure`);
     - ``active_per_step``: active environments per transition, for rollout folders.
     """
     runs = [Path(r) for r in run_dirs]
