@@ -16,10 +16,12 @@ from rollax.cli.flags import (
     PlotCommand,
     RenderCommand,
     RolloutCommand,
+    TuneCommand,
     parse_count,
 )
 from rollax.cli.parse import TrainRequest
 from rollax.cli.train import aggregate_text, emit, run_train
+from rollax.cli.tune import run_tune
 from rollax.validate import check_count, check_seed, counted
 
 
@@ -312,11 +314,11 @@ def run_export(cmd: ExportCommand) -> None:
 RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
            CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render,
-           ExportCommand: run_export}
+           ExportCommand: run_export, TuneCommand: run_tune}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
-            RenderCommand, ExportCommand)
+            RenderCommand, ExportCommand, TuneCommand)
 """The commands that compile programs with the compile cache on (``train`` turns it on or off
 as ``--compile-cache`` asks); :func:`rollax.cli.main` sets it before the command runs."""
