@@ -17,10 +17,12 @@ from rollax.cli.flags import (
     PlotCommand,
     RenderCommand,
     RolloutCommand,
+    TuneCommand,
     parse_count,
 )
 from rollax.cli.parse import TrainRequest
 from rollax.cli.train import aggregate_text, emit, run_train
+from rollax.cli.tune import run_tune
 from rollax.validate import check_count, check_seed, counted
 
 
@@ -334,11 +336,12 @@ _EXPLOIT_KEYS = ("nash_conv", "exploitability", "best_response_0", "best_respons
 RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot,
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
            CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render,
-           ExportCommand: run_export, ExploitabilityCommand: run_exploitability}
+           ExportCommand: run_export, ExploitabilityCommand: run_exploitability,
+           TuneCommand: run_tune}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
-            RenderCommand, ExportCommand, ExploitabilityCommand)
+            RenderCommand, ExportCommand, ExploitabilityCommand, TuneCommand)
 """The commands that compile programs with the compile cache on (``train`` turns it on or off
 as ``--compile-cache`` asks); :func:`rollax.cli.main` sets it before the command runs."""

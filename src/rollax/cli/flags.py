@@ -387,10 +387,44 @@ class EnvsCommand:
     """Print one JSON object (envs: the list)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class TuneCommand:
+    """Search hyperparameters with Optuna (the tune extra), PARALLEL trials at a time as the
+    lanes of one compiled program."""
+
+    env: str = "CartPole-v1"
+    """The environment every trial trains."""
+    algo: str | None = None
+    """The method (default: the one that trains ENV); fixed for every trial."""
+    trials: int = 16
+    """Trials in all."""
+    parallel: int = 4
+    """Trials per program (its lanes)."""
+    space: str | None = None
+    """A YAML file: name: {low: L, high: H, log: true} or name: [choices], per-lane settings
+    only (default: rl-baselines3-zoo's PPO space, per-lane part)."""
+    sampler: Literal["tpe", "random"] = "tpe"
+    """Optuna's sampler, seeded with SEED."""
+    budget: str | None = None
+    """Env steps per trial (total_steps; default: the environment's preset)."""
+    metric: str | None = None
+    """The summary's per-lane number to maximise (default: the algorithm's score,
+    eval_return)."""
+    out: str | None = None
+    """The study folder (default: a new one under tune/)."""
+    seed: int = 0
+    """The sampler's seed and every trial's training seed."""
+    resume: str | None = None
+    """A study folder to continue (its settings are read back; other flags are refused)."""
+    json: bool = False
+    """Print one JSON object (the best trial and its settings)."""
+
+
 COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
             "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
             "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand,
-            "export": ExportCommand, "exploitability": ExploitabilityCommand}
+            "export": ExportCommand, "exploitability": ExploitabilityCommand,
+            "tune": TuneCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""

@@ -42,6 +42,9 @@ class RunConfig:
     """Lanes per hyperparameter combination; seed k uses ``key(config.seed + k)``."""
     sweep: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     """Swept numeric hyperparameters: every combination x seed is one lane."""
+    paired: bool = False
+    """The sweep's lists are read together, entry ``i`` of each being combination ``i``
+    (``rollax tune``'s trials), instead of as every combination of their values."""
     chunk_size: int = 1
     """Updates per compiled chunk (never changes results)."""
     checkpoint_every: int = 1
@@ -69,7 +72,7 @@ class RunConfig:
         return self.config.seed
 
     def lanes(self) -> Lanes:
-        return make_lanes(self.seed, self.seeds, dict(self.sweep))
+        return make_lanes(self.seed, self.seeds, dict(self.sweep), self.paired)
 
     def build(self) -> Algorithm:
         """The algorithm; a user's environment is rebuilt and checked first
@@ -85,6 +88,7 @@ class RunConfig:
         return {"kind": self.spec.name, "config": config_to_dict(self.config),
                 "seed": self.seed, "seeds": self.seeds,
                 "sweep": {k: list(v) for k, v in self.sweep.items()},
+                **({"paired": True} if self.paired else {}),
                 "older": older_fields(self.config)}
 
     def to_json(self) -> dict:
@@ -102,6 +106,7 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
         return RunConfig(config=config_from_dict(spec.config_type, stored["config"]),
                          seeds=stored["seeds"],
                          sweep={k: tuple(v) for k, v in stored["sweep"].items()},
+                         paired=bool(stored.get("paired", False)),
                          chunk_size=stored["chunk_size"],
                          checkpoint_every=stored["checkpoint_every"],
                          checked=bool(stored.get("checked", False)),
@@ -269,11 +274,12 @@ def configure(spec: AlgorithmSpec, name: str, settings: Mapping[str, Any]):
     return spec.config(name, **{k: v for k, v in settings.items() if k in spec.fields})
 
 
-def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
+def from_settings(settings: Mapping[str, Any], paired: bool = False
+                  ) -> tuple[RunConfig, Algorithm]:
     """The :class:`RunConfig` and built algorithm for flat ``settings`` (names as
     :func:`settings_names`; absent ones take the environment's preset, then the config's
-    defaults). Raises ``ValueError`` naming the setting before anything is compiled or
-    written."""
+    defaults); ``paired``: the sweep's lists are read together (:attr:`RunConfig.paired`).
+    Raises ``ValueError`` naming the setting before anything is compiled or written."""
     settings = {k: v for k, v in settings.items() if v is not None}
     unknown = [k for k in settings if k not in settings_names()]
     if unknown:
@@ -285,7 +291,7 @@ def from_settings(settings: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
     config = configure(spec, name, settings)
     if getattr(config, "env_options", ()):  # given, or the preset's: the environment they make
         env = make_env(name, config.horizon, config.env_options)
-    return assemble(config, env, settings, given=set(settings))
+    return assemble(config, env, {**settings, "paired": paired}, given=set(settings))
 
 
 def assemble(config, env, settings: Mapping[str, Any], given: set[str]
@@ -300,7 +306,10 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
     spec = registry.for_config(config)
     checked = settings.get("checked", False)
     algo = spec.build(config, checked=checked, env=env)
-    sweep = parse_sweep(settings.get("sweep", ()), algo.hyperparams)
+    paired = bool(settings.get("paired", False))
+    sweep = parse_sweep(settings.get("sweep", ()), algo.hyperparams, distinct=not paired)
+    if paired and len({len(v) for v in sweep.values()}) > 1:
+        raise ValueError("a paired sweep needs as many values of every name")
     _check_sweep(spec, algo.config, env, sweep, given)
     chunk = settings.get("chunk_size") or max(1, -(-algo.num_updates // 20))
     every = settings.get("checkpoint_every") or max(chunk, -(-algo.num_updates // 5))
@@ -310,7 +319,7 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
                          "this task's score after training is exact: give --eval-every N too")
     episodes = getattr(algo.config, "eval_episodes", settings.get("eval_episodes", 32))
     run = RunConfig(config=algo.config, seeds=settings.get("seeds", 1),
-                    sweep={k: tuple(v) for k, v in sweep.items()},
+                    sweep={k: tuple(v) for k, v in sweep.items()}, paired=paired,
                     chunk_size=min(chunk, algo.num_updates), checkpoint_every=every,
                     checked=checked, devices=settings.get("devices"),
                     eval_every=settings.get("eval_every"), eval_episodes=episodes,

@@ -55,9 +55,10 @@ class Lanes:
         return [{"seed": s, **v} for s, v in zip(self.seeds, self.values)]
 
 
-def parse_sweep(specs, hyperparams) -> dict[str, list[float]]:
+def parse_sweep(specs, hyperparams, distinct: bool = True) -> dict[str, list[float]]:
     """``("lr=1e-3,3e-4", ...)`` -> ``{"lr": [1e-3, 3e-4]}``, names checked against the
-    algorithm's numeric hyperparameters."""
+    algorithm's numeric hyperparameters; ``distinct``: a name's values may not repeat (a
+    paired sweep's may: two trials can share a value)."""
     import difflib
 
     sweep: dict[str, list[float]] = {}
@@ -78,13 +79,19 @@ def parse_sweep(specs, hyperparams) -> dict[str, list[float]]:
             sweep[name] = [float(v) for v in values.split(",")]
         except ValueError:
             raise ValueError(f"sweep: values of {name!r} must be numbers, got {values!r}") from None
-        if len(set(sweep[name])) != len(sweep[name]):
+        if distinct and len(set(sweep[name])) != len(sweep[name]):
             raise ValueError(f"sweep: values of {name!r} repeat: {values!r}")
     return sweep
 
 
-def make_lanes(seed: int, seeds: int, sweep: Mapping[str, Sequence[float]]) -> Lanes:
-    combos = [dict(zip(sweep, vals)) for vals in itertools.product(*sweep.values())] or [{}]
+def make_lanes(seed: int, seeds: int, sweep: Mapping[str, Sequence[float]],
+               paired: bool = False) -> Lanes:
+    """Every combination of the swept values (``itertools.product``, the first name varying
+    slowest) x ``seeds`` seeds, seeds innermost; ``paired``: the ``i``-th values of every
+    name together make combination ``i`` instead (``zip``: the lists are equally long), as
+    ``rollax tune`` runs its trials."""
+    together = zip(*sweep.values(), strict=True) if paired else itertools.product(*sweep.values())
+    combos = [dict(zip(sweep, vals)) for vals in together] or [{}]
     lane_seeds, values = [], []
     for combo in combos:
         for k in range(seeds):

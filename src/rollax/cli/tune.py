@@ -1,0 +1,133 @@
+"""``rollax tune``: a search's settings checked, its programs run (a line each), the best
+trials shown and ``best.yaml`` written (the engine: :mod:`rollax.run.tune`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rollax.cli.flags import TuneCommand, parse_count
+from rollax.cli.train import console, emit
+from rollax.validate import check_count
+
+
+def fixed_settings(cmd: TuneCommand) -> dict[str, Any]:
+    """The run settings every trial shares (names of :func:`rollax.run.config.from_settings`)."""
+    fixed: dict[str, Any] = {"env": cmd.env, "seed": cmd.seed}
+    if cmd.algo is not None:
+        fixed["algo"] = cmd.algo
+    if cmd.budget is not None:
+        fixed["total_steps"] = parse_count(cmd.budget)
+    return fixed
+
+
+def new_folder(cmd: TuneCommand) -> Path:
+    """``--out``, or the first free ``tune/ENV-N``."""
+    if cmd.out is not None:
+        return Path(cmd.out)
+    n = 0
+    while (Path("tune") / f"{cmd.env.replace(':', '-')}-{n}").exists():
+        n += 1
+    return Path("tune") / f"{cmd.env.replace(':', '-')}-{n}"
+
+
+def setup_of(cmd: TuneCommand):
+    """The search ``cmd`` asks for, every setting and the space checked (nothing compiled or
+    written)."""
+    from rollax.run import tune
+
+    check_count("trials", cmd.trials)
+    check_count("parallel", cmd.parallel)
+    fixed = fixed_settings(cmd)
+    space = tune.read_space(cmd.space)
+    tune.check_space(fixed, space)
+    return tune.TuneSetup(fixed=fixed, space=space, trials=cmd.trials, parallel=cmd.parallel,
+                          sampler=cmd.sampler, metric=cmd.metric, seed=cmd.seed)
+
+
+def open_search(cmd: TuneCommand):
+    """``(folder, setup, held)``: a new study folder made, or ``--resume``'s read back."""
+    from rollax.run import tune
+
+    if cmd.resume is None:
+        setup = setup_of(cmd)
+        out = new_folder(cmd)
+        return out, setup, tune.create(out, setup)
+    if dataclasses.replace(cmd, json=False) != TuneCommand(resume=cmd.resume):
+        raise ValueError("--resume takes the search's settings from its folder: give no "
+                         "other flag but --json")
+    held, setup = tune.reopen(Path(cmd.resume))
+    return Path(cmd.resume), setup, held
+
+
+def program_line(done) -> str:
+    """``program 0 (2 trials, 9.1 s): #0 212.5, #1 failed; runs/program-000``."""
+    scores = ", ".join(f"#{n} " + ("failed" if s is None else f"{s:.4g}")
+                       for n, s in zip(done.numbers, done.scores))
+    return (f"program {done.index} ({len(done.numbers)} trials, {done.seconds:.1f} s): "
+            f"{scores}; {done.folder}")
+
+
+def best_table(study, space, top: int = 5):
+    """The ``top`` trials with a score, best first: number, score, settings, run folder."""
+    from rich.table import Table
+
+    from rollax.run.tune import require_optuna
+
+    optuna = require_optuna()
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    table = Table("trial", "score", *space, "run", title=f"best {min(top, len(done))} trials")
+    for t in sorted(done, key=lambda t: -t.value)[:top]:
+        table.add_row(str(t.number), f"{t.value:.4g}", *[f"{t.params[n]:.4g}" for n in space],
+                      Path(t.user_attrs["run"]).name)
+    return table
+
+
+def run_tune(cmd: TuneCommand) -> int:
+    """Run the search ``cmd`` asks for (or continue ``--resume``'s) to its last trial."""
+    from rollax.run import tune
+
+    tune.require_optuna()
+    out, setup, held = open_search(cmd)
+    show = console()
+    try:
+        study = tune.open_study(out, setup)
+        stopped = tune.fail_unfinished(study)
+        if stopped and not cmd.json:
+            show.print(f"trials {', '.join(map(str, stopped))} were asked but their program "
+                       f"was stopped: marked failed; new trials take their place")
+        if not cmd.json:
+            show.print(f"tuning {setup.fixed['env']}: {setup.trials} trials, "
+                       f"{setup.parallel} per program; study folder: {out}")
+        study = tune.search(out, setup, lambda d: None if cmd.json
+                            else show.print(program_line(d)))
+        best = tune.best_settings(study, setup)
+        path = tune.write_best(out, best) if best is not None else None
+    finally:
+        held.release()
+    return _report(cmd.json, study, setup, out, path)
+
+
+def _report(as_json: bool, study, setup, out: Path, path: Path | None) -> int:
+    if as_json:
+        emit({"best": None if path is None else study.best_trial.value,
+              "best_trial": None if path is None else study.best_trial.number,
+              "settings": tune_best(study, setup), "study": str(out / "study.db"),
+              "best_yaml": None if path is None else str(path),
+              "trials": len(study.trials)})
+        return 0 if path is not None else 1
+    show = console()
+    if path is None:
+        show.print("no trial finished with a score (every lane diverged or has no episode)")
+        return 1
+    show.print(best_table(study, setup.space))
+    show.print(f"best: trial {study.best_trial.number}, {study.best_trial.value:.6g}; "
+               f"rollax train --config {path}")
+    return 0
+
+
+def tune_best(study, setup) -> dict | None:
+    from rollax.run.tune import best_settings
+
+    return best_settings(study, setup)

@@ -1,0 +1,285 @@
+"""Hyperparameter search whose trials are the lanes of one program (``rollax tune``).
+
+Optuna (the ``tune`` extra) proposes trials through its ask/tell interface, ``parallel`` at a
+time; each batch of trials is one run of ``parallel`` lanes (a *paired* sweep,
+:attr:`rollax.run.config.RunConfig.paired`: lane ``i`` takes trial ``i``'s values), compiled
+once, trained together, and each lane's final score told back to the study. Only the
+algorithm's per-lane (traced) hyperparameters may be searched: one program holds lanes of one
+shape.
+
+A study folder holds ``tune.json`` (the search's settings, read back by ``--resume``),
+``study.db`` (Optuna's RDB storage on SQLite: each program's trials are told, with their run
+folder as the user attribute ``run``, as soon as the program finishes), ``runs/program-NNN/``
+(each program's run folder) and ``best.yaml`` (the best trial, as ``rollax train --config``
+reads it). The folder is held by one tuner at a time (the ``.lock`` of
+:meth:`rollax.run.folder.RunFolder.claim`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rollax.run.config import from_settings
+from rollax.run.files import read_json, write_json
+from rollax.run.folder import RunFolder
+
+DEFAULT_SPACE: dict[str, Any] = {
+    "lr": {"low": 1e-5, "high": 1e-2, "log": True},
+    "ent_coef": {"low": 1e-8, "high": 0.1, "log": True},
+    "clip_eps": [0.1, 0.2, 0.3, 0.4],
+    "gamma": [0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999],
+    "gae_lambda": [0.8, 0.9, 0.92, 0.95, 0.98, 0.99, 1.0],
+    "max_grad_norm": [0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0],
+    "vf_coef": {"low": 0.0, "high": 1.0},
+}
+"""The search space without ``--space``: rl-baselines3-zoo's PPO sampler (``rl_zoo3``'s
+``hyperparams_opt.py``, ``sample_ppo_params``) restricted to the per-lane settings (its batch
+size, rollout length, epochs and network change the program's shape and are left out), with
+its learning rate's upper end lowered from 1 to 0.01."""
+
+INSTALL = "pip install 'rollax[tune]'"
+STUDY = "rollax"
+SETTINGS = "tune.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneSetup:
+    """What a search is: its fixed run settings (flat, :func:`rollax.run.config.from_settings`
+    names), its space, its length and the study's sampler."""
+
+    fixed: Mapping[str, Any]
+    space: Mapping[str, Any]
+    trials: int
+    parallel: int
+    sampler: str = "tpe"
+    metric: str | None = None
+    seed: int = 0
+
+    def to_json(self) -> dict:
+        return {"fixed": dict(self.fixed), "space": dict(self.space), "trials": self.trials,
+                "parallel": self.parallel, "sampler": self.sampler, "metric": self.metric,
+                "seed": self.seed}
+
+
+def require_optuna():
+    """The ``optuna`` module, or ``ValueError`` with the install command."""
+    try:
+        import optuna  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        raise ValueError(f"rollax tune needs Optuna, which is not installed: {INSTALL}") from None
+    return optuna
+
+
+def read_space(path: str | None) -> dict[str, Any]:
+    """The space of a YAML file (``name: {low, high, log}`` or ``name: [choices]``), or
+    :data:`DEFAULT_SPACE` without one; its form is checked here, its names and values by
+    :func:`check_space`."""
+    if path is None:
+        return dict(DEFAULT_SPACE)
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"space {path!r} cannot be read: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"space {path!r} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"space {path!r} must be a table of settings to search")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _values(name: str, entry: Any) -> list[float]:
+    """The values of one space entry whose validity stands for the whole entry: a range's
+    ends, or every choice."""
+    if isinstance(entry, list) and entry:
+        values = entry
+    elif isinstance(entry, dict) and set(entry) <= {"low", "high", "log"} and {
+            "low", "high"} <= set(entry):
+        values = [entry["low"], entry["high"]]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"space: {name}'s low and high must be numbers")
+        if not values[0] < values[1]:
+            raise ValueError(f"space: {name} needs low < high, got {values[0]} and {values[1]}")
+        if entry.get("log") and values[0] <= 0:
+            raise ValueError(f"space: {name} is searched on a log scale, so low must be > 0")
+    else:
+        raise ValueError(f"space: {name} must be {{low: L, high: H[, log: true]}} or a list "
+                         f"of choices, got {entry!r}")
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"space: {name}'s values must be numbers, got {values!r}") from None
+
+
+def check_space(fixed: Mapping[str, Any], space: Mapping[str, Any]) -> None:
+    """``ValueError`` in one line for a space the run cannot search: a name that is no
+    setting, one that changes the program's shape (not per lane), one also fixed, or values
+    (a range's ends, each choice) that the algorithm's own checks refuse. Nothing is compiled
+    or written."""
+    run, algo = from_settings(fixed)
+    searchable = algo.hyperparams._fields
+    for name, entry in space.items():
+        if name not in searchable:
+            kind = ("changes the program's shape and cannot differ between lanes"
+                    if name in run.spec.fields else "is not a setting of "
+                    + run.spec.name.upper())
+            raise ValueError(f"space: {name!r} {kind}; searchable: {', '.join(searchable)}")
+        if name in fixed:
+            raise ValueError(f"space: {name!r} is also fixed by a flag; give one or the other")
+        values = sorted(set(_values(name, entry)))
+        if len(values) == 1:
+            values = values * 2
+        try:
+            from_settings({**fixed, "sweep": (f"{name}={','.join(map(repr, values))}",)},
+                          paired=True)
+        except ValueError as err:
+            raise ValueError(f"space: {name}: {err.args[0]}") from None
+
+
+def distributions(space: Mapping[str, Any]) -> dict[str, Any]:
+    """Optuna's distribution of every entry of ``space``."""
+    optuna = require_optuna()
+    dists: dict[str, Any] = {}
+    for name, entry in space.items():
+        if isinstance(entry, list):
+            dists[name] = optuna.distributions.CategoricalDistribution(
+                [float(v) for v in entry])
+        else:
+            dists[name] = optuna.distributions.FloatDistribution(
+                float(entry["low"]), float(entry["high"]), log=bool(entry.get("log", False)))
+    return dists
+
+
+def open_study(out: Path, setup: TuneSetup):
+    """The study in ``out/study.db`` (made, or loaded when it exists), its sampler seeded."""
+    optuna = require_optuna()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = (optuna.samplers.TPESampler(seed=setup.seed) if setup.sampler == "tpe"
+               else optuna.samplers.RandomSampler(seed=setup.seed))
+    return optuna.create_study(storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY,
+                               direction="maximize", sampler=sampler, load_if_exists=True)
+
+
+def finished(study) -> list:
+    """The trials whose program finished (told, with their run folder)."""
+    return [t for t in study.get_trials(deepcopy=False) if "run" in t.user_attrs]
+
+
+def fail_unfinished(study) -> list[int]:
+    """Mark the trials asked but never told (their program was stopped) failed, with the
+    user attribute ``interrupted``; their numbers. They do not count towards the trials."""
+    optuna = require_optuna()
+    stopped = [t.number for t in study.get_trials(deepcopy=False,
+                                                  states=(optuna.trial.TrialState.RUNNING,))]
+    for number in stopped:
+        study._storage.set_trial_user_attr(study.trials[number]._trial_id, "interrupted", True)
+        study.tell(number, state=optuna.trial.TrialState.FAIL)
+    return stopped
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramDone:
+    """One finished program: its run folder, its trials' numbers, values and scores."""
+
+    index: int
+    folder: Path
+    numbers: list[int]
+    params: list[dict[str, float]]
+    scores: list[float | None]
+    seconds: float
+
+
+def run_program(study, setup: TuneSetup, out: Path, index: int) -> ProgramDone:
+    """Ask for the next trials, train them as the lanes of one run in
+    ``out/runs/program-NNN``, and tell the study each lane's score (a lane without a finite
+    score fails)."""
+    import time
+
+    from rollax.run import training
+
+    optuna = require_optuna()
+    count = min(setup.parallel, setup.trials - len(finished(study)))
+    dists = distributions(setup.space)
+    asked = [study.ask(dists) for _ in range(count)]
+    sweep = tuple(f"{name}={','.join(repr(float(t.params[name])) for t in asked)}"
+                  for name in setup.space)
+    run, algo = from_settings({**setup.fixed, "sweep": sweep}, paired=True)
+    start = time.perf_counter()
+    folder = out / "runs" / f"program-{index:03d}"
+    with training.begin(run, algo, str(folder)) as session:
+        summary, _ = session.execute()
+    metric = setup.metric or run.spec.report.score
+    scores = [_finite(lane.get(metric)) for lane in summary["lanes"]]
+    for trial, score in zip(asked, scores):
+        trial.set_user_attr("run", str(folder))
+        if score is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, score)
+    return ProgramDone(index, folder, [t.number for t in asked],
+                       [dict(t.params) for t in asked], scores, time.perf_counter() - start)
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None]):
+    """Run programs until ``setup.trials`` trials finished; returns the study."""
+    study = open_study(out, setup)
+    runs = out / "runs"  # a stopped program's folder stays: the next takes a new name
+    index = len(list(runs.iterdir())) if runs.is_dir() else 0
+    while len(finished(study)) < setup.trials:
+        on_program(run_program(study, setup, out, index))
+        index += 1
+    return study
+
+
+def best_settings(study, setup: TuneSetup) -> dict[str, Any] | None:
+    """The settings of the best trial, as ``rollax train --config`` reads them; ``None``
+    when no trial has a score."""
+    optuna = require_optuna()
+    if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        return None
+    return {**setup.fixed, **study.best_trial.params}
+
+
+def write_best(out: Path, settings: Mapping[str, Any]) -> Path:
+    """``out/best.yaml``, written atomically."""
+    import yaml
+
+    from rollax.run.files import atomic_write_text
+
+    path = out / "best.yaml"
+    atomic_write_text(path, yaml.safe_dump(dict(settings), sort_keys=False))
+    return path
+
+
+def create(out: Path, setup: TuneSetup) -> RunFolder:
+    """A new study folder holding ``tune.json``, held for this process."""
+    from rollax.run.folder import check_creatable_folder
+
+    check_creatable_folder(out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"out {str(out)!r} is not empty: choose a new folder, or "
+                         f"--resume {out} to continue its search")
+    out.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(out)
+    folder.claim("tune: ")
+    write_json(out / SETTINGS, setup.to_json())
+    return folder
+
+
+def reopen(out: Path) -> tuple[RunFolder, TuneSetup]:
+    """A study folder to continue: held for this process, its settings read back."""
+    if not (out / SETTINGS).is_file():
+        raise ValueError(f"{str(out)!r} is not a rollax tune folder (no {SETTINGS})")
+    folder = RunFolder(out)
+    folder.claim("tune: ")
+    stored = read_json(out / SETTINGS)
+    return folder, TuneSetup(**stored)

@@ -1,0 +1,90 @@
+"""``rollax tune`` (``pip install 'rollax[tune]'``): Optuna's trials, two at a time as the lanes
+of one program, kept in ``study.db``; the best one written as a config ``rollax train`` reads;
+``--resume`` repeats no finished trial and finishes a stopped search; a bad space is refused
+before anything is written."""
+
+import json
+import sqlite3
+
+import pytest
+import yaml
+
+from helpers import run
+
+pytest.importorskip("optuna", reason="rollax tune needs the tune extra: pip install 'rollax[tune]'")
+
+SEARCH = ["--env", "CartPole-v1", "--trials", "4", "--parallel", "2", "--budget", "1024"]
+
+
+def trials(out):
+    """``(number, state)`` of every trial of the study in ``out``."""
+    with sqlite3.connect(out / "study.db") as db:
+        return db.execute("SELECT number, state FROM trials ORDER BY number").fetchall()
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    from rollax.cli import main
+
+    out = tmp_path_factory.mktemp("tune") / "study"
+    assert main(["tune", *SEARCH, "--out", str(out)]) == 0
+    return out
+
+
+def test_four_trials_in_two_programs(searched):
+    assert sorted(p.name for p in (searched / "runs").iterdir()) == ["program-000", "program-001"]
+    assert trials(searched) == [(n, "COMPLETE") for n in range(4)]
+    config = json.loads((searched / "runs" / "program-000" / "config.json").read_text())
+    assert config["paired"] and all(len(v) == 2 for v in config["sweep"].values())
+
+
+def test_best_yaml_trains(searched, tmp_path, capsys):
+    best = yaml.safe_load((searched / "best.yaml").read_text())
+    assert best["env"] == "CartPole-v1" and best["total_steps"] == 1024 and "lr" in best
+    code, _, err = run(capsys, "train", "--config", searched / "best.yaml", "--out",
+                       tmp_path / "best", "--json")
+    assert code == 0, err
+
+
+def test_resume_after_the_end_repeats_nothing(searched, capsys):
+    code, out, err = run(capsys, "tune", "--resume", searched)
+    assert code == 0, err
+    assert not [line for line in out.splitlines() if line.startswith("program ")]
+    assert len(trials(searched)) == 4
+
+
+def test_resume_after_a_kill_finishes_the_rest(tmp_path, monkeypatch, capsys):
+    from rollax.run import training
+
+    begin, calls = training.begin, []
+
+    def killed_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return begin(*args, **kwargs)
+
+    monkeypatch.setattr(training, "begin", killed_second)
+    out = tmp_path / "study"
+    code, _, _ = run(capsys, "tune", *SEARCH, "--out", out)
+    assert code == 130 and trials(out) == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "RUNNING"),
+                                           (3, "RUNNING")]
+    monkeypatch.setattr(training, "begin", begin)
+    code, printed, err = run(capsys, "tune", "--resume", out)
+    assert code == 0, err
+    assert "trials 2, 3 were asked but their program was stopped" in printed
+    assert [s for _, s in trials(out)] == ["COMPLETE"] * 2 + ["FAIL"] * 2 + ["COMPLETE"] * 2
+
+
+@pytest.mark.parametrize("space, message", [
+    ("num_envs: [4, 8]\n", "'num_envs' changes the program's shape"),
+    ("lr_max: [0.1]\n", "'lr_max' is not a setting of PPO"),
+    ("gamma: {low: 0.9, high: 1.5}\n", "space: gamma:"),
+    ("lr: {low: 0, high: 0.1, log: true}\n", "low must be > 0"),
+])
+def test_a_bad_space_is_refused(tmp_path, capsys, space, message):
+    (tmp_path / "space.yaml").write_text(space)
+    code, out, err = run(capsys, "tune", *SEARCH, "--space", tmp_path / "space.yaml", "--out",
+                         tmp_path / "study")
+    assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "study").exists()
