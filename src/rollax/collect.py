@@ -15,6 +15,9 @@ stream differs by contract. :func:`collect` (absorbing) resets each environment 
 stage 2: ``split(reset, B)[b]``. :func:`collect_autoreset` (streaming) treats it like the
 others: an environment whose episode ends at step ``t`` restarts from
 ``split(split(reset, T)[t], B)[b]``. :func:`collection_keys` materialises the absorbing keys.
+A league's collector (:func:`collect_league`) splits its key first, ``key, draws =
+split(key)``: ``key`` gives the three streams above, ``draws`` the matches of the episodes that
+start, split per step and per environment in the same way.
 
 The trajectory is time-major: every field has leading shape ``(T, B)``. In an absorbing batch
 ``active`` is taken from the state *before* the step, so the transition that ends an episode is
@@ -590,3 +593,89 @@ def collect_autoreset_recurrent(env, policy, params, state, carry, key: jax.Arra
     (state, carry), traj = _collect_autoreset(env, policy, params, state, carry, key,
                                               int(num_steps))
     return state, carry, traj
+
+
+# ---------------------------------------------------------------------------------------------
+# A league: the learner against a pool of past snapshots
+
+
+class League(NamedTuple):
+    """Each environment's match in a league (:func:`collect_league`), ``(B,)`` int32 each."""
+
+    seat: jax.Array
+    """The player id whose moves the learner's parameters choose."""
+    opponent: jax.Array
+    """The pool's snapshot that plays the other seat, ``0 .. K - 1``."""
+
+
+def draw_matches(key: jax.Array, batch_size: int, pool_size: int) -> League:
+    """``B`` fresh matches: environment ``b`` draws ``c = randint(split(key, B)[b], 0, 2K)``
+    (one key, used once), the learner's seat ``c % 2`` and the opponent ``c // 2``, each
+    uniform and independent."""
+    choice = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2 * pool_size))(
+        per_env(key, batch_size))
+    return League(choice % 2, choice // 2)
+
+
+def _league_step(env, policy, params, pool, state, match: League, action_key, transition_key):
+    """One environment's step in a league: the player to act is the learner (``match.seat``)
+    and acts by ``params``, or is the opponent and acts by the snapshot
+    ``pool[match.opponent]``; one action drawn with the one action key. The row's
+    ``turns.learner`` records which."""
+    learner = jnp.asarray(env.to_act(state), jnp.int32) == match.seat
+    theirs = jax.tree.map(lambda p: p[match.opponent], pool)
+    acting = jax.tree.map(lambda mine, other: jnp.where(learner, mine, other), params, theirs)
+    (next_state, _), row = _env_step(env, policy, acting, state, None, action_key,
+                                     transition_key)
+    return next_state, row._replace(turns=row.turns._replace(learner=learner))
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps"))
+def _collect_league(env, policy, params, pool, state, league, key, num_steps):
+    batch_size = league.seat.shape[0]
+    pool_size = jax.tree.leaves(pool)[0].shape[0]
+    key, draws = jax.random.split(key)
+    streams = split_key(key, env.stochastic)
+    xs = (StepKeys(per_step(streams.reset, num_steps), per_step(streams.action, num_steps),
+                   per_step(streams.transition, num_steps)), per_step(draws, num_steps))
+    step = functools.partial(_league_step, env, policy, params, pool)
+
+    def body(carry, keys):
+        state, league = carry
+        step_keys, draw_key = keys
+        next_state, row = jax.vmap(step)(state, league, per_env(step_keys.action, batch_size),
+                                         per_env(step_keys.transition, batch_size))
+        row = AutoResetTrajectory(*row._replace(active=jnp.ones_like(row.active)),
+                                  jax.vmap(env.observation)(next_state))
+        done = row.terminated | row.truncated
+        next_state = autoreset(env, done, next_state, step_keys.reset)
+        fresh = draw_matches(draw_key, batch_size, pool_size)
+        league = jax.tree.map(lambda new, old: jnp.where(done, new, old), fresh, league)
+        return (next_state, league), row
+
+    return jax.lax.scan(body, (state, league), xs)
+
+
+def collect_league(env, policy, params, pool, state, league: League, key: jax.Array,
+                   num_steps: int):
+    """:func:`collect_autoreset` of a game (``docs/contract.md §8``) in which the learner's
+    ``params`` play one seat of each environment and a past snapshot the other: ``pool`` is
+    ``K`` parameters of ``policy`` stacked on a leading axis, ``league`` each environment's
+    :class:`League` (the learner's seat and the opponent's index).
+
+    Keys: ``key`` is split first, ``key, draws = split(key)``; ``key`` then gives the reset,
+    action and transition streams exactly as :func:`collect_autoreset`'s, and ``draws`` is the
+    league's own stream, split per step and per environment as the others: an environment
+    whose episode ends at step ``t`` starts its next with the match
+    :func:`draw_matches` gives for ``split(split(draws, T)[t], B)[b]``. Every move is drawn
+    with the one action key of its cell, by whichever parameters act. The rows record
+    ``turns.learner`` (the learner acted); ``log_prob`` is the acting policy's.
+
+    Returns ``(state, league, AutoResetTrajectory)``.
+    """
+    check_count("num_steps", num_steps)
+    if is_recurrent(policy) or is_host(env):
+        raise ValueError("a league collects a feed-forward policy on a JAX game")
+    (state, league), traj = _collect_league(env, policy, params, pool, state, league, key,
+                                            int(num_steps))
+    return state, league, traj

@@ -107,21 +107,36 @@ def live_mean(x: jax.Array, live: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(live, x, 0.0)) / jnp.maximum(jnp.sum(live), 1)
 
 
+def weighed_mean(x: jax.Array, live: jax.Array | None = None) -> jax.Array:
+    """``mean(x)``, or with ``live`` the mean over the live cells (:func:`live_mean`)."""
+    return jnp.mean(x) if live is None else live_mean(x, live)
+
+
+def normalized_advantages(advantage: jax.Array, live: jax.Array | None = None) -> jax.Array:
+    """``(A - mean) / (std + 1e-8)``, the mean and the standard deviation over every cell, or
+    over the live cells only (``live``; the others then are 0 and weigh nothing)."""
+    if live is None:
+        return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    mean = live_mean(advantage, live)
+    std = jnp.sqrt(live_mean((advantage - mean) ** 2, live))
+    return jnp.where(live, (advantage - mean) / (std + 1e-8), 0.0)
+
+
 def clipped_value_loss(value: jax.Array, behaviour_value: jax.Array, target: jax.Array,
-                       clip_eps, clip: bool = True) -> jax.Array:
+                       clip_eps, clip: bool = True, live: jax.Array | None = None) -> jax.Array:
     """``0.5 * mean(max((V - G)^2, (V_b + clip(V - V_b, -eps, eps) - G)^2))`` over a flat batch
     ``(N,)``; without ``clip``, ``0.5 * mean((V - G)^2)``. ``V_b`` is the value stored at
-    collection time, ``G`` the target."""
+    collection time, ``G`` the target. ``live``: the mean over the live cells only."""
     loss = (value - target) ** 2
     if clip:
         clipped = behaviour_value + jnp.clip(value - behaviour_value, -clip_eps, clip_eps)
         loss = jnp.maximum(loss, (clipped - target) ** 2)
-    return 0.5 * jnp.mean(loss)
+    return 0.5 * weighed_mean(loss, live)
 
 
 def actor_critic_loss(log_prob, behaviour_log_prob, advantage, value, behaviour_value, target,
                       entropy, *, clip_eps, vf_coef, ent_coef, clip_value: bool = True,
-                      normalize_advantages: bool = True):
+                      normalize_advantages: bool = True, live: jax.Array | None = None):
     """PPO's actor-critic loss over a flat minibatch (every argument ``(N,)``)::
 
         r = exp(log_prob - behaviour_log_prob)
@@ -133,22 +148,30 @@ def actor_critic_loss(log_prob, behaviour_log_prob, advantage, value, behaviour_
     Returns ``(L, aux)`` with ``aux`` the policy loss, value loss, entropy and the
     :class:`RatioStats` fields. The behaviour log-probs, values, advantages and targets are
     the frozen batch (their gradients are not taken: pass them as data).
+
+    ``live`` (bool ``(N,)``, or None: every cell): the cells that weigh. Every mean above,
+    the advantages' mean and deviation and the ratio's statistics are then over the live cells
+    only, and the others add nothing to ``L`` nor to its gradient (a league's opponent moves,
+    ``docs/contract.md §8``).
     """
     log_ratio = log_prob - behaviour_log_prob
     ratio = jnp.exp(log_ratio)
     if normalize_advantages:
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-    policy_loss = -jnp.mean(ppo_clip_objective(ratio, advantage, clip_eps))
-    value_loss = clipped_value_loss(value, behaviour_value, target, clip_eps, clip_value)
-    entropy = jnp.mean(entropy)
+        advantage = normalized_advantages(advantage, live)
+    if live is not None:  # a dead cell's ratio (another policy's log-prob) stays finite
+        ratio = jnp.where(live, ratio, 1.0)
+        log_ratio = jnp.where(live, log_ratio, 0.0)
+    policy_loss = -weighed_mean(ppo_clip_objective(ratio, advantage, clip_eps), live)
+    value_loss = clipped_value_loss(value, behaviour_value, target, clip_eps, clip_value, live)
+    entropy = weighed_mean(entropy, live)
     total = policy_loss + vf_coef * value_loss - ent_coef * entropy
     aux = dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
-               **ratio_stats(ratio, log_ratio, clip_eps)._asdict())
+               **ratio_stats(ratio, log_ratio, clip_eps, live)._asdict())
     return total, aux
 
 
 def a2c_loss(log_prob, advantage, value, target, entropy, *, vf_coef, ent_coef,
-             normalize_advantages: bool = False):
+             normalize_advantages: bool = False, live: jax.Array | None = None):
     """A2C's loss over a flat batch (every argument ``(N,)``)::
 
         A = (advantage - mean) / (std + 1e-8)                      # when normalising
@@ -159,16 +182,19 @@ def a2c_loss(log_prob, advantage, value, target, entropy, *, vf_coef, ent_coef,
     :func:`clipped_value_loss`). The advantages and targets are frozen (``stop_gradient``).
     Returns ``(L, aux)`` with the policy loss, value loss and entropy.
 
+    ``live`` (bool ``(N,)``, or None): the means over the live cells only, as in
+    :func:`actor_critic_loss`.
+
     Example: ``A = (1, -1)``, ``log_prob = log(0.5, 0.25)``, ``value = target``, no entropy
     bonus: ``L = -(log 0.5 - log 0.25) / 2 = -log(2) / 2``.
     """
     advantage = jax.lax.stop_gradient(advantage)
     target = jax.lax.stop_gradient(target)
     if normalize_advantages:
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-    policy_loss = -jnp.mean(advantage * log_prob)
-    value_loss = jnp.mean((value - target) ** 2)
-    entropy = jnp.mean(entropy)
+        advantage = normalized_advantages(advantage, live)
+    policy_loss = -weighed_mean(advantage * log_prob, live)
+    value_loss = weighed_mean((value - target) ** 2, live)
+    entropy = weighed_mean(entropy, live)
     total = policy_loss + vf_coef * value_loss - ent_coef * entropy
     return total, dict(policy_loss=policy_loss, value_loss=value_loss, entropy=entropy)
 

@@ -210,7 +210,7 @@ class A2CParts:
         cells = self.experience.score(params, batch)
         return a2c_loss(cells.log_prob, cells.advantage, cells.value, cells.target,
                         cells.entropy, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
-                        normalize_advantages=self.config.normalize_advantages)
+                        normalize_advantages=self.config.normalize_advantages, live=cells.live)
 
     def metrics(self, state: ActorCriticState, hp, step: optim.Step, collected: Collected,
                 advantages: Advantages, episodes: Episodes) -> A2CMetrics:

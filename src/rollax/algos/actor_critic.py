@@ -118,12 +118,26 @@ class ActorCriticConfig:
     eval_steps: int | None = None
     """Steps of each evaluation episode (default: the environment's horizon, at most
     100,000, so a continuing task is evaluated on a bounded stretch)."""
+    opponents: Literal["self", "pool"] = added("self", stored="self")
+    """A game's opponents (docs/contract.md section 8): self (the current policy plays both
+    seats) or pool (a small league: each episode the learner takes one seat, drawn at random,
+    and a snapshot drawn from the last pool_size ones the other; the opponent's moves are not
+    trained on)."""
+    pool_size: int = added(4, stored=4)
+    """Past parameter snapshots a pool holds (opponents pool)."""
+    pool_every: int = added(10, stored=10)
+    """Updates between snapshots: every pool_every updates the current parameters replace the
+    pool's oldest (opponents pool)."""
 
 
 C = TypeVar("C", bound=ActorCriticConfig)
 
 BOOLEANS = ("anneal_lr", "normalize_advantages", "normalize_observations", "normalize_rewards")
 """The shared settings that switch something on or off."""
+
+
+OPPONENTS = ("self", "pool")
+"""The choices of ``opponents``: self-play, or a pool of past snapshots (a league)."""
 
 
 def num_updates(config: ActorCriticConfig) -> int:
@@ -163,6 +177,11 @@ def check_settings(config: ActorCriticConfig) -> None:
     check_real("reward_clip", config.reward_clip, 0, inf, low_open=True, high_open=True)
     for name in BOOLEANS:
         check_bool(name, getattr(config, name))
+    if config.opponents not in OPPONENTS:
+        raise ValueError(f"opponents must be one of {', '.join(OPPONENTS)}, "
+                         f"got {config.opponents!r}")
+    check_count("pool_size", config.pool_size)
+    check_count("pool_every", config.pool_every)
 
 
 def environment(config: ActorCriticConfig, env: Environment | None,
@@ -180,6 +199,9 @@ def environment(config: ActorCriticConfig, env: Environment | None,
                   config.memory_size, config.env)
     if is_game(env):
         check_self_play(config)
+    elif config.opponents != "self":
+        raise ValueError(f"opponents {config.opponents} is refused for {config.env}: it is not "
+                         f"a game of two players")
     return env
 
 
@@ -217,10 +239,13 @@ def make_network(env: Environment, config: ActorCriticConfig) -> Network:
 def make_experience(config: ActorCriticConfig, env: Environment,
                     checked: bool = False) -> ExperienceParts:
     """The experience (:class:`ExperienceParts`) of a resolved ``config`` on ``env``."""
+    league = config.opponents == "pool"
     return ExperienceParts(env, make_network(env, config), config.num_envs, config.num_steps,
                         config.normalize_observations, checked,
                         normalize_rewards=config.normalize_rewards,
-                        reward_clip=float(config.reward_clip))
+                        reward_clip=float(config.reward_clip),
+                        pool_size=config.pool_size if league else 0,
+                        pool_every=config.pool_every)
 
 
 class ActorCriticResult(NamedTuple):

@@ -41,7 +41,14 @@ import optax
 
 from rollax import guards
 from rollax.algos.base import Algorithm, neural_algorithm
-from rollax.collect import collect_autoreset, collect_autoreset_recurrent, reset_batch
+from rollax.collect import (
+    League,
+    collect_autoreset,
+    collect_autoreset_recurrent,
+    collect_league,
+    draw_matches,
+    reset_batch,
+)
 from rollax.distributions import masked
 from rollax.envs.base import Environment
 from rollax.nets.build import Network, observation_stats_template
@@ -102,10 +109,18 @@ class ActorCriticState(NamedTuple):
     discounted_return: Any = None
     """(B,) each environment's running discounted return ``R`` of ``normalize_rewards``
     (:func:`rollax.returns.running_returns`; 0 after an episode end), else None."""
+    pool: Any = None
+    """A league's (``opponents`` pool) ``K`` past snapshots of ``params``, stacked ``(K, ...)``
+    (a ring, all the initial parameters at the start); else None."""
+    pool_next: Any = None
+    """int32 (): the pool's oldest snapshot, the next one replaced (a league; else None)."""
+    league: Any = None
+    """A league's :class:`rollax.collect.League` of each environment's current episode, the
+    learner's seat and the opponent's index ``(B,)`` each; else None."""
 
 
 ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length", "carry",
-                    "discounted_return")
+                    "discounted_return", "league")
 """The fields of :class:`ActorCriticState` batched over the ``B`` environments."""
 
 
@@ -126,6 +141,8 @@ class Collected(NamedTuple):
     start: Any = None
     """Recurrent: ``(T, B)`` bool, reset the carry before this cell (:func:`episode_starts`);
     else None."""
+    league: Any = None
+    """A league's matches to go on from (:class:`rollax.collect.League`); else None."""
 
 
 class Advantages(NamedTuple):
@@ -152,6 +169,8 @@ class Batch(NamedTuple):
     value: jax.Array
     action_mask: Any = None
     """The action masks the actions were drawn under (None without masks)."""
+    live: Any = None
+    """bool: the cells the loss weighs, a league's learner's moves (None: every cell)."""
 
 
 class Sequences(NamedTuple):
@@ -183,6 +202,8 @@ class Scored(NamedTuple):
     behaviour_value: jax.Array
     target: jax.Array
     entropy: jax.Array
+    live: Any = None
+    """bool: the cells the loss weighs (:attr:`Batch.live`; None: every cell)."""
 
 
 class Episodes(NamedTuple):
@@ -217,10 +238,26 @@ class ExperienceParts:
     (:meth:`rewards`)."""
     reward_clip: float = 10.0
     """Bound of the normalised rewards (``normalize_rewards``)."""
+    pool_size: int = 0
+    """A league's snapshots ``K`` (``opponents`` pool); 0: self-play, no pool."""
+    pool_every: int = 1
+    """A league's updates between snapshots."""
 
     @property
     def recurrent(self) -> bool:
         return is_recurrent(self.net)
+
+    @property
+    def league(self) -> bool:
+        """Whether a pool of past snapshots plays the learner's opponents."""
+        return self.pool_size > 0
+
+    def pool_params(self, state: ActorCriticState):
+        """The pool as :attr:`policy` takes parameters, stacked ``(K, ...)``: each snapshot
+        with the current observation statistics."""
+        size = self.pool_size
+        stats = jax.tree.map(lambda x: jnp.broadcast_to(x, (size, *x.shape)), state.obs_stats)
+        return (state.pool, stats)
 
     @property
     def cells(self) -> int:
@@ -245,11 +282,15 @@ class ExperienceParts:
     def init(self, key: jax.Array, optimiser: optax.GradientTransformation) -> ActorCriticState:
         """Fresh parameters, ``optimiser``'s state and observation statistics, and ``B``
         started environments."""
-        key, init_key, env_key = jax.random.split(key, 3)
+        if self.league:
+            key, init_key, env_key, league_key = jax.random.split(key, 4)
+        else:
+            key, init_key, env_key = jax.random.split(key, 3)
+            league_key = None
         params: Any = self.net.init(init_key)
         B = self.num_envs
         rewards = self.normalize_rewards
-        return ActorCriticState(
+        state = ActorCriticState(
             params=params, opt_state=optimiser.init(params),
             obs_stats=obs_norm_init(observation_stats_template(self.net)),
             env_state=reset_batch(self.env, env_key, B),
@@ -259,6 +300,12 @@ class ExperienceParts:
             reward_stats=reward_norm_init() if rewards else None,
             discounted_return=jnp.zeros(B, jnp.float32) if rewards else None,
         )
+        if league_key is None:
+            return state
+        K = self.pool_size
+        return state._replace(
+            pool=jax.tree.map(lambda x: jnp.repeat(x[None], K, axis=0), params),
+            pool_next=jnp.zeros((), jnp.int32), league=draw_matches(league_key, B, K))
 
     def collect(self, state: ActorCriticState, key: jax.Array) -> Collected:
         """``T`` steps of the ``B`` environments and the critic's values: one cell at a time
@@ -330,12 +377,13 @@ class ExperienceParts:
         :class:`Batch`, or for a recurrent network the time-major :class:`Sequences` with each
         environment's carry at the rollout's start."""
         traj = collected.traj
+        live = None if traj.turns is None else traj.turns.learner
         if self.recurrent:
             return Sequences(state.carry, collected.observation, collected.start, traj.action,
                              traj.log_prob, advantages.advantage, advantages.target,
                              collected.values, traj.action_mask)
         cells = Batch(collected.observation, traj.action, traj.log_prob, advantages.advantage,
-                      advantages.target, collected.values, traj.action_mask)
+                      advantages.target, collected.values, traj.action_mask, live)
         return jax.tree_util.tree_map(lambda x: x.reshape((self.cells,) + x.shape[2:]), cells)
 
     def minibatches(self, data, key: jax.Array, count: int):
@@ -363,12 +411,27 @@ class ExperienceParts:
         if self.normalize_observations:
             stats = obs_norm_update(stats, collected.traj.observation)
         episodes = episode_stats(state, collected.traj)
+        updates = state.updates + 1
+        pool, pool_next = self.snapshot(state, params, updates)
         return ActorCriticState(
             params=params, opt_state=opt_state, obs_stats=stats, env_state=collected.env_state,
             episode_return=episodes.running_return, episode_length=episodes.running_length,
-            key=key, updates=state.updates + 1, carry=collected.carry,
+            key=key, updates=updates, carry=collected.carry,
             reward_stats=advantages.reward_stats,
-            discounted_return=advantages.discounted_return), episodes
+            discounted_return=advantages.discounted_return, pool=pool, pool_next=pool_next,
+            league=collected.league), episodes
+
+    def snapshot(self, state: ActorCriticState, params, updates: jax.Array):
+        """A league's pool after update number ``updates`` stepped to ``params``: when
+        ``updates`` is a multiple of ``pool_every``, ``params`` replace the oldest snapshot,
+        ``pool[pool_next]``, and ``pool_next`` moves on by one (mod ``K``); else unchanged.
+        ``(None, None)`` without a league."""
+        if not self.league:
+            return None, None
+        due = updates % self.pool_every == 0
+        pool = jax.tree.map(lambda ring, p: jnp.where(due, ring.at[state.pool_next].set(p), ring),
+                            state.pool, params)
+        return pool, jnp.where(due, (state.pool_next + 1) % self.pool_size, state.pool_next)
 
     def algorithm(self, config, *, num_updates: int, init: Callable, update: Callable,
                   greedy_result: Callable) -> Algorithm:
@@ -402,12 +465,19 @@ def critic_values(net: Network, params, obs: jax.Array) -> jax.Array:
 
 def collect_cells(parts: ExperienceParts, state: ActorCriticState, key: jax.Array) -> Collected:
     """``T`` steps of the ``B`` environments, and the critic's value of each observation and of
-    each true next one."""
-    env_state, traj = collect_autoreset(parts.env, parts.policy, parts.policy_params(state),
-                                        state.env_state, key, parts.num_steps)
+    each true next one. In a league (:func:`rollax.collect.collect_league`) the pool's
+    snapshots play the learner's opponents."""
+    league = None
+    if parts.league:
+        env_state, league, traj = collect_league(
+            parts.env, parts.policy, parts.policy_params(state), parts.pool_params(state),
+            state.env_state, cast(League, state.league), key, parts.num_steps)
+    else:
+        env_state, traj = collect_autoreset(parts.env, parts.policy, parts.policy_params(state),
+                                            state.env_state, key, parts.num_steps)
     obs, next_obs = parts.observed(state, traj)
     values, next_values = (critic_values(parts.net, state.params, o) for o in (obs, next_obs))
-    return Collected(env_state, None, traj, obs, values, next_values)
+    return Collected(env_state, None, traj, obs, values, next_values, league=league)
 
 
 def collect_sequences(parts: ExperienceParts, state: ActorCriticState,
@@ -463,7 +533,7 @@ def score_cells(net: Network, params, data: Batch) -> Scored:
     dist, value = read_cells(net, params, data.observation)
     dist = masked(dist, data.action_mask)
     return Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value, data.value,
-                  data.target, dist.entropy())
+                  data.target, dist.entropy(), data.live)
 
 
 def score_sequences(net: Network, params, data: Sequences) -> Scored:

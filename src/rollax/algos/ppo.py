@@ -228,10 +228,11 @@ class PPOParts:
         scored by the rollout: read one by one, or whole sequences replayed from their stored
         carries with their resets)."""
         config = self.config
+        scored = self.experience.score(params, minibatch)
         return actor_critic_loss(
-            *self.experience.score(params, minibatch), clip_eps=hp.clip_eps, vf_coef=hp.vf_coef,
-            ent_coef=hp.ent_coef, clip_value=config.clip_value,
-            normalize_advantages=config.normalize_advantages)
+            *scored[:7], clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
+            clip_value=config.clip_value, normalize_advantages=config.normalize_advantages,
+            live=scored.live)
 
     def metrics(self, state: PPOState, hp, aux, collected: Collected, advantages: Advantages,
                 episodes: Episodes) -> PPOMetrics:

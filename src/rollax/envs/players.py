@@ -35,6 +35,10 @@ class Turns(NamedTuple):
     rewards: jax.Array
     """float32 ``(num_players,)``: every player's reward in the transition (0 where the
     episode had already ended)."""
+    learner: Any = None
+    """bool: the learner's policy acted, not a pool's opponent (a league,
+    :func:`rollax.collect.collect_league`): the cells the loss weighs. None by self-play, where
+    the one policy acts in every cell."""
 
 
 def num_players(env: Any) -> int:
