@@ -72,9 +72,10 @@ def test_the_draws_are_uniform_over_seats_and_snapshots():
 
 def _parts(module=ppo, **settings):
     config_type = ppo.PPOConfig if module is ppo else a2c.A2CConfig
-    config = config_type(env="pgx:tic_tac_toe", total_steps=2048, num_envs=8, num_steps=16,
-                         network="mlp", hidden=(16,), eval_episodes=2, opponents="pool",
-                         pool_size=3, pool_every=2, **settings)
+    defaults = dict(env="pgx:tic_tac_toe", total_steps=2048, num_envs=8, num_steps=16,
+                    network="mlp", hidden=(16,), eval_episodes=2, opponents="pool", pool_size=3,
+                    pool_every=2)
+    config = config_type(**{**defaults, **settings})
     return module.make_parts(module.resolve(config), rollax.make("pgx:tic_tac_toe"))
 
 
@@ -105,9 +106,13 @@ def test_no_opponent_cell_weighs_in_the_loss(module):
     assert float(a) == float(b)
     for x, y in zip(jax.tree.leaves(grads_a), jax.tree.leaves(grads_b), strict=True):
         np.testing.assert_array_equal(x, y)
-    # and the opponent cells are not dropped in self-play: there the mask is None
-    selfplay = _parts(module)
-    assert dataclasses.replace(selfplay.experience, pool_size=0).league is False
+    # by self-play every cell weighs: no mask, no pool
+    selfplay = _parts(module, opponents="self")
+    state = selfplay.init(jax.random.key(0), hp)
+    collected = selfplay.experience.collect(state, jax.random.key(1))
+    assert collected.traj.turns.learner is None and state.pool is None
+    assert selfplay.experience.batch(state, collected, selfplay.experience.advantages(
+        state, collected, hp)).live is None
 
 
 def test_the_pool_replaces_its_oldest_snapshot_every_pool_every_updates():
