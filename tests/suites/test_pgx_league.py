@@ -18,7 +18,7 @@ import pytest
 import rollax
 import rollax.cli
 from rollax.algos import a2c, ppo
-from rollax.algos.base import hyperparams_of, make_train
+from rollax.algos.base import hyperparams_of
 from rollax.collect import League, collect_league, draw_matches, reset_batch
 
 pgx = pytest.importorskip("pgx")
@@ -175,23 +175,3 @@ def test_refusals_are_one_line_and_exit_2(argv, words, tmp_path, capsys):
     assert code == 2 and words in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "run").exists()
-
-
-@pytest.mark.slow
-def test_a_league_beats_a_random_player_more_often_from_both_seats():
-    """PPO against a pool of 4 snapshots (one every 4 updates) on tic-tac-toe, 64k steps, the
-    settings of the self-play check: the greedy policy's wins against a random legal player
-    rise from both seats (500 games each; seed 0 measured: first 0.60 -> 0.92, second 0.33 ->
-    0.74, mean payoff 0.04 -> 0.69, where self-play reaches 0.89, 0.64 and 0.56)."""
-    config = ppo.PPOConfig(env="pgx:tic_tac_toe", total_steps=65536, num_envs=32,
-                           num_steps=32, network="mlp", hidden=(64, 64), lr=3e-3,
-                           ent_coef=0.0, eval_episodes=500, opponents="pool", pool_size=4,
-                           pool_every=4)
-    algo = ppo.make_algorithm(config)
-    hp = algo.hyperparams
-    before = algo.evaluate(algo.init(jax.random.key(0), hp), hp)
-    after = algo.evaluate(make_train(algo)(jax.random.key(0)).state, hp)
-    for seat in ("first", "second"):
-        gain = after[f"eval_win_{seat}"] - before[f"eval_win_{seat}"]
-        assert gain > 0.15, (seat, before, after)
-    assert after["eval_loss_first"] < 0.15 and after["eval_return"] > 0.4, after
