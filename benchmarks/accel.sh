@@ -11,6 +11,9 @@
 # in benchmarks/QUALITY.md):
 #   timing (default)  throughput, PPO against rejax at 4 and 1,024 envs
 #   seeds             the corridor's absorbing collector and PPO seeds in one program
+#   parts             PPO's update part by part (rollax, rejax); throughput with rbg keys
+#   variants          rollax's minibatch steps at 1,024 envs under changes (clip, statistics)
+#   seeds-compile     compile time of K PPO seeds, part by part (SEEDS="64 256 1024")
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -119,6 +122,27 @@ seeds)
   row 300 "$anchors" seeds.py --seeds 1 64 1024 --total-steps 100000 --repeats 1 \
     --json "$out/seeds.json"
   ;;
+parts)
+  # where PPO's update time goes at 4 and 1,024 envs (rollax, then rejax in its own process),
+  # and the throughput rows with the chip's own random bit generator (rbg, unsafe_rbg)
+  row 150 "$anchors" ppo_parts.py --lib rollax --num-envs 4 1024 --json "$out/parts-rollax.json"
+  row 150 "$rejax" ppo_parts.py --lib rejax --num-envs 4 1024 --json "$out/parts-rejax.json"
+  for impl in rbg unsafe_rbg; do
+    row 120 "$anchors" throughput.py --sizes 262144 1048576 --steps 1000 --repeats 3 \
+      --corridor --prng "$impl" --json "$out/throughput-$impl.json"
+  done
+  ;;
+variants)
+  # rollax's 16 minibatch steps at 1,024 envs under each change of ppo_parts.variants()
+  row 240 "$anchors" ppo_parts.py --lib rollax --num-envs 1024 --variants \
+    --json "$out/parts-variants.json"
+  ;;
+seeds-compile)
+  # the compile time of K PPO seeds in one program, part by part (K = 64, 256, 1,024)
+  for k in ${SEEDS:-64 256 1024}; do
+    row "${SEED_LIMIT:-150}" "$anchors" seeds_compile.py --seeds "$k" ${PRNG:+--prng $PRNG}
+  done
+  ;;
 tests)
   # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
   # limit pytest is interrupted (SIGINT), so it still reports the failures it met, and killed 30 s on
@@ -136,6 +160,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, parts, variants, seeds-compile, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

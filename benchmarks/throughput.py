@@ -1,7 +1,7 @@
 """Environment and collector throughput, rollax beside gymnax in one process.
 
     python benchmarks/throughput.py [--sizes 1 64 1024 16384] [--steps 1000] [--repeats 5]
-                                    [--corridor 1024 65536] [--json OUT]
+                                    [--corridor 1024 65536] [--prng IMPL] [--json OUT]
 
 Rows (medians of ``--repeats`` timed runs after one warm-up; compile time apart):
 
@@ -135,9 +135,13 @@ def main() -> None:
     parser.add_argument("--no-gymnax", action="store_true")
     parser.add_argument("--no-rollax", action="store_true",
                         help="CartPole rows: gymnax only (for its peak memory alone)")
+    parser.add_argument("--prng", default=None,
+                        help="jax_default_prng_impl for every key (threefry2x32, rbg, unsafe_rbg)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    if args.prng:
+        jax.config.update("jax_default_prng_impl", args.prng)
+    print(f"machine: {machine()}; keys: {jax.config.jax_default_prng_impl}")
     rows = []
     print("| row | B | T | rollax steps/s | gymnax steps/s | rollax / gymnax | "
           "compile s (rollax, gymnax) |")
@@ -174,7 +178,8 @@ def main() -> None:
                   f"{ours['compile_s']:.1f} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "rows": rows}, f, indent=1)
+            json.dump({"machine": machine(), "prng": jax.config.jax_default_prng_impl,
+                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -506,8 +506,46 @@ def shuffled_cells(flat: Batch, key: jax.Array, count: int) -> Batch:
     n = flat.log_prob.shape[0]
     perm = jax.random.permutation(key, n)
     rows = (count, n // count)
-    shuffled = jax.tree_util.tree_map(lambda x: x[perm].reshape(rows + x.shape[1:]), flat)
+    shuffled = jax.tree_util.tree_map(lambda x: x.reshape(rows + x.shape[1:]),
+                                      take_rows(flat, perm))
     return constrain_envs(shuffled, axis=1)  # minibatch rows on "envs"
+
+
+def take_rows(tree, index: jax.Array):
+    """Every leaf of ``tree`` (leaves ``(N, ...)``) at the rows ``index`` (``(M,)``), as
+    ``leaf[index]`` each, in one gather per element width: the leaves of 4-byte types (float32,
+    int32, uint32) are viewed as uint32 bits, the others grouped by dtype, each group's rows
+    laid side by side, gathered once and cut apart again. The values are copied bit for bit.
+    A TPU spends its gather time per row taken, nearly whatever the row's width (a CartPole
+    batch's six fields gathered apart took six times one gather under 1,024 vmapped seeds:
+    benchmarks/TPU.md), so one gather per group is what the shuffle costs there."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    groups: dict[Any, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        groups.setdefault(_row_kind(leaf.dtype), []).append(i)
+    taken: list[Any] = list(leaves)
+    for kind, members in groups.items():
+        cols = [_as_kind(leaves[i], kind).reshape(leaves[i].shape[0], -1) for i in members]
+        rows = (jnp.concatenate(cols, axis=1) if len(cols) > 1 else cols[0])[index]
+        start = 0
+        for i, col in zip(members, cols):
+            part = rows[:, start:start + col.shape[1]]
+            start += col.shape[1]
+            taken[i] = _from_kind(part.reshape(index.shape + leaves[i].shape[1:]), leaves[i].dtype)
+    return jax.tree_util.tree_unflatten(treedef, taken)
+
+
+def _row_kind(dtype):
+    dtype = jnp.dtype(dtype)
+    return jnp.dtype(jnp.uint32) if dtype.itemsize == 4 and dtype.kind in "fiu" else dtype
+
+
+def _as_kind(x: jax.Array, kind) -> jax.Array:
+    return x if x.dtype == kind else jax.lax.bitcast_convert_type(x, kind)
+
+
+def _from_kind(x: jax.Array, dtype) -> jax.Array:
+    return x if x.dtype == dtype else jax.lax.bitcast_convert_type(x, dtype)
 
 
 def sequence_minibatches(data: Sequences, key: jax.Array, count: int) -> Sequences:
