@@ -31,7 +31,10 @@ def searched(tmp_path_factory):
     return out
 
 
-def test_four_trials_in_two_programs(searched):
+def test_four_trials_in_two_programs_and_their_figures(searched):
+    for name in ("history", "settings"):
+        for suffix in (".png", ".svg"):
+            assert (searched / "figures" / f"{name}{suffix}").stat().st_size > 5000
     assert sorted(p.name for p in (searched / "runs").iterdir()) == ["program-000", "program-001"]
     assert trials(searched) == [(n, "COMPLETE") for n in range(4)]
     config = json.loads((searched / "runs" / "program-000" / "config.json").read_text())
@@ -74,6 +77,59 @@ def test_resume_after_a_kill_finishes_the_rest(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert "trials 2, 3 were asked but their program was stopped" in printed
     assert [s for _, s in trials(out)] == ["COMPLETE"] * 2 + ["FAIL"] * 2 + ["COMPLETE"] * 2
+
+
+def test_show_prints_the_best_trials_and_redraws_the_figures(searched, capsys):
+    (searched / "figures" / "history.png").unlink()
+    code, out, err = run(capsys, "tune", "--show", searched, "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    with sqlite3.connect(searched / "study.db") as db:  # the study's own best, read apart
+        best = db.execute("SELECT MAX(value) FROM trial_values").fetchone()[0]
+    assert shown["best"] == best and shown["finished"] == 4 and shown["trials"] == 4
+    assert shown["settings"] == yaml.safe_load((searched / "best.yaml").read_text())
+    assert (searched / "figures" / "history.png").is_file()
+    code, out, err = run(capsys, "tune", "--show", searched)
+    assert code == 0 and f"best: trial {shown['best_trial']}" in out, err
+    code, out, err = run(capsys, "tune", "--show", searched, "--trials", "8")
+    assert code == 2 and "--show reads the search from its folder" in err and out == ""
+
+
+def test_grid_visits_each_combination_once(tmp_path, capsys):
+    (tmp_path / "space.yaml").write_text("lr: [0.001, 0.0003]\nclip_eps: [0.1, 0.3]\n")
+    out = tmp_path / "study"
+    code, _, err = run(capsys, "tune", *SEARCH, "--space", tmp_path / "space.yaml",
+                       "--sampler", "grid", "--out", out)
+    assert code == 0, err
+    import optuna
+
+    study = optuna.load_study(study_name="rollax", storage=f"sqlite:///{out / 'study.db'}")
+    assert sorted((t.params["lr"], t.params["clip_eps"]) for t in study.trials) == [
+        (0.0003, 0.1), (0.0003, 0.3), (0.001, 0.1), (0.001, 0.3)]
+
+
+def test_cmaes_searches_ranges(tmp_path, capsys):
+    (tmp_path / "space.yaml").write_text("lr: {low: 0.0001, high: 0.003, log: true}\n"
+                                         "gamma: {low: 0.95, high: 0.999}\n")
+    out = tmp_path / "study"
+    code, _, err = run(capsys, "tune", "--env", "CartPole-v1", "--trials", "2", "--parallel",
+                       "2", "--budget", "1024", "--space", tmp_path / "space.yaml",
+                       "--sampler", "cmaes", "--out", out)
+    assert code == 0, err
+    assert trials(out) == [(0, "COMPLETE"), (1, "COMPLETE")]
+
+
+@pytest.mark.parametrize("space, sampler, message", [
+    ("lr: {low: 0.0001, high: 0.001}\n", "grid",
+     "--sampler grid needs a list of choices for every setting; lr is a range"),
+    ("lr: [0.001]\nclip_eps: [0.1, 0.2]\n", "grid", "--trials 4 is more than the grid's 2"),
+])
+def test_a_sampler_the_space_cannot_serve_is_refused(tmp_path, capsys, space, sampler, message):
+    (tmp_path / "space.yaml").write_text(space)
+    code, out, err = run(capsys, "tune", *SEARCH, "--space", tmp_path / "space.yaml",
+                         "--sampler", sampler, "--out", tmp_path / "study")
+    assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "study").exists()
 
 
 @pytest.mark.parametrize("space, message", [

@@ -74,7 +74,7 @@ def test_each_seed_line_in_the_legend_in_lane_order(tmp_path, capsys, monkeypatc
     capsys.readouterr()
     lanes = json.loads((run / "summary.json").read_text())["lanes"]
     figures = {}
-    monkeypatch.setattr(plots, "_save_all", lambda made: figures.update(
+    monkeypatch.setattr(plots, "save_figures", lambda made: figures.update(
         {path.stem: fig for path, (fig, _) in made.items()}) or [])
     plot_runs([run], tmp_path / "f")
     ax = figures["training_curve"].axes[0]

@@ -403,8 +403,8 @@ class TuneCommand:
     space: str | None = None
     """A YAML file: name: {low: L, high: H, log: true} or name: [choices], per-lane settings
     only (default: rl-baselines3-zoo's PPO space, per-lane part)."""
-    sampler: Literal["tpe", "random"] = "tpe"
-    """Optuna's sampler, seeded with SEED."""
+    sampler: Literal["tpe", "random", "cmaes", "grid"] = "tpe"
+    """Optuna's sampler, seeded with SEED (grid: every setting a list of choices)."""
     budget: str | None = None
     """Env steps per trial (total_steps; default: the environment's preset)."""
     metric: str | None = None
@@ -416,6 +416,9 @@ class TuneCommand:
     """The sampler's seed and every trial's training seed."""
     resume: str | None = None
     """A study folder to continue (its settings are read back; other flags are refused)."""
+    show: str | None = None
+    """A study folder to show: its best trials, and its figures drawn again (nothing trained;
+    other flags are refused)."""
     json: bool = False
     """Print one JSON object (the best trial and its settings)."""
 

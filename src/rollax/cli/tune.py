@@ -42,8 +42,10 @@ def setup_of(cmd: TuneCommand):
     fixed = fixed_settings(cmd)
     space = tune.read_space(cmd.space)
     tune.check_space(fixed, space)
-    return tune.TuneSetup(fixed=fixed, space=space, trials=cmd.trials, parallel=cmd.parallel,
-                          sampler=cmd.sampler, metric=cmd.metric, seed=cmd.seed)
+    setup = tune.TuneSetup(fixed=fixed, space=space, trials=cmd.trials, parallel=cmd.parallel,
+                           sampler=cmd.sampler, metric=cmd.metric, seed=cmd.seed)
+    tune.check_sampler(setup)
+    return setup
 
 
 def open_search(cmd: TuneCommand):
@@ -85,10 +87,13 @@ def best_table(study, space, top: int = 5):
 
 
 def run_tune(cmd: TuneCommand) -> int:
-    """Run the search ``cmd`` asks for (or continue ``--resume``'s) to its last trial."""
+    """Run the search ``cmd`` asks for (or continue ``--resume``'s) to its last trial, or
+    show ``--show``'s."""
     from rollax.run import tune
 
     tune.require_optuna()
+    if cmd.show is not None:
+        return show_study(cmd, cmd.show)
     out, setup, held = open_search(cmd)
     show = console()
     try:
@@ -107,6 +112,42 @@ def run_tune(cmd: TuneCommand) -> int:
     finally:
         held.release()
     return _report(cmd.json, study, setup, out, path)
+
+
+def show_study(cmd: TuneCommand, folder: str) -> int:
+    """``--show DIR``: the study as it stands (a search may still be running in it): its best
+    trials printed and its figures drawn again; nothing trained, the folder not held."""
+    from rollax.run import tune
+
+    if dataclasses.replace(cmd, json=False) != TuneCommand(show=cmd.show):
+        raise ValueError("--show reads the search from its folder: give no other flag but --json")
+    out = Path(folder)
+    setup = tune.read_setup(out)
+    if not (out / "study.db").is_file():
+        raise ValueError(f"{str(out)!r} holds no study yet (no study.db)")
+    study = tune.open_study(out, setup)
+    figures = tune.draw_figures(study, setup, out)
+    done = len(tune.finished(study))
+    best = tune.best_settings(study, setup)
+    path = out / "best.yaml" if (out / "best.yaml").is_file() else None
+    if cmd.json:
+        emit({"best": None if best is None else study.best_trial.value,
+              "best_trial": None if best is None else study.best_trial.number,
+              "settings": best, "study": str(out / "study.db"),
+              "best_yaml": None if path is None else str(path), "finished": done,
+              "trials": setup.trials, "figures": [str(p) for p in figures]})
+        return 0
+    show = console()
+    show.print(f"{setup.fixed['env']}: {done} of {setup.trials} trials finished; {out}")
+    if best is None:
+        show.print("no trial has a score yet")
+        return 0
+    show.print(best_table(study, setup.space))
+    show.print(f"best: trial {study.best_trial.number}, {study.best_trial.value:.6g}; "
+               + (f"rollax train --config {path}" if path is not None
+                  else "best.yaml is written when the search ends"))
+    show.print(f"figures: {', '.join(str(p) for p in figures if p.suffix == '.png')}")
+    return 0
 
 
 def _report(as_json: bool, study, setup, out: Path, path: Path | None) -> int:

@@ -18,19 +18,19 @@ from rollax.run.stats import curve_band
 
 def plot_active(active_per_step: Sequence[int], batch_size: int, path: Path, title: str):
     """Active (live) environments before each transition; never rises when absorbing. The
-    figure ``path`` is written whole beside it and renamed into place (:func:`_save_all`)."""
+    figure ``path`` is written whole beside it and renamed into place (:func:`save_figures`)."""
     fig = Figure(figsize=(6, 4), dpi=120)
     _draw_active(fig, active_per_step, batch_size, title)
-    _save_all({path: (fig, {})})
+    save_figures({path: (fig, {})})
 
 
-def _figures(fig, out_dir: Path, name: str) -> dict[Path, tuple[Figure, dict]]:
-    """``fig`` as ``out_dir/<name>.png`` and ``.svg``, to be written by :func:`_save_all`."""
+def figure_files(fig, out_dir: Path, name: str) -> dict[Path, tuple[Figure, dict]]:
+    """``fig`` as ``out_dir/<name>.png`` and ``.svg``, to be written by :func:`save_figures`."""
     tight = {"bbox_inches": "tight"}  # the legend sits outside the axes
     return {out_dir / f"{name}.png": (fig, tight), out_dir / f"{name}.svg": (fig, tight)}
 
 
-def _save_all(figures: dict[Path, tuple[Figure, dict]]) -> list[Path]:
+def save_figures(figures: dict[Path, tuple[Figure, dict]]) -> list[Path]:
     """Draw each figure into a hidden temporary file beside its path and rename them all into
     place once every one is complete and synced (:func:`rollax.run.files.staged_files`): a
     failure (a full disk) is an ``OSError`` naming the file, and leaves none of the new files
@@ -207,14 +207,14 @@ def _training_figures(runs: list[Path], out_dir: Path, x_axis: str
     axes[0].set_title("training curves: " + "; ".join(titles))
     xlabel = "environment steps per lane" if x_axis == "env_steps" else "update"
     _finish(curve_fig, axes, xlabel)
-    figures = _figures(curve_fig, out_dir, "training_curve")
+    figures = figure_files(curve_fig, out_dir, "training_curve")
     if has_diag:
         ax_ratio.axhline(1.0, color="grey", linewidth=0.8)
         ax_ratio.set(ylabel="ratio pi_new / pi_old\n(min to max over the batch)",
                      title="PPO ratio spread and approximate KL per update")
         ax_kl.set(ylabel="approx_kl (k3, nats)")
         _finish(diag_fig, [ax_ratio, ax_kl], xlabel)
-        figures |= _figures(diag_fig, out_dir, "ppo_diagnostics")
+        figures |= figure_files(diag_fig, out_dir, "ppo_diagnostics")
     return figures | _exploitability_figure(curves, out_dir, x_axis, xlabel)
 
 
@@ -247,7 +247,7 @@ def _exploitability_figure(curves: list[RunCurves], out_dir: Path, x_axis: str, 
     ax.set(ylabel="exploitability (NashConv / 2)", ylim=(0, None),
            title="exact exploitability of the policy (its probabilities) against best responses")
     _finish(fig, [ax], xlabel)
-    return _figures(fig, out_dir, "exploitability")
+    return figure_files(fig, out_dir, "exploitability")
 
 
 def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
@@ -274,12 +274,12 @@ def _plot_runs(run_dirs, out_dir: Path, x_axis: str) -> list[Path]:
         fig = Figure(figsize=(6, 4), dpi=120)
         _draw_active(fig, data["active_per_step"], data["batch_size"],
                      f"{run.name}: active environments per transition")
-        figures |= _figures(fig, out_dir, f"active_per_step-{run.name}" if len(rollouts) > 1
+        figures |= figure_files(fig, out_dir, f"active_per_step-{run.name}" if len(rollouts) > 1
                             else "active_per_step")
     made = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _save_all(figures)
+        return save_figures(figures)
     except BaseException:
         if made and not any(out_dir.iterdir()):  # a failed plot leaves no empty folder
             out_dir.rmdir()
@@ -328,4 +328,4 @@ def plot_gradient_mse(rows: Sequence[dict], zero_mse: float, path: Path, title: 
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    _save_all({path: (fig, {"bbox_inches": "tight"})})
+    save_figures({path: (fig, {"bbox_inches": "tight"})})

@@ -43,6 +43,10 @@ activation change the program's shape and are left out). The zoo draws ``1 - gam
 ``gae_lambda`` are uniform over the same intervals."""
 
 INSTALL = "pip install 'rollax[tune]'"
+SAMPLERS = ("tpe", "random", "cmaes", "grid")
+"""Optuna's samplers ``--sampler`` names: TPE, uniform random, CMA-ES (ranges only: a list of
+choices is drawn by Optuna's independent random sampler beside it) and the grid (every
+combination of the choices, each once: every entry a list)."""
 STUDY = "rollax"
 SETTINGS = "tune.json"
 
@@ -156,12 +160,58 @@ def distributions(space: Mapping[str, Any]) -> dict[str, Any]:
     return dists
 
 
+def grid_size(space: Mapping[str, Any]) -> int:
+    """The number of points of the grid over ``space``'s choices."""
+    return math.prod(len(set(entry)) for entry in space.values())
+
+
+def check_sampler(setup: TuneSetup) -> None:
+    """``ValueError`` in one line for a sampler the search cannot use: an unknown name, the
+    grid over a range or with more trials than points, CMA-ES without its package."""
+    if setup.sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {setup.sampler!r}")
+    if setup.sampler == "grid":
+        ranges = [name for name, entry in setup.space.items() if not isinstance(entry, list)]
+        if ranges:
+            raise ValueError(f"--sampler grid needs a list of choices for every setting; "
+                             f"{ranges[0]} is a range")
+        if setup.trials > grid_size(setup.space):
+            raise ValueError(f"--trials {setup.trials} is more than the grid's "
+                             f"{grid_size(setup.space)} points")
+    if setup.sampler == "cmaes":
+        try:
+            import cmaes  # noqa: F401  # pyright: ignore[reportMissingImports]
+        except ImportError:
+            raise ValueError(f"--sampler cmaes needs the cmaes package, which is not "
+                             f"installed: {INSTALL}") from None
+
+
+def make_sampler(setup: TuneSetup):
+    """The Optuna sampler ``setup.sampler`` names, seeded with ``setup.seed``."""
+    optuna = require_optuna()
+    samplers = optuna.samplers
+    if setup.sampler == "grid":
+
+        class Grid(samplers.GridSampler):
+            def after_trial(self, study, trial, state, values) -> None:
+                """Nothing: Optuna's grid stops the study when its last point is told,
+                which only ``study.optimize`` allows; :func:`search` stops at ``trials``
+                (at most the grid's points, :func:`check_sampler`)."""
+
+        return Grid({name: [float(v) for v in entry] for name, entry in setup.space.items()},
+                    seed=setup.seed)
+    if setup.sampler == "cmaes":
+        return samplers.CmaEsSampler(seed=setup.seed, warn_independent_sampling=False)
+    if setup.sampler == "random":
+        return samplers.RandomSampler(seed=setup.seed)
+    return samplers.TPESampler(seed=setup.seed)
+
+
 def open_study(out: Path, setup: TuneSetup):
     """The study in ``out/study.db`` (made, or loaded when it exists), its sampler seeded."""
     optuna = require_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = (optuna.samplers.TPESampler(seed=setup.seed) if setup.sampler == "tpe"
-               else optuna.samplers.RandomSampler(seed=setup.seed))
+    sampler = make_sampler(setup)
     return optuna.create_study(storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY,
                                direction="maximize", sampler=sampler, load_if_exists=True)
 
@@ -231,14 +281,66 @@ def _finite(value: Any) -> float | None:
 
 
 def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None]):
-    """Run programs until ``setup.trials`` trials finished; returns the study."""
+    """Run programs until ``setup.trials`` trials finished, the figures drawn again after
+    each; returns the study."""
     study = open_study(out, setup)
     runs = out / "runs"  # a stopped program's folder stays: the next takes a new name
     index = len(list(runs.iterdir())) if runs.is_dir() else 0
     while len(finished(study)) < setup.trials:
-        on_program(run_program(study, setup, out, index))
+        done = run_program(study, setup, out, index)
+        draw_figures(study, setup, out)
+        on_program(done)
         index += 1
     return study
+
+
+def scored(study) -> list:
+    """The trials with a score, in the order they were asked."""
+    optuna = require_optuna()
+    return sorted(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+                  key=lambda t: t.number)
+
+
+def draw_figures(study, setup: TuneSetup, out: Path) -> list[Path]:
+    """``out/figures/history`` (each trial's score by trial number, and the best so far) and
+    ``out/figures/settings`` (a panel per searched setting: each trial's value against its
+    score, on a log axis where the space is searched on one), PNG and SVG, each written whole
+    (:func:`rollax.run.plots.save_figures`); none while no trial has a score."""
+    from matplotlib.figure import Figure
+
+    from rollax.run.plots import figure_files, save_figures
+
+    done = scored(study)
+    if not done:
+        return []
+    numbers = [t.number for t in done]
+    values = [t.value for t in done]
+    best = [max(values[:i + 1]) for i in range(len(values))]
+    history = Figure(figsize=(6, 4), dpi=120)
+    ax = history.add_subplot()
+    ax.plot(numbers, values, "o", ms=4, label="trial")
+    ax.step(numbers, best, where="post", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(setup.metric or "score")
+    ax.set_title(f"{setup.fixed['env']}: {len(done)} trials with a score")
+    ax.legend(loc="lower right")
+    names = list(setup.space)
+    cols = min(3, len(names))
+    rows = -(-len(names) // cols)
+    settings = Figure(figsize=(4 * cols, 3 * rows), dpi=120)
+    for i, name in enumerate(names):
+        ax = settings.add_subplot(rows, cols, i + 1)
+        ax.plot([t.params[name] for t in done], values, "o", ms=4)
+        entry = setup.space[name]
+        if isinstance(entry, dict) and entry.get("log"):
+            ax.set_xscale("log")
+        ax.set_xlabel(name)
+        ax.set_ylabel(setup.metric or "score")
+    settings.tight_layout()
+    folder = out / "figures"
+    folder.mkdir(exist_ok=True)
+    return save_figures({**figure_files(history, folder, "history"),
+                         **figure_files(settings, folder, "settings")})
 
 
 def best_settings(study, setup: TuneSetup) -> dict[str, Any] | None:
@@ -276,11 +378,16 @@ def create(out: Path, setup: TuneSetup) -> RunFolder:
     return folder
 
 
-def reopen(out: Path) -> tuple[RunFolder, TuneSetup]:
-    """A study folder to continue: held for this process, its settings read back."""
+def read_setup(out: Path) -> TuneSetup:
+    """The settings of the study folder ``out`` (``ValueError`` in one line where it is none)."""
     if not (out / SETTINGS).is_file():
         raise ValueError(f"{str(out)!r} is not a rollax tune folder (no {SETTINGS})")
+    return TuneSetup(**read_json(out / SETTINGS))
+
+
+def reopen(out: Path) -> tuple[RunFolder, TuneSetup]:
+    """A study folder to continue: held for this process, its settings read back."""
+    setup = read_setup(out)
     folder = RunFolder(out)
     folder.claim("tune: ")
-    stored = read_json(out / SETTINGS)
-    return folder, TuneSetup(**stored)
+    return folder, setup
