@@ -132,6 +132,45 @@ def test_a_sampler_the_space_cannot_serve_is_refused(tmp_path, capsys, space, sa
     assert not (tmp_path / "study").exists()
 
 
+@pytest.mark.integration
+def test_sigkill_mid_search_then_resume_repeats_no_finished_trial(tmp_path, capsys):
+    """A real SIGKILL of the tuner's process once its first program is told (the second
+    training): ``--resume`` keeps the two finished trials, fails the two asked ones and
+    finishes with two new ones."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "study"
+    search = ["--env", "CartPole-v1", "--trials", "4", "--parallel", "2", "--budget", "65536"]
+    proc = subprocess.Popen([sys.executable, "-m", "rollax.cli", "tune", *search, "--out",
+                             str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "study.db").is_file() and (out / "runs" / "program-001").is_dir():
+            break  # the first program is told; the second is training
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    first = trials(out)
+    assert first == [(0, "COMPLETE"), (1, "COMPLETE"), (2, "RUNNING"), (3, "RUNNING")]
+    values = sqlite3.connect(out / "study.db").execute(
+        "SELECT trial_id, value FROM trial_values ORDER BY trial_id").fetchall()
+    code, printed, err = run(capsys, "tune", "--resume", out)
+    assert code == 0, err
+    assert "trials 2, 3 were asked but their program was stopped" in printed
+    assert [s for _, s in trials(out)] == ["COMPLETE"] * 2 + ["FAIL"] * 2 + ["COMPLETE"] * 2
+    again = sqlite3.connect(out / "study.db").execute(
+        "SELECT trial_id, value FROM trial_values ORDER BY trial_id").fetchall()
+    assert again[:2] == values  # the finished trials kept, not trained again
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [
+        "program-000", "program-001", "program-002"]
+
+
 @pytest.mark.parametrize("space, message", [
     ("num_envs: [4, 8]\n", "'num_envs' changes the program's shape"),
     ("lr_max: [0.1]\n", "'lr_max' is not a setting of PPO"),
