@@ -9,8 +9,9 @@ line and asked for again, so no move ever reaches Pgx's illegal-move penalty. Th
 its policy's mode among the legal actions (``policy.greedy`` with the mask, as ``rollax eval``
 plays), or with ``sample`` a draw from its masked distribution.
 
-The board is drawn from the person's own observation (Pgx's ``observe(state, player)``: plane 0
-holds that player's marks, plane 1 the other's), so what is shown is what Pgx shows that player.
+The board is drawn from the state's observation, the player to act's (Pgx's two planes: plane
+0 holds that player's marks, plane 1 the other's), its planes swapped when the agent is to act:
+what is shown is what Pgx shows the person.
 X is the mark of the first mover. Pgx deals the first move to player id 0 or 1 at random (from
 the reset key); the person's seat is a place in the move order, not a player id.
 
@@ -148,7 +149,6 @@ def play_game(loaded: Any, board: Board, first: bool, *, read: Callable[[], str 
     env = loaded.env
     reset_key, act_key = jax.random.split(jax.random.key(seed))
     step = jax.jit(env.step)
-    observe = jax.jit(env.pgx_env.observe)
     state = jax.jit(env.reset)(reset_key)
     you = int(env.to_act(state)) if first else 1 - int(env.to_act(state))
     mine, theirs = ("X", "O") if first else ("O", "X")
@@ -156,7 +156,9 @@ def play_game(loaded: Any, board: Board, first: bool, *, read: Callable[[], str 
 
     def show() -> None:
         say("")
-        planes = np.asarray(observe(state.inner, you)).reshape(board.rows, board.cols, 2)
+        planes = np.asarray(env.observation(state)).reshape(board.rows, board.cols, 2)
+        if int(env.to_act(state)) != you:  # the other player's view: its marks first
+            planes = planes[..., ::-1]
         for line in board.draw(planes, mine, theirs):
             say(line)
 
