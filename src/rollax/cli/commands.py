@@ -1,6 +1,6 @@
 """``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``,
-``render``, ``export``, ``exploitability`` and ``play``; :data:`RUNNERS`, what runs each command (``train``'s:
-:func:`rollax.cli.train.run_train`)."""
+``render``, ``export``, ``exploitability`` and ``play``; :data:`RUNNERS`, what runs each
+command (``train``'s: :func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
 
