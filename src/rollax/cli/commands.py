@@ -338,7 +338,8 @@ def run_play(cmd: PlayCommand) -> None:
 
     name, board = check_play(cmd.run_dir, cmd.lane, cmd.seed)
     out = sys.stderr if cmd.json else sys.stdout
-    echo = not sys.stdin.isatty()  # piped moves are shown, so the transcript reads as a game
+    stdin = sys.stdin  # None when the command was started with stdin closed: no input
+    echo = stdin is not None and not stdin.isatty()  # piped moves are shown, as in a game
 
     def say(line: str) -> None:
         print(line, file=out, flush=True)
@@ -347,7 +348,7 @@ def run_play(cmd: PlayCommand) -> None:
         print(text, end="", file=out, flush=True)
 
     def read() -> str | None:
-        line = sys.stdin.readline()
+        line = stdin.readline() if stdin is not None else ""
         if not line:
             print(file=out)
             return None
