@@ -389,16 +389,13 @@ class PlayCommand:
     seat: Literal["first", "second", "random"] = "first"
     """Your place in the move order (first plays X); random: drawn from --seed."""
     sample: bool = False
-    """The agent samples its moves from its policy instead of playing its mode (the most
-    likely legal move)."""
+    """The agent samples its moves instead of playing its policy's mode (most likely move)."""
     lane: int = 0
     """The run's lane (seed or sweep point) whose policy plays."""
     seed: int = 0
-    """Keys derive from jax.random.key(seed): the start state, the random seat, the agent's
-    samples."""
+    """Keys derive from jax.random.key(seed): the start state, the agent's samples."""
     json: bool = False
-    """Draw the game on stderr and print one JSON object on stdout at the end (env, seat,
-    moves, result)."""
+    """Draw the game on stderr; print one JSON object on stdout at the end (moves, result)."""
 
 
 @dataclasses.dataclass(frozen=True)
