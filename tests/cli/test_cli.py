@@ -22,7 +22,8 @@ def test_every_command_parses_to_what_its_runner_takes():
     from rollax.cli.parse import TrainRequest, parse
 
     given = {"eval": ["some-run"], "plot": ["some-run"], "check-env": ["corridor"],
-             "render": ["corridor"], "export": ["some-run"], "exploitability": ["some-run"]}
+             "render": ["corridor"], "export": ["some-run"], "exploitability": ["some-run"],
+             "play": ["some-run"]}
     parsed = {name: parse([name, *given.get(name, [])]) for name in COMMANDS}
     assert isinstance(parsed["train"], TrainRequest)
     assert all(type(cmd) in RUNNERS for cmd in parsed.values())

@@ -1,5 +1,6 @@
 """The ``rollax`` command line: ``train``, ``eval``, ``plot``, ``rollout``, ``exact``,
-``gradients``, ``check-env`` and ``envs``; ``rollax --version``.
+``gradients``, ``check-env``, ``envs``, ``render``, ``export``, ``exploitability``, ``play`` and
+``tune``; ``rollax --version``.
 
 Every command takes ``--json`` and then prints exactly one JSON object on stdout. Bad input
 prints one line ``rollax <command>: error: ...`` on stderr and exits with status 2, before

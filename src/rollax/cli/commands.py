@@ -1,6 +1,6 @@
 """``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``,
-``render``, ``export`` and ``exploitability``; :data:`RUNNERS`, what runs each command (``train``'s:
-:func:`rollax.cli.train.run_train`)."""
+``render``, ``export``, ``exploitability`` and ``play``; :data:`RUNNERS`, what runs each
+command (``train``'s: :func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rollax.cli.flags import (
     ExploitabilityCommand,
     ExportCommand,
     GradientsCommand,
+    PlayCommand,
     PlotCommand,
     RenderCommand,
     RolloutCommand,
@@ -329,6 +330,51 @@ def run_exploitability(cmd: ExploitabilityCommand) -> None:
               f"self-play value {lane['self_play_value']:.6f})")
 
 
+def run_play(cmd: PlayCommand) -> None:
+    import sys
+
+    from rollax.run.loaded import load_run
+    from rollax.run.play import check_play, moves_first, play_game
+
+    name, board = check_play(cmd.run_dir, cmd.lane, cmd.seed)
+    out = sys.stderr if cmd.json else sys.stdout
+    stdin = sys.stdin  # None when the command was started with stdin closed: no input
+    echo = stdin is not None and not stdin.isatty()  # piped moves are shown, as in a game
+
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    def prompt(text: str) -> None:
+        print(text, end="", file=out, flush=True)
+
+    def read() -> str | None:
+        line = stdin.readline() if stdin is not None else ""
+        if not line:
+            print(file=out)
+            return None
+        if echo:
+            print(line.rstrip("\n"), file=out)
+        return line
+
+    first = moves_first(cmd.seat, cmd.seed)
+    loaded = load_run(cmd.run_dir)
+    policy = "samples from" if cmd.sample else "plays the mode of"
+    say(f"{name}: you play {'X, moving first' if first else 'O, moving second'}; the agent "
+        f"{policy} lane {cmd.lane}'s policy ({_label(loaded.lanes[cmd.lane])}) at update "
+        f"{loaded.updates}. Type a {board.noun} number, q quits.")
+    game = play_game(loaded, board, first, read=read, say=say, prompt=prompt,
+                     sample=cmd.sample, lane=cmd.lane, seed=cmd.seed)
+    if cmd.json:
+        emit({"env": name, "updates": loaded.updates, "lane": cmd.lane,
+              "seat": "first" if first else "second", "policy": "sampled" if cmd.sample
+              else "greedy", "moves": [{"player": who, board.noun: n} for who, n in game.moves],
+              "result": game.result})
+
+
+def _label(label: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in label.items())
+
+
 _EXPLOIT_KEYS = ("nash_conv", "exploitability", "best_response_0", "best_response_1",
                  "self_play_value")
 
@@ -337,11 +383,11 @@ RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
            CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render,
            ExportCommand: run_export, ExploitabilityCommand: run_exploitability,
-           TuneCommand: run_tune}
+           PlayCommand: run_play, TuneCommand: run_tune}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
-            RenderCommand, ExportCommand, ExploitabilityCommand, TuneCommand)
+            RenderCommand, ExportCommand, ExploitabilityCommand, PlayCommand, TuneCommand)
 """The commands that compile programs with the compile cache on (``train`` turns it on or off
 as ``--compile-cache`` asks); :func:`rollax.cli.main` sets it before the command runs."""

@@ -379,6 +379,26 @@ class ExploitabilityCommand:
 
 
 @dataclasses.dataclass(frozen=True)
+class PlayCommand:
+    """Play a game against a run's policy in the terminal: a run trained by self-play on
+    pgx:tic_tac_toe or pgx:connect_four takes one seat, you type your moves (a cell or column
+    number; q quits) after each drawn board."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run folder (trained on pgx:tic_tac_toe or pgx:connect_four)."""
+    seat: Literal["first", "second", "random"] = "first"
+    """Your place in the move order (first plays X); random: drawn from --seed."""
+    sample: bool = False
+    """The agent samples its moves instead of playing its policy's mode (most likely move)."""
+    lane: int = 0
+    """The run's lane (seed or sweep point) whose policy plays."""
+    seed: int = 0
+    """Keys derive from jax.random.key(seed): the start state, the agent's samples."""
+    json: bool = False
+    """Draw the game on stderr; print one JSON object on stdout at the end (moves, result)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvsCommand:
     """List every registered environment id, one per line (with gymnax installed, also
     gymnax:<id> for each gymnax environment)."""
@@ -427,7 +447,7 @@ COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
             "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
             "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand,
             "export": ExportCommand, "exploitability": ExploitabilityCommand,
-            "tune": TuneCommand}
+            "play": PlayCommand, "tune": TuneCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""
