@@ -439,6 +439,10 @@ class TuneCommand:
     show: str | None = None
     """A study folder to show: its best trials, and its figures drawn again (nothing trained;
     other flags are refused)."""
+    pbt: bool = False
+    """Population-based training: PARALLEL lanes in one run, the worst copying the best."""
+    pbt_every: int | None = None
+    """Updates between PBT's exploit steps (default: a tenth of the run's updates)."""
     json: bool = False
     """Print one JSON object (the best trial and its settings)."""
 

@@ -91,6 +91,8 @@ def run_tune(cmd: TuneCommand) -> int:
     show ``--show``'s."""
     from rollax.run import tune
 
+    if cmd.pbt or cmd.pbt_every is not None:
+        return run_population(cmd)
     tune.require_optuna()
     if cmd.show is not None:
         return show_study(cmd, cmd.show)
@@ -112,6 +114,113 @@ def run_tune(cmd: TuneCommand) -> int:
     finally:
         held.release()
     return _report(cmd.json, study, setup, out, path)
+
+
+def population_of(cmd: TuneCommand):
+    """``(run, algo, population, starting values)`` of ``--pbt``, every setting checked
+    (nothing compiled or written)."""
+    from rollax.algos.base import NEURAL
+    from rollax.run import pbt, tune
+    from rollax.run.config import from_settings
+
+    if not cmd.pbt:
+        raise ValueError("--pbt-every is a setting of --pbt")
+    if cmd.resume is not None or cmd.show is not None:
+        raise ValueError("--pbt starts a population; --resume and --show are for Optuna's "
+                         "searches")
+    if cmd.sampler != "tpe":
+        raise ValueError("--pbt draws its starting settings uniformly from the space: "
+                         "--sampler is for Optuna's searches")
+    check_count("parallel", cmd.parallel)
+    if cmd.parallel < 2:
+        raise ValueError(f"--pbt needs a population of at least 2 (--parallel), got "
+                         f"{cmd.parallel}")
+    fixed = fixed_settings(cmd)
+    base, algo = from_settings(fixed)
+    if base.spec.trains is not NEURAL:
+        raise ValueError(f"--pbt trains neural networks; {base.spec.name.upper()} on "
+                         f"{fixed['env']} is not one")
+    space = tune.read_space(cmd.space)
+    tune.check_space(fixed, space)
+    every = cmd.pbt_every if cmd.pbt_every is not None else max(1, algo.num_updates // 10)
+    check_count("pbt_every", every)
+    if every >= algo.num_updates:
+        raise ValueError(f"--pbt-every {every} leaves no exploit step in a run of "
+                         f"{algo.num_updates} updates")
+    values = pbt.starting_values(space, cmd.parallel, cmd.seed)
+    sweep = tuple(f"{name}={','.join(repr(v[name]) for v in values)}" for name in space)
+    run, algo = from_settings({**fixed, "sweep": sweep, "chunk_size": every}, paired=True)
+    population = pbt.Population(space=space, every=every, metric=run.spec.report.progress,
+                                seed=cmd.seed)
+    return run, algo, population, values
+
+
+def run_population(cmd: TuneCommand) -> int:
+    """``--pbt``: one run of ``--parallel`` lanes, exploiting and exploring every
+    ``--pbt-every`` updates (:mod:`rollax.run.pbt`), in a tune folder: ``tune.json``,
+    ``runs/pbt`` (the run folder), ``pbt.jsonl``, ``best.yaml`` (the best lane's settings at the
+    end) and ``figures/pbt``."""
+    from rollax.run import pbt, training, tune
+    from rollax.run.files import write_json
+    from rollax.run.folder import RunFolder, check_creatable_folder
+
+    run, algo, population, values = population_of(cmd)
+    out = new_folder(cmd)
+    check_creatable_folder(out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"out {str(out)!r} is not empty: choose a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    held = RunFolder(out)
+    held.claim("tune: ")
+    show = console()
+    try:
+        write_json(out / tune.SETTINGS, {"pbt": True, "fixed": fixed_settings(cmd),
+                                         "space": dict(population.space),
+                                         "lanes": cmd.parallel, "every": population.every,
+                                         "fraction": population.fraction,
+                                         "metric": population.metric, "seed": cmd.seed,
+                                         "starting": values})
+        if not cmd.json:
+            show.print(f"population-based training on {cmd.env}: {cmd.parallel} lanes, an "
+                       f"exploit step every {population.every} of {algo.num_updates} updates; "
+                       f"folder: {out}")
+        start = list(values)
+        with training.begin(run, algo, str(out / "runs" / "pbt")) as session:
+            summary, _ = session.execute(between=pbt.exploit_hook(population, values,
+                                                                  out / "pbt.jsonl"))
+        metric = cmd.metric or run.spec.report.score
+        scores = [tune._finite(lane.get(metric)) for lane in summary["lanes"]]
+        lineage = pbt.read_lineage(out / "pbt.jsonl")
+        figures = pbt.draw_lineage(lineage, start, population, out / "figures")
+        ranked = [i for i in sorted(range(len(scores)), key=lambda i: -(scores[i] or -1e300))
+                  if scores[i] is not None]
+        path = None
+        if ranked:
+            path = tune.write_best(out, {**fixed_settings(cmd), **values[ranked[0]]})
+    finally:
+        held.release()
+    copies = sum(row["from"] != row["lane"] for row in lineage)
+    if cmd.json:
+        emit({"best": None if not ranked else scores[ranked[0]],
+              "best_lane": None if not ranked else ranked[0], "scores": scores,
+              "settings": values, "copies": copies, "best_yaml": None if path is None
+              else str(path), "lineage": str(out / "pbt.jsonl"),
+              "figures": [str(p) for p in figures]})
+        return 0 if ranked else 1
+    if not ranked:
+        show.print("no lane finished with a score")
+        return 1
+    from rich.table import Table
+
+    table = Table("lane", metric, *population.space, title="the population at the end")
+    for i in ranked:
+        table.add_row(str(i), f"{scores[i]:.4g}", *[f"{values[i][n]:.4g}"
+                                                   for n in population.space])
+    show.print(table)
+    show.print(f"{copies} copies in {len(lineage) // cmd.parallel} exploit steps; lineage: "
+               f"{out / 'pbt.jsonl'}; best: lane {ranked[0]}, {scores[ranked[0]]:.6g}; "
+               f"its settings at the end: {path}")
+    return 0
 
 
 def show_study(cmd: TuneCommand, folder: str) -> int:

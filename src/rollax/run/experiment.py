@@ -445,22 +445,27 @@ class Interrupt:
 
 
 def run_loop(runner: Runner, state, updates: int, on_chunk: Callable,
-             checkpoint_every: int, save: Callable, interrupt: Interrupt | None = None):
+             checkpoint_every: int, save: Callable, interrupt: Interrupt | None = None,
+             between: Callable | None = None):
     """Run from ``state``, after ``updates`` updates, to the end in chunks; after each chunk call
     ``on_chunk(metrics, updates_before, updates_done, state)`` (the updates done before the
     chunk and after it); ``save(updates_done, state)`` when a checkpoint is due, at the end, and
-    when interrupted. Returns ``(state, updates_done, interrupted)``.
+    when interrupted. ``between(metrics, updates_done, state) -> state``, where given, is called
+    after each chunk but the last, before its checkpoint, and the next chunk starts from the
+    state it returns (population-based training's exploit step, :mod:`rollax.run.pbt`).
+    Returns ``(state, updates_done, interrupted)``.
 
     The next chunk starts before the host reads this one's metrics, writes its rows and
     checkpoints (JAX runs it meanwhile; the chunk reads the state without consuming it), so the
     device does not wait for the host between chunks. Not in checked mode, whose checks stop
     the run at the chunk that failed, nor for a host environment, whose steps are the host's
-    own work. The values are the same either way; a chunk started when the run then stops (an
-    interrupt, a failed step of the host) is dropped."""
+    own work, nor with ``between``, whose state the next chunk needs. The values are the same
+    either way; a chunk started when the run then stops (an interrupt, a failed step of the
+    host) is dropped."""
     total = runner.algo.num_updates
     done = updates
     last_saved = updates
-    ahead = not (runner.checked or runner.stepwise)
+    ahead = not (runner.checked or runner.stepwise or between is not None)
     started = None
     while done < total:
         n = min(runner.chunk_size, total - done)
@@ -471,6 +476,8 @@ def run_loop(runner: Runner, state, updates: int, on_chunk: Callable,
             started = runner.start(state, min(runner.chunk_size, total - done - n))
         on_chunk(metrics, done, done + n, state)
         done += n
+        if between is not None and done < total:
+            state = between(metrics, done, state)
         if interrupt is not None and interrupt.requested:
             save(done, state)
             return state, done, True

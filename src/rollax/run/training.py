@@ -209,15 +209,17 @@ def unfinished(err: OSError, folder: RunFolder) -> Unfinished:
 
 
 def execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None = None,
-            on_chunk: Listener | None = None) -> tuple[dict, Any]:
+            on_chunk: Listener | None = None, between: Callable | None = None
+            ) -> tuple[dict, Any]:
     """Run ``run`` in ``folder`` (or continue it from the checkpoint ``resume``); returns
     ``(summary, final params)`` (params with a leading lane axis). A file that cannot be
     written stops the run with :class:`Unfinished` (resumable). The folder is held for this
     process while it runs (:meth:`RunFolder.claim`: ``ValueError`` when another process holds
-    it), and released at the end unless it was held before the call."""
+    it), and released at the end unless it was held before the call. ``between(runner)``,
+    where given, makes the hook :func:`rollax.run.experiment.run_loop` calls between chunks."""
     claimed = folder.claim()
     try:
-        return _execute(run, algo, folder, resume, on_chunk)
+        return _execute(run, algo, folder, resume, on_chunk, between)
     except Unfinished:
         raise
     except OSError as err:
@@ -291,7 +293,7 @@ class Recorder:
 
 
 def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found | None,
-             on_chunk: Listener | None) -> tuple[dict, Any]:
+             on_chunk: Listener | None, between: Callable | None = None) -> tuple[dict, Any]:
     runner = Runner(algo, run.lanes(), run.chunk_size, devices=_devices(run, algo),
                     checked=run.checked)
     clock = Clock()
@@ -304,7 +306,8 @@ def _execute(run: RunConfig, algo: Algorithm, folder: RunFolder, resume: Found |
     clock.start(_steps_at(folder, runner.lanes.labels(), updates))
     with Interrupt() as interrupt:
         state, done, interrupted = run_loop(runner, state, updates, recorder,
-                                            run.checkpoint_every, recorder.save, interrupt)
+                                            run.checkpoint_every, recorder.save, interrupt,
+                                            None if between is None else between(runner))
     clock.stop()
     if interrupted:
         raise Interrupted(folder.path, done)
@@ -475,11 +478,12 @@ class Session:
     """The experiment trackers it also logs to (``--log``: :mod:`rollax.run.loggers`),
     checked against the run when the session opened."""
 
-    def execute(self, on_chunk: Listener | None = None) -> tuple[dict, Any]:
+    def execute(self, on_chunk: Listener | None = None, between: Callable | None = None
+                ) -> tuple[dict, Any]:
         """Train it from its start (:func:`execute`), its config.json made longer first when
         it is trained longer; each chunk is heard by ``on_chunk`` and by the trackers of
-        :attr:`log`, which also log the evaluation after training. ``(summary, final
-        params)``."""
+        :attr:`log`, which also log the evaluation after training; ``between`` as
+        :func:`execute` takes it. ``(summary, final params)``."""
         if self.longer is not None:
             try:
                 self.folder.lengthen(self.longer)
@@ -488,7 +492,7 @@ class Session:
         with make_loggers(self.log, self.folder, self.run) as logs:
             heard = logs if on_chunk is None else combine(on_chunk, logs)
             summary, params = execute(self.run, self.algo, self.folder, resume=self.start,
-                                      on_chunk=heard)
+                                      on_chunk=heard, between=between)
             logs.finished(summary)
         return summary, params
 
