@@ -437,8 +437,7 @@ class TuneCommand:
     resume: str | None = None
     """A study folder to continue (its settings are read back; other flags are refused)."""
     show: str | None = None
-    """A study folder to show: its best trials, and its figures drawn again (nothing trained;
-    other flags are refused)."""
+    """A study folder to show: its best trials and figures (nothing trained; no other flag)."""
     pbt: bool = False
     """Population-based training: PARALLEL lanes in one run, the worst copying the best."""
     pbt_every: int | None = None
