@@ -107,6 +107,11 @@ def test_a_population_copies_by_its_logged_scores_and_its_settings_reach_the_pro
     best = json.loads(json.dumps(shown["settings"][shown["best_lane"]]))
     assert (out / "best.yaml").read_text().count("lr:") == 1 and best["lr"] > 0
     assert (out / "figures" / "pbt.png").stat().st_size > 5000
+    for flag in ("--resume", "--show"):  # Optuna's: refused in one line, the folder untouched
+        before = sorted(p.name for p in out.rglob("*"))
+        code, printed, err = run(capsys, "tune", flag, out)
+        assert code == 2 and "holds a population (--pbt), not an Optuna study" in err, err
+        assert sorted(p.name for p in out.rglob("*")) == before
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -93,6 +93,9 @@ def run_tune(cmd: TuneCommand) -> int:
 
     if cmd.pbt or cmd.pbt_every is not None:
         return run_population(cmd)
+    for folder in (cmd.show, cmd.resume):  # a population's folder is refused without Optuna
+        if folder is not None:
+            tune.read_setup(Path(folder))
     tune.require_optuna()
     if cmd.show is not None:
         return show_study(cmd, cmd.show)

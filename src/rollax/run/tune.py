@@ -382,7 +382,11 @@ def read_setup(out: Path) -> TuneSetup:
     """The settings of the study folder ``out`` (``ValueError`` in one line where it is none)."""
     if not (out / SETTINGS).is_file():
         raise ValueError(f"{str(out)!r} is not a rollax tune folder (no {SETTINGS})")
-    return TuneSetup(**read_json(out / SETTINGS))
+    stored = read_json(out / SETTINGS)
+    if stored.get("pbt"):
+        raise ValueError(f"{str(out)!r} holds a population (--pbt), not an Optuna study: its "
+                         f"run is runs/pbt, its lineage pbt.jsonl")
+    return TuneSetup(**stored)
 
 
 def reopen(out: Path) -> tuple[RunFolder, TuneSetup]:
