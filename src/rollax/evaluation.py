@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rollax.collect import episode_returns
 from rollax.envs.base import Environment, step_with_key
@@ -117,9 +118,12 @@ def game_scores(env: Any, policy: Any, params, key: jax.Array, games: int,
 
 
 def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Array,
-                 greedy: bool = True, num_steps: int | None = None) -> jax.Array:
+                 greedy: bool = True, num_steps: int | None = None, other_params=None
+                 ) -> jax.Array:
     """The payoff to ``policy`` of one game per entry of ``first (G,)`` (bool: the policy has
-    the first move) against a player choosing uniformly among the legal actions. Keys:
+    the first move) against a player choosing uniformly among the legal actions, or, with
+    ``other_params``, against the same policy with those parameters (greedy or sampled as
+    ``policy``). Keys:
     ``reset, act, other, transition = split(key, 4)``, game ``g`` resets with
     ``split(reset, G)[g]`` and at step ``t`` draws from ``split(fold_in(stream, t), G)[g]``.
     The games run in a ``while_loop`` until all have ended or ``num_steps``
@@ -136,8 +140,12 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
     def one(state, me, keys):
         act_key, other_key, step_key = keys
         mask = action_mask(env, state)
-        mine = actor.sample(params, env.observation(state), act_key, mask)[0]
-        other = jax.random.categorical(other_key, jnp.where(mask, 0.0, -jnp.inf))
+        obs = env.observation(state)
+        mine = actor.sample(params, obs, act_key, mask)[0]
+        if other_params is None:
+            other = jax.random.categorical(other_key, jnp.where(mask, 0.0, -jnp.inf))
+        else:
+            other = actor.sample(other_params, obs, other_key, mask)[0]
         action = jnp.where(env.to_act(state) == me, mine, other).astype(mine.dtype)
         live = ~env.done(state)
         state = step_with_key(env, state, action, step_key)[0]
@@ -154,3 +162,27 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
 
     start = (jnp.zeros((), jnp.int32), state, jnp.zeros((size,), jnp.float32))
     return jax.lax.while_loop(running, body, start)[2]
+
+
+def rate_players(env: Any, policy: Policy, players: list, key: jax.Array, games: int,
+                 greedy: bool = False, num_steps: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Bradley-Terry ratings (:func:`rollax.games.ratings.bradley_terry`, Elo scale, player 0
+    at 0) of ``players``, parameter sets of ``policy`` in a two-player game, from a round robin:
+    each pair plays ``games`` games with each of them moving first (:func:`game_payoffs` with
+    ``other_params``; a draw counts half a win to each). Returns ``(wins (S, S), elo (S,))``.
+    The games of pair ``(i, j)`` use ``fold_in(key, i * S + j)``; one program serves every
+    pair."""
+    from rollax.games.ratings import bradley_terry, elo
+
+    first = jnp.arange(2 * games) < games
+    play = jax.jit(lambda a, b, k: game_payoffs(env, policy, a, k, first, greedy, num_steps,
+                                                other_params=b))
+    s = len(players)
+    wins = np.zeros((s, s))
+    for i in range(s):
+        for j in range(i + 1, s):
+            payoff = np.asarray(play(players[i], players[j], jax.random.fold_in(key, i * s + j)))
+            wins[i, j] = np.sum(payoff > 0) + 0.5 * np.sum(payoff == 0)
+            wins[j, i] = np.sum(payoff < 0) + 0.5 * np.sum(payoff == 0)
+    return wins, elo(bradley_terry(wins))

@@ -285,3 +285,41 @@ def test_the_minimax_player_draws_against_itself_in_pgx():
         action = jnp.maximum(tictactoe.perfect_action(state.observation), 0)
         state = jax.vmap(env.step)(state, action)
     assert bool(jnp.all(state.terminated)) and not bool(jnp.any(state.rewards))
+
+
+# --- ratings of players from a round robin (rollax.evaluation.rate_players) ----------------
+
+@dataclasses.dataclass(frozen=True)
+class PerfectOrScripted:
+    """``params = (perfect, order)``: the minimax player where ``perfect``, else the first legal
+    cell of ``order``."""
+
+    def greedy(self, params, observation, mask):
+        perfect, order = params
+        return jnp.where(perfect, Perfect().greedy(None, observation, mask),
+                         Scripted().greedy(order, observation, mask)).astype(jnp.int32)
+
+    def sample(self, params, observation, key, mask):
+        return self.greedy(params, observation, mask), jnp.zeros((), jnp.float32)
+
+
+def test_a_round_robin_rates_the_minimax_player_first():
+    """Two scripted players and the minimax player, 3 games a seat per pair. By hand: the
+    first-free-cell player (X: 0, 2, 4, 6 wins the anti-diagonal first) and the TOP_ROW-order
+    player each win every game they open against the other (0 1 2 for the first; 0 3 6 for the
+    second), so their ratings are equal; the minimax player never loses, so it rates above
+    both."""
+    from rollax.evaluation import rate_players
+
+    env = rollax.make("pgx:tic_tac_toe")
+    players = [(jnp.bool_(False), jnp.arange(9)), (jnp.bool_(False), TOP_ROW),
+               (jnp.bool_(True), jnp.arange(9))]
+    wins, ratings = rate_players(env, PerfectOrScripted(), players, jax.random.key(0), 3)
+    assert wins[0, 1] == 3 and wins[1, 0] == 3
+    assert abs(ratings[1] - ratings[0]) < 1e-6
+    for other in (0, 1):
+        assert wins[2, other] + wins[other, 2] == 6
+        payoff = game_payoffs(env, PerfectOrScripted(), players[2], jax.random.key(1),
+                              jnp.arange(6) < 3, other_params=players[other])
+        assert float(payoff.min()) >= 0.0  # the minimax player never loses a game
+        assert ratings[2] > ratings[other]
