@@ -152,7 +152,10 @@ def exploit_hook(population: Population, values: list[dict[str, float]], log: Pa
             hp = runner.hp._replace(**{name: jnp.asarray([v[name] for v in new], jnp.float32)
                                        for name in population.space})
             runner.hp = runner.layout.place(hp)
-            return copy_lanes(state, source)
+            copied = copy_lanes(state, source)
+            if runner.mesh is not None:  # laid out again as the chunks take it
+                copied = runner.layout.place(copied, runner.state_shardings)
+            return copied
 
         return between
 
