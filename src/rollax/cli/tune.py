@@ -55,7 +55,7 @@ def open_search(cmd: TuneCommand):
     if cmd.resume is None:
         setup = setup_of(cmd)
         out = new_folder(cmd)
-        return out, setup, tune.create(out, setup)
+        return out, setup, tune.create(out, setup.to_json())
     if dataclasses.replace(cmd, json=False) != TuneCommand(resume=cmd.resume):
         raise ValueError("--resume takes the search's settings from its folder: give no "
                          "other flag but --json")
@@ -164,25 +164,16 @@ def run_population(cmd: TuneCommand) -> int:
     ``runs/pbt`` (the run folder), ``pbt.jsonl``, ``best.yaml`` (the best lane's settings at the
     end) and ``figures/pbt``."""
     from rollax.run import pbt, training, tune
-    from rollax.run.files import write_json
-    from rollax.run.folder import RunFolder, check_creatable_folder
 
     run, algo, population, values = population_of(cmd)
     out = new_folder(cmd)
-    check_creatable_folder(out)
-    if out.exists() and any(out.iterdir()):
-        raise ValueError(f"out {str(out)!r} is not empty: choose a new folder")
-    out.mkdir(parents=True, exist_ok=True)
-    held = RunFolder(out)
-    held.claim("tune: ")
+    held = tune.create(out, {"pbt": True, "fixed": fixed_settings(cmd),
+                             "space": dict(population.space), "lanes": cmd.parallel,
+                             "every": population.every, "fraction": population.fraction,
+                             "metric": population.metric, "seed": cmd.seed,
+                             "starting": values}, resumable=False)
     show = console()
     try:
-        write_json(out / tune.SETTINGS, {"pbt": True, "fixed": fixed_settings(cmd),
-                                         "space": dict(population.space),
-                                         "lanes": cmd.parallel, "every": population.every,
-                                         "fraction": population.fraction,
-                                         "metric": population.metric, "seed": cmd.seed,
-                                         "starting": values})
         if not cmd.json:
             show.print(f"population-based training on {cmd.env}: {cmd.parallel} lanes, an "
                        f"exploit step every {population.every} of {algo.num_updates} updates; "

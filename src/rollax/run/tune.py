@@ -363,18 +363,19 @@ def write_best(out: Path, settings: Mapping[str, Any]) -> Path:
     return path
 
 
-def create(out: Path, setup: TuneSetup) -> RunFolder:
-    """A new study folder holding ``tune.json``, held for this process."""
+def create(out: Path, settings: Mapping[str, Any], resumable: bool = True) -> RunFolder:
+    """A new tune folder holding ``tune.json`` (``settings``: a search's
+    :meth:`TuneSetup.to_json`, or a population's), held for this process."""
     from rollax.run.folder import check_creatable_folder
 
     check_creatable_folder(out)
     if out.exists() and any(out.iterdir()):
-        raise ValueError(f"out {str(out)!r} is not empty: choose a new folder, or "
-                         f"--resume {out} to continue its search")
+        hint = f", or --resume {out} to continue its search" if resumable else ""
+        raise ValueError(f"out {str(out)!r} is not empty: choose a new folder{hint}")
     out.mkdir(parents=True, exist_ok=True)
     folder = RunFolder(out)
     folder.claim("tune: ")
-    write_json(out / SETTINGS, setup.to_json())
+    write_json(out / SETTINGS, dict(settings))
     return folder
 
 
