@@ -304,18 +304,20 @@ class PerfectOrScripted:
 
 
 def test_a_round_robin_rates_the_minimax_player_first():
-    """Two scripted players and the minimax player, 3 games a seat per pair. By hand: the
+    """Two scripted players and the minimax player twice, 3 games a seat per pair. By hand: the
     first-free-cell player (X: 0, 2, 4, 6 wins the anti-diagonal first) and the TOP_ROW-order
     player each win every game they open against the other (0 1 2 for the first; 0 3 6 for the
     second), so their ratings are equal; the minimax player never loses, so it rates above
-    both."""
+    both, and draws every game against itself."""
     from rollax.evaluation import rate_players
 
     env = rollax.make("pgx:tic_tac_toe")
     players = [(jnp.bool_(False), jnp.arange(9)), (jnp.bool_(False), TOP_ROW),
-               (jnp.bool_(True), jnp.arange(9))]
+               (jnp.bool_(True), jnp.arange(9)), (jnp.bool_(True), TOP_ROW)]
     wins, ratings = rate_players(env, PerfectOrScripted(), players, jax.random.key(0), 3)
     assert wins[0, 1] == 3 and wins[1, 0] == 3
+    assert wins[2, 3] == 3 and wins[3, 2] == 3  # minimax against itself: 6 draws, half each
+    assert abs(ratings[3] - ratings[2]) < 1e-6
     assert abs(ratings[1] - ratings[0]) < 1e-6
     for other in (0, 1):
         assert wins[2, other] + wins[other, 2] == 6
