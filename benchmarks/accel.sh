@@ -13,6 +13,7 @@
 #   seeds             the corridor's absorbing collector and PPO seeds in one program
 #   parts             PPO's update part by part (rollax, rejax); throughput with rbg keys
 #   variants          rollax's minibatch steps at 1,024 envs under changes (clip, statistics)
+#   shuffle           the one-gather shuffle at 1,024 seeds; seeds.py after it (SEEDS_K)
 #   seeds-compile     compile time of K PPO seeds, part by part (SEEDS="64 256 1024")
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
@@ -137,6 +138,16 @@ variants)
   row 240 "$anchors" ppo_parts.py --lib rollax --num-envs 1024 --variants \
     --json "$out/parts-variants.json"
   ;;
+shuffle)
+  # the minibatch shuffle under 1,024 vmapped seeds: the one-gather take_rows beside a gather per
+  # field and no shuffle at all, then PPO seeds in one program (SEEDS_K, default 1024)
+  row 270 "$anchors" ppo_parts.py --lib rollax --num-envs 8 --seeds 1024 --variants \
+    --json "$out/parts-seeds-variants.json"
+  for k in ${SEEDS_K:-1024}; do
+    row "${SEED_LIMIT:-200}" "$anchors" seeds.py --seeds "$k" --total-steps 100000 --repeats 1 \
+      --json "$out/seeds-$k.json"
+  done
+  ;;
 seeds-compile)
   # the compile time of K PPO seeds in one program, part by part (K = 64, 256, 1,024)
   for k in ${SEEDS:-64 256 1024}; do
@@ -160,6 +171,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, parts, variants, seeds-compile, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

@@ -32,6 +32,7 @@ the environments, never time, replaying whole sequences from their collected car
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
@@ -527,11 +528,14 @@ def take_rows(tree, index: jax.Array):
     for kind, members in groups.items():
         cols = [_as_kind(leaves[i], kind).reshape(leaves[i].shape[0], -1) for i in members]
         rows = (jnp.concatenate(cols, axis=1) if len(cols) > 1 else cols[0])[index]
-        start = 0
-        for i, col in zip(members, cols):
-            part = rows[:, start:start + col.shape[1]]
-            start += col.shape[1]
-            taken[i] = _from_kind(part.reshape(index.shape + leaves[i].shape[1:]), leaves[i].dtype)
+        bounds = list(itertools.accumulate((col.shape[1] for col in cols), initial=0))
+        parts = [rows[:, a:b].reshape(index.shape + leaves[i].shape[1:])
+                 for i, a, b in zip(members, bounds[:-1], bounds[1:])]
+        # Without the barrier XLA may move a float leaf's bitcast back ahead of the gather, and a
+        # TPU then gathers that column with a sum, which turned -0.0 into +0.0: the parts stay bits.
+        parts = jax.lax.optimization_barrier(parts)
+        for i, part in zip(members, parts):
+            taken[i] = _from_kind(part, leaves[i].dtype)
     return jax.tree_util.tree_unflatten(treedef, taken)
 
 
