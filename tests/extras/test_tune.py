@@ -183,3 +183,100 @@ def test_a_bad_space_is_refused(tmp_path, capsys, space, message):
                          tmp_path / "study")
     assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "study").exists()
+
+
+def _pruned_search(tmp_path, capsys, *extra):
+    out = tmp_path / "study"
+    code, printed, err = run(capsys, "tune", "--env", "CartPole-v1", "--trials", "5",
+                             "--parallel", "2", "--budget", "2048", "--out", out, *extra)
+    assert code == 0, err
+    lines = [json.loads(line) for line in (out / "pruning.jsonl").read_text().splitlines()]
+    return out, printed, lines
+
+
+def test_a_pruned_search_reports_every_rung_and_ends_each_trial_once(tmp_path, capsys):
+    """Successive halving over 2 slots: 5 trials of 4 updates (CartPole's preset at 2,048
+    steps), a report after each update; each trial's lines go up an update at a time in one
+    slot and end once, complete at update 4 (told its evaluation) or pruned before (told its
+    last report); a slot holds one trial at a time."""
+    import optuna
+
+    out, printed, lines = _pruned_search(tmp_path, capsys, "--pruner", "halving")
+    study = optuna.load_study(study_name="rollax", storage=f"sqlite:///{out / 'study.db'}")
+    assert len(study.trials) == 5
+    for t in study.trials:
+        mine = [r for r in lines if r["trial"] == t.number]
+        assert len({r["slot"] for r in mine}) == 1
+        assert [r["update"] for r in mine] == list(range(1, len(mine) + 1))
+        assert [r["event"] for r in mine[:-1]] == ["report"] * (len(mine) - 1)
+        if t.state == optuna.trial.TrialState.COMPLETE:
+            assert mine[-1]["event"] == "complete" and mine[-1]["update"] == 4
+            assert t.value == mine[-1]["score"]
+        else:
+            assert t.state == optuna.trial.TrialState.PRUNED
+            assert mine[-1]["event"] == "pruned" and mine[-1]["update"] < 4
+            reported = [r["score"] for r in mine if r["score"] is not None]
+            assert t.value == reported[-1]
+        assert f"trial {t.number} (slot {mine[0]['slot']}): " in printed
+    assert len({(r["slot"], r["chunk"]) for r in lines}) == len(lines)  # a trial a slot
+    steps = {}
+    for r in lines:
+        steps.setdefault(r["slot"], []).append(r["trial"])
+    for order in steps.values():  # a slot's trials one after another, never back
+        assert order == sorted(order)
+    assert (out / "best.yaml").is_file() == any(
+        t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+
+
+def test_a_slot_trains_its_next_trial_as_if_it_had_started_the_program(tmp_path, capsys,
+                                                                        monkeypatch):
+    """A pruner that stops trial 0 at its first report: slot 0 takes trial 2 after one
+    update, from the algorithm's init again. Its score equals, bit for bit, lane 0 of the same
+    program trained from the start with trial 2's settings."""
+    import jax.numpy as jnp
+    import numpy as np
+    import optuna
+
+    from rollax.run import pruning
+    from rollax.run.config import from_settings
+    from rollax.run.experiment import Runner
+
+    class StopTrialZero(optuna.pruners.BasePruner):
+        def prune(self, study, trial):
+            return trial.number == 0
+
+    monkeypatch.setattr(pruning, "make_pruner", lambda *args: StopTrialZero())
+    out, _, lines = _pruned_search(tmp_path, capsys, "--pruner", "median", "--trials", "3")
+    assert next((r["trial"], r["slot"]) for r in lines if r["event"] != "report") == (0, 0)
+    study = optuna.load_study(study_name="rollax", storage=f"sqlite:///{out / 'study.db'}")
+    second = study.trials[2]
+    assert [r["slot"] for r in lines if r["trial"] == 2] == [0] * 4
+    assert second.state == optuna.trial.TrialState.COMPLETE
+
+    names = list(second.params)
+    lanes = [second.params, study.trials[1].params]
+    run_, algo = from_settings({"env": "CartPole-v1", "seed": 0, "total_steps": 2048,
+                                "chunk_size": 1, "sweep": tuple(
+                                    f"{n}={','.join(repr(float(p[n])) for p in lanes)}"
+                                    for n in names)}, paired=True)
+    runner = Runner(algo, run_.lanes(), 1)
+    state = runner.initial_state()
+    for _ in range(algo.num_updates):
+        state, _ = runner.run_chunk(state, 1)
+    final = runner.to_host(runner.evaluate(state, runner.hp))
+    assert second.value == float(np.asarray(final["eval_return"], jnp.float64)[0])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prune-every", "2"], "--prune-every is a setting of --pruner"),
+    (["--pruner", "halving", "--prune-every", "3"],
+     "--prune-every must divide the run's 2 updates into rungs (at least two), got 3"),
+    (["--pruner", "halving", "--prune-every", "2"], "got 2"),
+    (["--pruner", "median", "--metric", "final_episode_return"],
+     "--pruner scores a trial by its evaluation at the end (eval_return)"),
+    (["--pruner", "halving", "--pbt"], "--pruner stops an Optuna search's trials"),
+])
+def test_a_pruner_it_cannot_use_is_refused(tmp_path, capsys, argv, message):
+    code, out, err = run(capsys, "tune", *SEARCH, *argv, "--out", tmp_path / "study")
+    assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "study").exists()

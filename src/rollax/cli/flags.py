@@ -438,6 +438,11 @@ class TuneCommand:
     """A study folder to continue (its settings are read back; other flags are refused)."""
     show: str | None = None
     """A study folder to show: its best trials and figures (nothing trained; no other flag)."""
+    pruner: Literal["halving", "hyperband", "median"] | None = None
+    """Stop poor trials early (Optuna's pruner, at rungs of PRUNE_EVERY updates): the PARALLEL
+    lanes become slots of one program, each taking the next trial as one ends."""
+    prune_every: int | None = None
+    """With --pruner: updates between a trial's reports (default: about a tenth of its run)."""
     pbt: bool = False
     """Population-based training: PARALLEL lanes in one run, the worst copying the best."""
     pbt_every: int | None = None

@@ -43,9 +43,34 @@ def setup_of(cmd: TuneCommand):
     space = tune.read_space(cmd.space)
     tune.check_space(fixed, space)
     setup = tune.TuneSetup(fixed=fixed, space=space, trials=cmd.trials, parallel=cmd.parallel,
-                           sampler=cmd.sampler, metric=cmd.metric, seed=cmd.seed)
+                           sampler=cmd.sampler, metric=cmd.metric, seed=cmd.seed,
+                           pruner=cmd.pruner, prune_every=rung_length(cmd, fixed))
     tune.check_sampler(setup)
     return setup
+
+
+def rung_length(cmd: TuneCommand, fixed: dict[str, Any]) -> int | None:
+    """``--pruner``'s updates between reports (``--prune-every`` or its default), checked;
+    ``None`` without a pruner."""
+    from rollax.run import pruning
+    from rollax.run.config import from_settings
+
+    if cmd.pruner is None:
+        if cmd.prune_every is not None:
+            raise ValueError("--prune-every is a setting of --pruner")
+        return None
+    run, algo = from_settings(fixed)
+    if cmd.metric not in (None, run.spec.report.score):
+        raise ValueError(f"--pruner scores a trial by its evaluation at the end "
+                         f"({run.spec.report.score}); --metric {cmd.metric} is not one")
+    n = algo.num_updates
+    every = cmd.prune_every if cmd.prune_every is not None else pruning.default_every(n)
+    if every is None:
+        raise ValueError(f"--pruner needs rungs, and the run's {n} updates have no divisor "
+                         f"from a tenth of them to the whole: give --prune-every")
+    check_count("prune_every", every)
+    pruning.check_every(every, n)
+    return every
 
 
 def open_search(cmd: TuneCommand):
@@ -69,6 +94,13 @@ def program_line(done) -> str:
                        for n, s in zip(done.numbers, done.scores))
     return (f"program {done.index} ({len(done.numbers)} trials, {done.seconds:.1f} s): "
             f"{scores}; {done.folder}")
+
+
+def trial_line(done) -> str:
+    """``trial 5 (slot 1): pruned after 24 updates, 87.5`` (a search with a pruner)."""
+    score = "no score" if done.score is None else f"{done.score:.4g}"
+    return (f"trial {done.number} (slot {done.slot}): {done.state} after {done.updates} "
+            f"updates, {score}")
 
 
 def best_table(study, space, top: int = 5):
@@ -111,7 +143,8 @@ def run_tune(cmd: TuneCommand) -> int:
             show.print(f"tuning {setup.fixed['env']}: {setup.trials} trials, "
                        f"{setup.parallel} per program; study folder: {out}")
         study = tune.search(out, setup, lambda d: None if cmd.json
-                            else show.print(program_line(d)))
+                            else show.print(program_line(d)),
+                            lambda d: None if cmd.json else show.print(trial_line(d)))
         best = tune.best_settings(study, setup)
         path = tune.write_best(out, best) if best is not None else None
     finally:
@@ -131,6 +164,9 @@ def population_of(cmd: TuneCommand):
     if cmd.resume is not None or cmd.show is not None:
         raise ValueError("--pbt starts a population; --resume and --show are for Optuna's "
                          "searches")
+    if cmd.pruner is not None or cmd.prune_every is not None:
+        raise ValueError("--pruner stops an Optuna search's trials; --pbt replaces its lanes "
+                         "its own way")
     if cmd.sampler != "tpe":
         raise ValueError("--pbt draws its starting settings uniformly from the space: "
                          "--sampler is for Optuna's searches")

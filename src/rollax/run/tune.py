@@ -63,11 +63,16 @@ class TuneSetup:
     sampler: str = "tpe"
     metric: str | None = None
     seed: int = 0
+    pruner: str | None = None
+    """Optuna's pruner (:data:`rollax.run.pruning.PRUNERS`): lanes as slots, a trial stopped
+    early where it scores poorly (:mod:`rollax.run.pruning`); ``None``: every trial runs whole."""
+    prune_every: int | None = None
+    """With a pruner, the updates between reports (a rung)."""
 
     def to_json(self) -> dict:
         return {"fixed": dict(self.fixed), "space": dict(self.space), "trials": self.trials,
                 "parallel": self.parallel, "sampler": self.sampler, "metric": self.metric,
-                "seed": self.seed}
+                "seed": self.seed, "pruner": self.pruner, "prune_every": self.prune_every}
 
 
 def require_optuna():
@@ -212,8 +217,15 @@ def open_study(out: Path, setup: TuneSetup):
     optuna = require_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(setup)
+    pruner = None
+    if setup.pruner is not None:
+        from rollax.run.pruning import make_pruner
+
+        _, algo = from_settings(setup.fixed)
+        pruner = make_pruner(setup.pruner, int(setup.prune_every or 0), algo.num_updates)
     return optuna.create_study(storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY,
-                               direction="maximize", sampler=sampler, load_if_exists=True)
+                               direction="maximize", sampler=sampler, pruner=pruner,
+                               load_if_exists=True)
 
 
 def finished(study) -> list:
@@ -280,10 +292,19 @@ def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None]):
+def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None],
+           on_trial: Callable | None = None):
     """Run programs until ``setup.trials`` trials finished, the figures drawn again after
-    each; returns the study."""
+    each; returns the study. With a pruner, one program of slots instead
+    (:func:`rollax.run.pruning.search`), ``on_trial`` called as each trial ends."""
     study = open_study(out, setup)
+    if setup.pruner is not None:
+        from rollax.run import pruning
+
+        pruning.search(study, setup, out, int(setup.prune_every or 0),
+                       on_trial or (lambda done: None))
+        draw_figures(study, setup, out)
+        return study
     runs = out / "runs"  # a stopped program's folder stays: the next takes a new name
     index = len(list(runs.iterdir())) if runs.is_dir() else 0
     while len(finished(study)) < setup.trials:
