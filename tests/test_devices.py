@@ -8,8 +8,11 @@ the expected smaller shards; the compiled chunk averages the gradient with an al
 command line trains, resumes on another device count and refuses too many devices; a
 recurrent PPO on two of the devices splits its carry like the environments. Those checks are
 subtests of one test (:func:`test_eight_devices`), so that one xdist worker alone builds the
-subprocess's report. The rest (the mesh arithmetic, the one-line errors) runs in this
-process, on one device.
+subprocess's report, compiled cheaply as the session's tests are. The claims of bit-for-bit
+equality (lanes on devices of their own are each the run alone) are another subprocess's,
+compiled as ``rollax`` compiles (:func:`test_eight_devices_exact`, marked ``optimized``),
+which another worker can build meanwhile. The rest (the mesh arithmetic, the one-line errors)
+runs in this process, on one device.
 """
 
 from __future__ import annotations
@@ -25,9 +28,6 @@ import pytest
 
 from rollax.cli import main
 from rollax.sharding import check_devices, mesh_shape
-
-pytestmark = pytest.mark.optimized
-"""Claims about the program rollax compiles (tests/conftest.py)."""
 
 SCRIPT = textwrap.dedent(r'''
     import contextlib, io, json, re, shutil, sys, time
@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent(r'''
     # same programs as the experiments, and all_reduce_shapes compiles a chunk again
     compile_cache.from_environment()
 
-    out = Path(sys.argv[1])
+    out, part = Path(sys.argv[1]), sys.argv[2]
     report = {"device_count": jax.device_count(), "seconds": {}}
 
     lowered = []  # every program lowered (then compiled, or read from the compile cache)
@@ -114,12 +114,6 @@ SCRIPT = textwrap.dedent(r'''
             clock(f"{name} devices={devices}", start)
         report[name] = result
 
-    # the programs of cli_one and cli_eight below (chunks of 2 updates)
-    experiment("tabular", tabular.make_algorithm(tabular.TabularConfig(updates=6, batch_size=64)),
-               seeds=2, n=2, chunks=3)
-    experiment("ppo", ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=2048, num_envs=8,
-                                                    num_steps=16)), seeds=2, n=16)
-
     def cli(*argv):
         err, stdout = io.StringIO(), io.StringIO()
         start = time.perf_counter()
@@ -130,99 +124,119 @@ SCRIPT = textwrap.dedent(r'''
 
     common = ["train", "--updates", "6", "--batch-size", "64", "--seeds", "2", "--chunk-size",
               "2", "--checkpoint-every", "2", "--json"]
-    report["cli_one"] = cli(*common, "--devices", "1", "--out", str(out / "one"))
-    # without --devices: whole lanes on as many of the eight devices as there are cores
-    from rollax.sharding import cores
-    report["cores"] = cores()
-    names = []  # the programs the run lowers, by name
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, fun_name=None, **_: names.append(fun_name)
-        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None)
-    report["cli_auto"] = cli(*common, "--out", str(out / "auto"))
-    report["cli_auto_lowered"] = list(names)
-    alone = list(common)
-    alone[alone.index("--seeds") + 1] = "1"
-    report["cli_alone"] = [cli(*alone, "--seed", str(k), "--out", str(out / f"alone{k}"))
-                           for k in (0, 1)]
-    report["cli_eight"] = cli(*common, "--devices", "8", "--out", str(out / "eight"))
-    # an unfinished run (latest checkpoint at update 4) resumed on another device count
-    shutil.copytree(out / "eight", out / "resumed")
-    (out / "resumed" / "summary.json").unlink()
-    shutil.rmtree(out / "resumed" / "figures")
-    (out / "resumed" / "checkpoints" / "latest").write_text("update-0000004\n")
-    report["cli_resumed"] = cli("train", "--resume", str(out / "resumed"), "--devices", "4",
-                                "--json")
-    report["cli_ppo"] = cli("train", "--env", "CartPole-v1", "--total-steps", "2048",
-                            "--num-envs", "8", "--num-steps", "16", "--seeds", "2",
-                            "--devices", "8", "--chunk-size", "16", "--json",
-                            "--out", str(out / "ppo"))
-    report["cli_too_many"] = cli("train", "--updates", "2", "--batch-size", "64", "--devices",
-                                 "16", "--out", str(out / "never"))
-    report["never_written"] = not (out / "never").exists()
+    if part == "main":  # compiled cheaply, as the session's tests are (float tolerances)
+        # the programs of cli_one and cli_eight below (chunks of 2 updates)
+        experiment("tabular", tabular.make_algorithm(
+            tabular.TabularConfig(updates=6, batch_size=64)), seeds=2, n=2, chunks=3)
+        experiment("ppo", ppo.make_algorithm(ppo.preset(
+            "CartPole-v1", total_steps=2048, num_envs=8, num_steps=16)), seeds=2, n=16)
 
-    # a recurrent PPO on two of the eight devices: the carry split like the environments (an
-    # LSTM: its carry is two leaves, (h, c), each laid out by the same per-leaf rule a GRU's one
-    # leaf is)
-    recurrent = {}
-    for network in ("lstm",):
-        algo = ppo.make_algorithm(ppo.preset("CartPole-v1", network=network, num_envs=4,
-                                             num_steps=8, total_steps=64, minibatches=2,
-                                             memory_size=8, hidden=(8, 8)))
-        result = {}
-        for devices in (None, 2):
-            start = time.perf_counter()
-            runner = Runner(algo, make_lanes(0, 1, {}), 2, devices=devices)
-            initial = runner.initial_state()
-            state, _ = runner.run_chunk(initial, 2)
-            result["one" if devices is None else "two"] = host(runner.final_params(state))
-            if devices:  # one lane, its environments split
-                result["later_lowerings"] = later_chunks_lower(runner, state, 2)
-                result["carry"] = [
-                    {"shape": list(x.shape), "devices": len(x.sharding.device_set),
-                     "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
-                     "spec": [str(a) for a in x.sharding.spec]}
-                    for x in jax.tree_util.tree_leaves(initial.carry)]
-                result["declared"] = [str(s) for s in jax.tree_util.tree_leaves(
-                    runner.state_shardings.carry, is_leaf=lambda s: hasattr(s, "spec"))]
-            clock(f"{network} devices={devices}", start)
-        recurrent[network] = result
-    report["recurrent"] = recurrent
+        report["cli_one"] = cli(*common, "--devices", "1", "--out", str(out / "one"))
+        report["cli_eight"] = cli(*common, "--devices", "8", "--out", str(out / "eight"))
+        # an unfinished run (latest checkpoint at update 4) resumed on another device count
+        shutil.copytree(out / "eight", out / "resumed")
+        (out / "resumed" / "summary.json").unlink()
+        shutil.rmtree(out / "resumed" / "figures")
+        (out / "resumed" / "checkpoints" / "latest").write_text("update-0000004\n")
+        report["cli_resumed"] = cli("train", "--resume", str(out / "resumed"), "--devices",
+                                    "4", "--json")
+        report["cli_ppo"] = cli("train", "--env", "CartPole-v1", "--total-steps", "2048",
+                                "--num-envs", "8", "--num-steps", "16", "--seeds", "2",
+                                "--devices", "8", "--chunk-size", "16", "--json",
+                                "--out", str(out / "ppo"))
+        report["cli_too_many"] = cli("train", "--updates", "2", "--batch-size", "64",
+                                     "--devices", "16", "--out", str(out / "never"))
+        report["never_written"] = not (out / "never").exists()
 
-    # CPU devices holding whole lanes run them apart: each lane is the single-seed run exactly
-    algo = ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=1024, num_envs=4,
-                                         num_steps=16, minibatches=2))
-    apart = {"alone": []}
-    start = time.perf_counter()
-    for devices in (2, 4):  # two lanes a device (one after another), one lane a device
-        runner = Runner(algo, make_lanes(0, 4, {}), 4, devices=devices)
-        state, metrics = runner.run_chunk(runner.initial_state(), 4)
-        apart[str(devices)] = {"lanes_apart": runner.lanes_apart,
-                               "params": host(runner.final_params(state)),
-                               "loss": np.asarray(metrics.policy_loss).tolist()}
-        apart[str(devices)]["later_lowerings"] = later_chunks_lower(runner, state, 4)
-    for seed in range(4):
-        runner = Runner(algo, make_lanes(seed, 1, {}), 4)
-        state, metrics = runner.run_chunk(runner.initial_state(), 4)
-        apart["alone"].append({"params": host(runner.final_params(state)),
-                               "loss": np.asarray(metrics.policy_loss).tolist()})
-    clock("lanes apart", start)
-    report["apart"] = apart
+        # a recurrent PPO on two of the eight devices: the carry split like the environments
+        # (an LSTM: its carry is two leaves, (h, c), each laid out by the same per-leaf rule a
+        # GRU's one leaf is)
+        recurrent = {}
+        for network in ("lstm",):
+            algo = ppo.make_algorithm(ppo.preset("CartPole-v1", network=network, num_envs=4,
+                                                 num_steps=8, total_steps=64, minibatches=2,
+                                                 memory_size=8, hidden=(8, 8)))
+            result = {}
+            for devices in (None, 2):
+                start = time.perf_counter()
+                runner = Runner(algo, make_lanes(0, 1, {}), 2, devices=devices)
+                initial = runner.initial_state()
+                state, _ = runner.run_chunk(initial, 2)
+                result["one" if devices is None else "two"] = host(runner.final_params(state))
+                if devices:  # one lane, its environments split
+                    result["later_lowerings"] = later_chunks_lower(runner, state, 2)
+                    result["carry"] = [
+                        {"shape": list(x.shape), "devices": len(x.sharding.device_set),
+                         "shards": sorted({tuple(s.data.shape) for s in x.addressable_shards}),
+                         "spec": [str(a) for a in x.sharding.spec]}
+                        for x in jax.tree_util.tree_leaves(initial.carry)]
+                    result["declared"] = [str(s) for s in jax.tree_util.tree_leaves(
+                        runner.state_shardings.carry, is_leaf=lambda s: hasattr(s, "spec"))]
+                clock(f"{network} devices={devices}", start)
+            recurrent[network] = result
+        report["recurrent"] = recurrent
+
+    else:  # "exact": claims of bit-for-bit equality, compiled as rollax compiles
+        # without --devices: whole lanes on as many of the eight devices as there are cores
+        from rollax.sharding import cores
+        report["cores"] = cores()
+        names = []  # the programs the run lowers, by name
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda event, seconds, fun_name=None, **_: names.append(fun_name)
+            if event == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None)
+        report["cli_auto"] = cli(*common, "--out", str(out / "auto"))
+        report["cli_auto_lowered"] = list(names)
+        alone = list(common)
+        alone[alone.index("--seeds") + 1] = "1"
+        report["cli_alone"] = [cli(*alone, "--seed", str(k), "--out", str(out / f"alone{k}"))
+                               for k in (0, 1)]
+        # CPU devices holding whole lanes run them apart: each lane the single-seed run exactly
+        algo = ppo.make_algorithm(ppo.preset("CartPole-v1", total_steps=1024, num_envs=4,
+                                             num_steps=16, minibatches=2))
+        apart = {"alone": []}
+        start = time.perf_counter()
+        for devices in (2, 4):  # two lanes a device (one after another), one lane a device
+            runner = Runner(algo, make_lanes(0, 4, {}), 4, devices=devices)
+            state, metrics = runner.run_chunk(runner.initial_state(), 4)
+            apart[str(devices)] = {"lanes_apart": runner.lanes_apart,
+                                   "params": host(runner.final_params(state)),
+                                   "loss": np.asarray(metrics.policy_loss).tolist()}
+            apart[str(devices)]["later_lowerings"] = later_chunks_lower(runner, state, 4)
+        for seed in range(4):
+            runner = Runner(algo, make_lanes(seed, 1, {}), 4)
+            state, metrics = runner.run_chunk(runner.initial_state(), 4)
+            apart["alone"].append({"params": host(runner.final_params(state)),
+                                   "loss": np.asarray(metrics.policy_loss).tolist()})
+        clock("lanes apart", start)
+        report["apart"] = apart
     (out / "report.json").write_text(json.dumps(report))
 ''')
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("devices")
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env, check=False,
-                          capture_output=True, text=True, timeout=1800)
+def _report(tmp_path_factory, part: str) -> dict:
+    """The report of the subprocess's ``part`` (``main`` or ``exact``), compiled as the test
+    that first asks for it compiles (tests/conftest.py: the session's ``XLA_FLAGS`` and
+    ``JAX_DISABLE_MOST_OPTIMIZATIONS`` go on to it)."""
+    folder = tmp_path_factory.mktemp(f"devices-{part}")
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    env = {**os.environ, "XLA_FLAGS": flags.strip(), "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder), part], env=env,
+                          check=False, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((folder / "report.json").read_text())
     data["folder"] = folder
     print("timings (s):", data["seconds"])
     return data
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return _report(tmp_path_factory, "main")
+
+
+@pytest.fixture(scope="module")
+def exact_report(tmp_path_factory):
+    return _report(tmp_path_factory, "exact")
 
 
 def close(a, b, rtol, atol):
@@ -458,8 +472,8 @@ def check_two_processes(report):
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-           "JAX_PLATFORMS": "cpu"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    env = {**os.environ, "XLA_FLAGS": flags.strip(), "JAX_PLATFORMS": "cpu"}
     argv = ["train", "--updates", "6", "--batch-size", "64", "--seeds", "2", "--chunk-size",
             "2", "--checkpoint-every", "2", "--json", "--devices", "8"]
     procs = [subprocess.Popen([sys.executable, "-c", LAUNCH, str(i), str(port), *argv,
@@ -517,23 +531,39 @@ CHECKS = [
     (check_gradient_averaged_with_all_reduce, ()),
     (check_ppo_gradient_all_reduce, ()),
     (check_cli_eight_devices, ()),
-    (check_cli_without_devices_puts_whole_lanes_on_the_cores, ()),
     (check_cli_resume_on_another_device_count, ()),
     (check_cli_ppo_eight_devices, ()),
     (check_cli_too_many_devices, ()),
     (check_two_processes, ()),
     (check_recurrent_carry_split_over_environments, ("lstm",)),
+]
+"""The checks of the eight-device subprocess's ``main`` report (to float tolerances), with
+their arguments."""
+
+EXACT_CHECKS = [
+    (check_cli_without_devices_puts_whole_lanes_on_the_cores, ()),
     (check_cpu_devices_run_their_lanes_apart_each_the_single_seed_run, ("2",)),
     (check_cpu_devices_run_their_lanes_apart_each_the_single_seed_run, ("4",)),
 ]
-"""The checks of the eight-device subprocess's report, with their arguments."""
+"""The checks of its ``exact`` report: lanes on devices of their own are each the run alone,
+bit for bit."""
 
 
 @pytest.mark.integration
 def test_eight_devices(report, subtests):
-    """Every check of the eight-device subprocess, each a subtest (reported by name): one
-    test, so one xdist worker builds the report (2-3 minutes) instead of every worker that
+    """Every check of the eight-device subprocess's ``main`` part, each a subtest (reported
+    by name): one test, so one xdist worker builds the report instead of every worker that
     runs one of its checks."""
     for check, args in CHECKS:
         with subtests.test(check.__name__.removeprefix("check_"), args=args):
             check(report, *args)
+
+
+@pytest.mark.optimized
+@pytest.mark.integration
+def test_eight_devices_exact(exact_report, subtests):
+    """The bit-for-bit checks, in a subprocess of their own compiled as ``rollax`` compiles
+    (a claim about the program users run), beside :func:`test_eight_devices`."""
+    for check, args in EXACT_CHECKS:
+        with subtests.test(check.__name__.removeprefix("check_"), args=args):
+            check(exact_report, *args)
