@@ -36,6 +36,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -82,7 +83,8 @@ def make_pruner(name: str, every: int, num_updates: int):
 class Slot:
     """The trial a lane trains now and the updates it has had."""
 
-    trial: object
+    trial: Any
+    """Optuna's ``Trial``."""
     updates: int = 0
 
 
@@ -106,7 +108,7 @@ def lanes_replaced(state, fresh, lanes: list[int]):
     where = jnp.asarray(mask)
 
     def pick(old, new):
-        if jax.dtypes.issubdtype(old.dtype, jax.dtypes.prng_key):
+        if jnp.issubdtype(old.dtype, jax.dtypes.prng_key):
             return jax.random.wrap_key_data(pick(jax.random.key_data(old),
                                                  jax.random.key_data(new)),
                                             impl=jax.random.key_impl(old))
@@ -130,9 +132,10 @@ def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], 
         return study
     dists = distributions(setup.space)
     names = list(setup.space)
-    slots = [Slot(study.ask(dists)) for _ in range(min(setup.parallel, left))]
+    first = [study.ask(dists) for _ in range(min(setup.parallel, left))]
+    slots: list[Slot | None] = [Slot(trial) for trial in first]
     asked = len(slots)
-    sweep = tuple(f"{name}={','.join(repr(float(s.trial.params[name])) for s in slots)}"
+    sweep = tuple(f"{name}={','.join(repr(float(t.params[name])) for t in first)}"
                   for name in names)
     run, algo = from_settings({**setup.fixed, "sweep": sweep, "chunk_size": every},
                               paired=True)
