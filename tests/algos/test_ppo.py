@@ -70,7 +70,6 @@ def test_first_step_ratio_is_exactly_one(env, normalize):
     assert np.isfinite(np.asarray(result.eval_return))
 
 
-@pytest.mark.optimized
 @pytest.mark.slow
 def test_seeds_vmap_equals_single_runs_and_compiles_once():
     config = ppo.PPOConfig(env="CartPole-v1", total_steps=1024, num_envs=4, num_steps=64,
