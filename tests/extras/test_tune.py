@@ -5,6 +5,7 @@ before anything is written."""
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 import yaml
@@ -172,7 +173,9 @@ def test_sigkill_mid_search_then_resume_repeats_no_finished_trial(tmp_path, caps
 
 
 @pytest.mark.parametrize("space, message", [
-    ("num_envs: [4, 8]\n", "'num_envs' changes the program's shape"),
+    ("num_envs: {low: 4, high: 8}\n",
+     "space: 'num_envs' changes the program's shape: give it as a list of single values"),
+    ("num_envs: [4, 0]\n", "space: num_envs: "),
     ("lr_max: [0.1]\n", "'lr_max' is not a setting of PPO"),
     ("gamma: {low: 0.9, high: 1.5}\n", "space: gamma:"),
     ("lr: {low: 0, high: 0.1, log: true}\n", "low must be > 0"),
@@ -278,5 +281,43 @@ def test_a_slot_trains_its_next_trial_as_if_it_had_started_the_program(tmp_path,
 ])
 def test_a_pruner_it_cannot_use_is_refused(tmp_path, capsys, argv, message):
     code, out, err = run(capsys, "tune", *SEARCH, *argv, "--out", tmp_path / "study")
+    assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "study").exists()
+
+
+def test_settings_that_change_the_shape_make_a_program_per_value(tmp_path, capsys):
+    """``num_envs`` from a list beside a per-lane range: the trials that drew the same
+    ``num_envs`` are the lanes of one program, which trains with it."""
+    import optuna
+
+    (tmp_path / "space.yaml").write_text("num_envs: [4, 8]\n"
+                                         "lr: {low: 0.0001, high: 0.003, log: true}\n")
+    out = tmp_path / "study"
+    code, _, err = run(capsys, "tune", "--env", "CartPole-v1", "--trials", "4",
+                             "--parallel", "4", "--budget", "1024", "--sampler", "random",
+                             "--space", tmp_path / "space.yaml", "--out", out)
+    assert code == 0, err
+    study = optuna.load_study(study_name="rollax", storage=f"sqlite:///{out / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 4
+    programs = {}
+    for t in study.trials:
+        programs.setdefault(t.user_attrs["run"], []).append(t)
+    assert len(programs) == len({t.params["num_envs"] for t in study.trials})
+    for folder, trials in programs.items():
+        config = json.loads((Path(folder) / "config.json").read_text())
+        assert {t.params["num_envs"] for t in trials} == {config["config"]["num_envs"]}
+        assert config["sweep"]["lr"] == [t.params["lr"] for t in trials]
+    assert yaml.safe_load((out / "best.yaml").read_text())["num_envs"] in (4, 8)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--pruner", "halving"], "space: 'num_envs' changes the program's shape, and --pruner's"),
+    (["--pbt"], "space: 'num_envs' changes the program's shape, and a population's"),
+])
+def test_a_shape_setting_is_refused_where_lanes_share_a_program(tmp_path, capsys, argv,
+                                                               message):
+    (tmp_path / "space.yaml").write_text("num_envs: [4, 8]\n")
+    code, out, err = run(capsys, "tune", *SEARCH, *argv, "--space", tmp_path / "space.yaml",
+                         "--out", tmp_path / "study")
     assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "study").exists()

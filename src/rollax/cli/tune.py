@@ -44,21 +44,25 @@ def setup_of(cmd: TuneCommand):
     tune.check_space(fixed, space)
     setup = tune.TuneSetup(fixed=fixed, space=space, trials=cmd.trials, parallel=cmd.parallel,
                            sampler=cmd.sampler, metric=cmd.metric, seed=cmd.seed,
-                           pruner=cmd.pruner, prune_every=rung_length(cmd, fixed))
+                           pruner=cmd.pruner, prune_every=rung_length(cmd, fixed, space))
     tune.check_sampler(setup)
     return setup
 
 
-def rung_length(cmd: TuneCommand, fixed: dict[str, Any]) -> int | None:
+def rung_length(cmd: TuneCommand, fixed: dict[str, Any], space: dict[str, Any]) -> int | None:
     """``--pruner``'s updates between reports (``--prune-every`` or its default), checked;
     ``None`` without a pruner."""
-    from rollax.run import pruning
+    from rollax.run import pruning, tune
     from rollax.run.config import from_settings
 
     if cmd.pruner is None:
         if cmd.prune_every is not None:
             raise ValueError("--prune-every is a setting of --pruner")
         return None
+    shapes = tune.shape_names(fixed, space)
+    if shapes:
+        raise ValueError(f"space: {shapes[0]!r} changes the program's shape, and --pruner's "
+                         f"slots share one program")
     run, algo = from_settings(fixed)
     if cmd.metric not in (None, run.spec.report.score):
         raise ValueError(f"--pruner scores a trial by its evaluation at the end "
@@ -103,6 +107,11 @@ def trial_line(done) -> str:
             f"updates, {score}")
 
 
+def shown(value) -> str:
+    """A setting's value in a table: a float to 4 significant digits, others as they are."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def best_table(study, space, top: int = 5):
     """The ``top`` trials with a score, best first: number, score, settings, run folder."""
     from rich.table import Table
@@ -113,7 +122,7 @@ def best_table(study, space, top: int = 5):
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     table = Table("trial", "score", *space, "run", title=f"best {min(top, len(done))} trials")
     for t in sorted(done, key=lambda t: -t.value)[:top]:
-        table.add_row(str(t.number), f"{t.value:.4g}", *[f"{t.params[n]:.4g}" for n in space],
+        table.add_row(str(t.number), f"{t.value:.4g}", *[shown(t.params[n]) for n in space],
                       Path(t.user_attrs["run"]).name)
     return table
 
@@ -181,6 +190,10 @@ def population_of(cmd: TuneCommand):
                          f"{fixed['env']} is not one")
     space = tune.read_space(cmd.space)
     tune.check_space(fixed, space)
+    shapes = tune.shape_names(fixed, space)
+    if shapes:
+        raise ValueError(f"space: {shapes[0]!r} changes the program's shape, and a "
+                         f"population's lanes share one program")
     every = cmd.pbt_every if cmd.pbt_every is not None else max(1, algo.num_updates // 10)
     check_count("pbt_every", every)
     if every >= algo.num_updates:

@@ -3,9 +3,10 @@
 Optuna (the ``tune`` extra) proposes trials through its ask/tell interface, ``parallel`` at a
 time; each batch of trials is one run of ``parallel`` lanes (a *paired* sweep,
 :attr:`rollax.run.config.RunConfig.paired`: lane ``i`` takes trial ``i``'s values), compiled
-once, trained together, and each lane's final score told back to the study. Only the
-algorithm's per-lane (traced) hyperparameters may be searched: one program holds lanes of one
-shape.
+once, trained together, and each lane's final score told back to the study. A setting that
+changes the program's shape (``num_envs``, ``num_steps``, ``epochs``, ``minibatches``, ...) may
+be searched too, as a list of choices: the trials of a batch that drew the same values share
+a program, so a batch is as many programs as it has distinct shapes (:func:`run_program`).
 
 A study folder holds ``tune.json`` (the search's settings, read back by ``--resume``),
 ``study.db`` (Optuna's RDB storage on SQLite: each program's trials are told, with their run
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,21 +127,37 @@ def _values(name: str, entry: Any) -> list[float]:
         raise ValueError(f"space: {name}'s values must be numbers, got {values!r}") from None
 
 
+def shape_names(fixed: Mapping[str, Any], space: Mapping[str, Any]) -> list[str]:
+    """The names of ``space`` that change the program's shape (not per-lane settings): a
+    trial's value of each picks its program."""
+    _, algo = from_settings(fixed)
+    return [name for name in space if name not in algo.hyperparams._fields]
+
+
 def check_space(fixed: Mapping[str, Any], space: Mapping[str, Any]) -> None:
     """``ValueError`` in one line for a space the run cannot search: a name that is no
-    setting, one that changes the program's shape (not per lane), one also fixed, or values
-    (a range's ends, each choice) that the algorithm's own checks refuse. Nothing is compiled
-    or written."""
+    setting, one also fixed, a setting that changes the program's shape given as a range
+    (it must be a list of choices: one program per choice), or values (a range's ends, each
+    choice) that the algorithm's own checks refuse. Nothing is compiled or written."""
     run, algo = from_settings(fixed)
     searchable = algo.hyperparams._fields
     for name, entry in space.items():
-        if name not in searchable:
-            kind = ("changes the program's shape and cannot differ between lanes"
-                    if name in run.spec.fields else "is not a setting of "
-                    + run.spec.name.upper())
-            raise ValueError(f"space: {name!r} {kind}; searchable: {', '.join(searchable)}")
         if name in fixed:
             raise ValueError(f"space: {name!r} is also fixed by a flag; give one or the other")
+        if name not in searchable:
+            if name not in run.spec.fields or name in ("env", "algo", "seed"):
+                raise ValueError(f"space: {name!r} is not a setting of {run.spec.name.upper()}; "
+                                 f"searchable per lane: {', '.join(searchable)}")
+            if not isinstance(entry, list) or not entry or any(
+                    isinstance(v, list | dict) for v in entry):
+                raise ValueError(f"space: {name!r} changes the program's shape: give it as a "
+                                 f"list of single values (each its own program), got {entry!r}")
+            for value in entry:
+                try:
+                    from_settings({**fixed, name: value})
+                except ValueError as err:
+                    raise ValueError(f"space: {name}: {err.args[0]}") from None
+            continue
         values = sorted(set(_values(name, entry)))
         if len(values) == 1:
             values = values * 2
@@ -151,14 +168,15 @@ def check_space(fixed: Mapping[str, Any], space: Mapping[str, Any]) -> None:
             raise ValueError(f"space: {name}: {err.args[0]}") from None
 
 
-def distributions(space: Mapping[str, Any]) -> dict[str, Any]:
-    """Optuna's distribution of every entry of ``space``."""
+def distributions(space: Mapping[str, Any], shapes: Collection[str] = ()) -> dict[str, Any]:
+    """Optuna's distribution of every entry of ``space``: the choices of a per-lane setting as
+    floats, those of a setting in ``shapes`` (:func:`shape_names`) as written."""
     optuna = require_optuna()
     dists: dict[str, Any] = {}
     for name, entry in space.items():
         if isinstance(entry, list):
             dists[name] = optuna.distributions.CategoricalDistribution(
-                [float(v) for v in entry])
+                list(entry) if name in shapes else [float(v) for v in entry])
         else:
             dists[name] = optuna.distributions.FloatDistribution(
                 float(entry["low"]), float(entry["high"]), log=bool(entry.get("log", False)))
@@ -257,35 +275,51 @@ class ProgramDone:
     seconds: float
 
 
-def run_program(study, setup: TuneSetup, out: Path, index: int) -> ProgramDone:
-    """Ask for the next trials, train them as the lanes of one run in
-    ``out/runs/program-NNN``, and tell the study each lane's score (a lane without a finite
-    score fails)."""
+def run_program(study, setup: TuneSetup, out: Path, index: int) -> list[ProgramDone]:
+    """Ask for the next trials and train them, those that share the values of the settings
+    that change the program's shape (:func:`shape_names`) as the lanes of one run in
+    ``out/runs/program-NNN`` (numbered on from ``index``), and tell the study each lane's score
+    (a lane without a finite score fails)."""
+    count = min(setup.parallel, setup.trials - len(finished(study)))
+    shapes = shape_names(setup.fixed, setup.space)
+    dists = distributions(setup.space, shapes)
+    asked = [study.ask(dists) for _ in range(count)]
+    groups: dict[tuple, list] = {}
+    for trial in asked:
+        groups.setdefault(tuple(trial.params[name] for name in shapes), []).append(trial)
+    return [train_trials(study, setup, out, index + k, dict(zip(shapes, values)), trials)
+            for k, (values, trials) in enumerate(groups.items())]
+
+
+def train_trials(study, setup: TuneSetup, out: Path, index: int, shape: dict[str, Any],
+                 trials: list) -> ProgramDone:
+    """One program: ``trials`` (each with the values ``shape`` of the shape settings) as the
+    lanes of a paired sweep over the per-lane settings; without any, the trials are the same
+    training (one seed, one setting) and share one lane's score."""
     import time
 
     from rollax.run import training
 
     optuna = require_optuna()
-    count = min(setup.parallel, setup.trials - len(finished(study)))
-    dists = distributions(setup.space)
-    asked = [study.ask(dists) for _ in range(count)]
-    sweep = tuple(f"{name}={','.join(repr(float(t.params[name])) for t in asked)}"
-                  for name in setup.space)
-    run, algo = from_settings({**setup.fixed, "sweep": sweep}, paired=True)
+    lane_names = [name for name in setup.space if name not in shape]
+    sweep = tuple(f"{name}={','.join(repr(float(t.params[name])) for t in trials)}"
+                  for name in lane_names)
+    run, algo = from_settings({**setup.fixed, **shape, "sweep": sweep}, paired=True)
     start = time.perf_counter()
     folder = out / "runs" / f"program-{index:03d}"
     with training.begin(run, algo, str(folder)) as session:
         summary, _ = session.execute()
     metric = setup.metric or run.spec.report.score
-    scores = [_finite(lane.get(metric)) for lane in summary["lanes"]]
-    for trial, score in zip(asked, scores):
+    lanes = [_finite(lane.get(metric)) for lane in summary["lanes"]]
+    scores = lanes if lane_names else lanes * len(trials)
+    for trial, score in zip(trials, scores):
         trial.set_user_attr("run", str(folder))
         if score is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             study.tell(trial, score)
-    return ProgramDone(index, folder, [t.number for t in asked],
-                       [dict(t.params) for t in asked], scores, time.perf_counter() - start)
+    return ProgramDone(index, folder, [t.number for t in trials],
+                       [dict(t.params) for t in trials], scores, time.perf_counter() - start)
 
 
 def _finite(value: Any) -> float | None:
@@ -308,10 +342,10 @@ def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None
     runs = out / "runs"  # a stopped program's folder stays: the next takes a new name
     index = len(list(runs.iterdir())) if runs.is_dir() else 0
     while len(finished(study)) < setup.trials:
-        done = run_program(study, setup, out, index)
+        for done in run_program(study, setup, out, index):
+            on_program(done)
+            index += 1
         draw_figures(study, setup, out)
-        on_program(done)
-        index += 1
     return study
 
 
