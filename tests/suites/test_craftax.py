@@ -214,7 +214,8 @@ def test_render_draws_with_craftaxs_own_pixel_renderer(tmp_path, capsys, name):
     _, theirs = env.craftax_env.reset_env(jax.random.key(0), env.craftax_params)
     module = importlib.import_module("craftax.craftax_classic.renderer" if "Classic" in name
                                      else "craftax.craftax.renderer")
-    want = np.asarray(module.make_craftax_pixel_renderer(16)(theirs))
+    # compiled, as rollax's is (op by op, full Craftax's renderer took 186 s of this test)
+    want = np.asarray(jax.jit(module.make_craftax_pixel_renderer(16))(theirs))
     assert picture.dtype == np.uint8 and picture.shape == want.shape
     np.testing.assert_array_equal(picture, np.clip(np.rint(want), 0, 255).astype(np.uint8))
     if "Classic" not in name:
