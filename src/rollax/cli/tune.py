@@ -151,9 +151,14 @@ def run_tune(cmd: TuneCommand) -> int:
         if not cmd.json:
             show.print(f"tuning {setup.fixed['env']}: {setup.trials} trials, "
                        f"{setup.parallel} per program; study folder: {out}")
-        study = tune.search(out, setup, lambda d: None if cmd.json
-                            else show.print(program_line(d)),
-                            lambda d: None if cmd.json else show.print(trial_line(d)))
+        if setup.pruner is not None:
+            from rollax.run.pruning import search_pruned
+
+            study = search_pruned(out, setup, lambda d: None if cmd.json
+                                  else show.print(trial_line(d)))
+        else:
+            study = tune.search(out, setup, lambda d: None if cmd.json
+                                else show.print(program_line(d)))
         best = tune.best_settings(study, setup)
         path = tune.write_best(out, best) if best is not None else None
     finally:

@@ -42,6 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rollax.keys import is_key
+
 PRUNERS = ("halving", "hyperband", "median")
 REDUCTION = 3
 """Successive halving's reduction factor (Optuna's ``reduction_factor``): a third go on."""
@@ -108,13 +110,27 @@ def lanes_replaced(state, fresh, lanes: list[int]):
     where = jnp.asarray(mask)
 
     def pick(old, new):
-        if jnp.issubdtype(old.dtype, jax.dtypes.prng_key):
+        if is_key(old):
             return jax.random.wrap_key_data(pick(jax.random.key_data(old),
                                                  jax.random.key_data(new)),
                                             impl=jax.random.key_impl(old))
         return jnp.where(where.reshape((-1,) + (1,) * (old.ndim - 1)), new, old)
 
     return jax.tree_util.tree_map(pick, state, fresh)
+
+
+def search_pruned(out: Path, setup, on_trial: Callable[[TrialDone], None]):
+    """The study in ``out`` (opened with ``setup``'s pruner) searched to its last trial
+    (:func:`search`), its figures drawn; returns the study."""
+    from rollax.run.config import from_settings
+    from rollax.run.tune import draw_figures, open_study
+
+    every = int(setup.prune_every)
+    _, algo = from_settings(setup.fixed)
+    study = open_study(out, setup, make_pruner(setup.pruner, every, algo.num_updates))
+    search(study, setup, out, every, on_trial)
+    draw_figures(study, setup, out)
+    return study
 
 
 def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], None]):

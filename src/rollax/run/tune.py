@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -230,17 +230,12 @@ def make_sampler(setup: TuneSetup):
     return samplers.TPESampler(seed=setup.seed)
 
 
-def open_study(out: Path, setup: TuneSetup):
-    """The study in ``out/study.db`` (made, or loaded when it exists), its sampler seeded."""
+def open_study(out: Path, setup: TuneSetup, pruner=None):
+    """The study in ``out/study.db`` (made, or loaded when it exists), its sampler seeded;
+    ``pruner``: Optuna's pruner of a search with one (:func:`rollax.run.pruning.make_pruner`)."""
     optuna = require_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(setup)
-    pruner = None
-    if setup.pruner is not None:
-        from rollax.run.pruning import make_pruner
-
-        _, algo = from_settings(setup.fixed)
-        pruner = make_pruner(setup.pruner, int(setup.prune_every or 0), algo.num_updates)
     return optuna.create_study(storage=f"sqlite:///{out / 'study.db'}", study_name=STUDY,
                                direction="maximize", sampler=sampler, pruner=pruner,
                                load_if_exists=True)
@@ -275,11 +270,11 @@ class ProgramDone:
     seconds: float
 
 
-def run_program(study, setup: TuneSetup, out: Path, index: int) -> list[ProgramDone]:
+def run_program(study, setup: TuneSetup, out: Path, index: int) -> Iterator[ProgramDone]:
     """Ask for the next trials and train them, those that share the values of the settings
     that change the program's shape (:func:`shape_names`) as the lanes of one run in
     ``out/runs/program-NNN`` (numbered on from ``index``), and tell the study each lane's score
-    (a lane without a finite score fails)."""
+    (a lane without a finite score fails); each program yielded as it ends."""
     count = min(setup.parallel, setup.trials - len(finished(study)))
     shapes = shape_names(setup.fixed, setup.space)
     dists = distributions(setup.space, shapes)
@@ -287,8 +282,8 @@ def run_program(study, setup: TuneSetup, out: Path, index: int) -> list[ProgramD
     groups: dict[tuple, list] = {}
     for trial in asked:
         groups.setdefault(tuple(trial.params[name] for name in shapes), []).append(trial)
-    return [train_trials(study, setup, out, index + k, dict(zip(shapes, values)), trials)
-            for k, (values, trials) in enumerate(groups.items())]
+    for k, (values, trials) in enumerate(groups.items()):
+        yield train_trials(study, setup, out, index + k, dict(zip(shapes, values)), trials)
 
 
 def train_trials(study, setup: TuneSetup, out: Path, index: int, shape: dict[str, Any],
@@ -326,19 +321,10 @@ def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None],
-           on_trial: Callable | None = None):
+def search(out: Path, setup: TuneSetup, on_program: Callable[[ProgramDone], None]):
     """Run programs until ``setup.trials`` trials finished, the figures drawn again after
-    each; returns the study. With a pruner, one program of slots instead
-    (:func:`rollax.run.pruning.search`), ``on_trial`` called as each trial ends."""
+    each; returns the study (a search with a pruner: :func:`rollax.run.pruning.search_pruned`)."""
     study = open_study(out, setup)
-    if setup.pruner is not None:
-        from rollax.run import pruning
-
-        pruning.search(study, setup, out, int(setup.prune_every or 0),
-                       on_trial or (lambda done: None))
-        draw_figures(study, setup, out)
-        return study
     runs = out / "runs"  # a stopped program's folder stays: the next takes a new name
     index = len(list(runs.iterdir())) if runs.is_dir() else 0
     while len(finished(study)) < setup.trials:
