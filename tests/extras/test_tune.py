@@ -207,6 +207,8 @@ def test_a_pruned_search_reports_every_rung_and_ends_each_trial_once(tmp_path, c
     out, printed, lines = _pruned_search(tmp_path, capsys, "--pruner", "halving")
     study = optuna.load_study(study_name="rollax", storage=f"sqlite:///{out / 'study.db'}")
     assert len(study.trials) == 5
+    states = {t.state for t in study.trials}
+    assert states == {optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED}
     for t in study.trials:
         mine = [r for r in lines if r["trial"] == t.number]
         assert len({r["slot"] for r in mine}) == 1
