@@ -323,3 +323,28 @@ def test_a_shape_setting_is_refused_where_lanes_share_a_program(tmp_path, capsys
                          "--out", tmp_path / "study")
     assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "study").exists()
+
+
+def test_on_a_terminal_a_bar_counts_the_trials_and_shows_the_best(tmp_path, capsys,
+                                                                  monkeypatch):
+    """stderr a terminal: the bar over the trials ends at 4/4 with the best score, which the
+    program lines (above it) name too; nothing of it reaches stdout."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    import rollax.cli.tune as cli_tune
+
+    screen = io.StringIO()
+    plain = cli_tune.console
+    monkeypatch.setattr(cli_tune, "console", lambda stderr=False: Console(
+        file=screen, force_terminal=True, width=120) if stderr else plain())
+    out = tmp_path / "study"
+    code, printed, err = run(capsys, "tune", *SEARCH, "--out", out)
+    assert code == 0, err
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert "4/4" in text and "4/4" not in printed and "program 0" not in printed
+    scores = [float(s) for s in re.findall(r"#\d+ ([-\d.]+)", text)]
+    assert len(scores) == 4  # the program lines, printed above the bar
+    assert f"best {max(scores):.4g}" in text

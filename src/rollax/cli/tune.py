@@ -92,6 +92,50 @@ def open_search(cmd: TuneCommand):
     return Path(cmd.resume), setup, held
 
 
+class TrialBar:
+    """On a terminal, a bar on stderr over the search's trials with the best score so far
+    (nothing piped or with ``--json``, where the lines per program or trial say it)."""
+
+    def __init__(self, enabled: bool, total: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        err = console(stderr=True)
+        self.bar = Bar(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),
+                       console=err, disable=not enabled or not err.is_terminal)
+        self.total, self.task, self.best = total, None, None
+
+    def start(self, done: int, scores: list) -> None:
+        """Begin at ``done`` finished trials whose scores are ``scores``."""
+        self._note(scores)
+        self.task = self.bar.add_task("tune", total=self.total, completed=done,
+                                      best=self._best())
+
+    def ended(self, scores: list, line: str | None, show) -> None:
+        """Trials ended with ``scores`` (``None``: no score): ``line`` printed, the bar on."""
+        if line is not None:
+            self.bar.console.print(line) if self.bar.live.is_started else show.print(line)
+        self._note(scores)
+        if self.task is not None:
+            self.bar.update(self.task, advance=len(scores), best=self._best())
+
+    def _note(self, scores: list) -> None:
+        for score in scores:
+            if score is not None and (self.best is None or score > self.best):
+                self.best = score
+
+    def _best(self) -> str:
+        return "—" if self.best is None else f"{self.best:.4g}"
+
+    def __enter__(self):
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+
 def program_line(done) -> str:
     """``program 0 (2 trials, 9.1 s): #0 212.5, #1 failed; runs/program-000``."""
     scores = ", ".join(f"#{n} " + ("failed" if s is None else f"{s:.4g}")
@@ -142,6 +186,7 @@ def run_tune(cmd: TuneCommand) -> int:
         return show_study(cmd, cmd.show)
     out, setup, held = open_search(cmd)
     show = console()
+    bar = TrialBar(not cmd.json, setup.trials)
     try:
         study = tune.open_study(out, setup)
         stopped = tune.fail_unfinished(study)
@@ -151,14 +196,16 @@ def run_tune(cmd: TuneCommand) -> int:
         if not cmd.json:
             show.print(f"tuning {setup.fixed['env']}: {setup.trials} trials, "
                        f"{setup.parallel} per program; study folder: {out}")
-        if setup.pruner is not None:
-            from rollax.run.pruning import search_pruned
+        bar.start(len(tune.finished(study)), [t.value for t in tune.scored(study)])
+        with bar:
+            if setup.pruner is not None:
+                from rollax.run.pruning import search_pruned
 
-            study = search_pruned(out, setup, lambda d: None if cmd.json
-                                  else show.print(trial_line(d)))
-        else:
-            study = tune.search(out, setup, lambda d: None if cmd.json
-                                else show.print(program_line(d)))
+                study = search_pruned(out, setup, lambda d: bar.ended(
+                    [d.score], None if cmd.json else trial_line(d), show))
+            else:
+                study = tune.search(out, setup, lambda d: bar.ended(
+                    d.scores, None if cmd.json else program_line(d), show))
         best = tune.best_settings(study, setup)
         path = tune.write_best(out, best) if best is not None else None
     finally:
