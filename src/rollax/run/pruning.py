@@ -140,9 +140,8 @@ def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], 
     from rollax.run.config import from_settings
     from rollax.run.experiment import Runner
     from rollax.run.pbt import interval_scores
-    from rollax.run.tune import distributions, finished, require_optuna
+    from rollax.run.tune import distributions, finished
 
-    optuna = require_optuna()
     left = setup.trials - len(finished(study))
     if left <= 0:
         return study
@@ -176,23 +175,9 @@ def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], 
             slot.updates += every
             trial = slot.trial
             score = None if np.isnan(scores[i]) else float(scores[i])
-            if i in ending:
-                value = final.get(metric)
-                value = None if value is None or not np.isfinite(value[i]) else float(value[i])
-                kind = "complete" if value is not None else "failed"
-                trial.set_user_attr("run", str(log))
-                if value is None:
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                else:
-                    study.tell(trial, value)
-                score = value
-            else:
-                if score is not None:
-                    trial.report(score, slot.updates)
-                kind = "pruned" if trial.should_prune() else "report"
-                if kind == "pruned":
-                    trial.set_user_attr("run", str(log))
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            value = final.get(metric)
+            value = (None if value is None or not np.isfinite(value[i]) else float(value[i]))
+            kind, score = judge(study, trial, slot.updates, score, i in ending, value, log)
             rows.append({"trial": trial.number, "slot": i, "chunk": chunk, "update": slot.updates,
                          "score": score, "event": kind, **trial.params})
             if kind != "report":
@@ -210,11 +195,35 @@ def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], 
             else:
                 slots[i] = None
         if renewed:
-            hp = runner.hp._replace(**{
+            runner.hp = runner.layout.place(runner.hp._replace(**{
                 name: jnp.asarray([float(s.trial.params[name]) if s is not None
                                    else float(getattr(runner.hp, name)[i])
                                    for i, s in enumerate(slots)], jnp.float32)
-                for name in names})
-            runner.hp = runner.layout.place(hp)
+                for name in names}))
             state = lanes_replaced(state, runner.initial_state(), renewed)
     return study
+
+
+def judge(study, trial, updates: int, score: float | None, ending: bool,
+          value: float | None, log: Path) -> tuple[str, float | None]:
+    """What becomes of ``trial`` after a rung, told to ``study``, and the score logged with it:
+    at the run's end (``ending``) it is told its evaluation ``value`` (``complete``) or fails
+    without one (``failed``); before, it reports ``score`` at ``updates`` and goes on
+    (``report``) or is stopped by the pruner (``pruned``)."""
+    from rollax.run.tune import require_optuna
+
+    states = require_optuna().trial.TrialState
+    if ending:
+        trial.set_user_attr("run", str(log))
+        if value is None:
+            study.tell(trial, state=states.FAIL)
+            return "failed", None
+        study.tell(trial, value)
+        return "complete", value
+    if score is not None:
+        trial.report(score, updates)
+    if not trial.should_prune():
+        return "report", score
+    trial.set_user_attr("run", str(log))
+    study.tell(trial, state=states.PRUNED)
+    return "pruned", score
