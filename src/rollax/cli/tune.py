@@ -252,7 +252,7 @@ def population_of(cmd: TuneCommand):
         raise ValueError(f"--pbt-every {every} leaves no exploit step in a run of "
                          f"{algo.num_updates} updates")
     values = pbt.starting_values(space, cmd.parallel, cmd.seed)
-    sweep = tuple(f"{name}={','.join(repr(v[name]) for v in values)}" for name in space)
+    sweep = tune.paired_sweep(values, list(space))
     run, algo = from_settings({**fixed, "sweep": sweep, "chunk_size": every}, paired=True)
     population = pbt.Population(space=space, every=every, metric=run.spec.report.progress,
                                 seed=cmd.seed)

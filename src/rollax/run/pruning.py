@@ -18,10 +18,10 @@ decides:
 So the lanes never wait for one another and the compiled program is the same throughout (a
 trial's settings are traced). Every trial trains with the run's seed, as in a search without a
 pruner. ``pruning.jsonl`` keeps a line per report: the trial, its slot, the program's chunk,
-the trial's update count, its score and what became of it (``report``, ``pruned``, ``complete``,
-``failed``). A search
-stopped part-way is continued by ``rollax tune --resume``: the trials it left running are
-marked failed and new ones take their places (:func:`rollax.run.tune.fail_unfinished`).
+the trial's update count, its score and what became of it (``report``, ``pruned``,
+``complete``, ``failed``). A search stopped part-way is continued by ``rollax tune --resume``:
+the trials it left running are marked failed and new ones take their places
+(:func:`rollax.run.tune.fail_unfinished`).
 
 Pruners (Optuna's): ``halving`` (asynchronous successive halving: at each rung, a trial goes on
 only when its score is in the top third of the scores reported at that rung), ``hyperband``
@@ -140,7 +140,7 @@ def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], 
     from rollax.run.config import from_settings
     from rollax.run.experiment import Runner
     from rollax.run.pbt import interval_scores
-    from rollax.run.tune import distributions, finished
+    from rollax.run.tune import distributions, finished, paired_sweep
 
     left = setup.trials - len(finished(study))
     if left <= 0:
@@ -150,8 +150,7 @@ def search(study, setup, out: Path, every: int, on_trial: Callable[[TrialDone], 
     first = [study.ask(dists) for _ in range(min(setup.parallel, left))]
     slots: list[Slot | None] = [Slot(trial) for trial in first]
     asked = len(slots)
-    sweep = tuple(f"{name}={','.join(repr(float(t.params[name])) for t in first)}"
-                  for name in names)
+    sweep = paired_sweep([t.params for t in first], names)
     run, algo = from_settings({**setup.fixed, "sweep": sweep, "chunk_size": every},
                               paired=True)
     metric = setup.metric or run.spec.report.score

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -297,8 +297,7 @@ def train_trials(study, setup: TuneSetup, out: Path, index: int, shape: dict[str
 
     optuna = require_optuna()
     lane_names = [name for name in setup.space if name not in shape]
-    sweep = tuple(f"{name}={','.join(repr(float(t.params[name])) for t in trials)}"
-                  for name in lane_names)
+    sweep = paired_sweep([t.params for t in trials], lane_names)
     run, algo = from_settings({**setup.fixed, **shape, "sweep": sweep}, paired=True)
     start = time.perf_counter()
     folder = out / "runs" / f"program-{index:03d}"
@@ -315,6 +314,12 @@ def train_trials(study, setup: TuneSetup, out: Path, index: int, shape: dict[str
             study.tell(trial, score)
     return ProgramDone(index, folder, [t.number for t in trials],
                        [dict(t.params) for t in trials], scores, time.perf_counter() - start)
+
+
+def paired_sweep(rows: Sequence[Mapping[str, Any]], names: list[str]) -> tuple[str, ...]:
+    """The ``sweep`` entries (``name=v0,v1,...``) whose lane ``i`` takes ``rows[i]``'s values of
+    ``names``: a paired sweep's lists, one per name."""
+    return tuple(f"{name}={','.join(repr(float(row[name])) for row in rows)}" for name in names)
 
 
 def _finite(value: Any) -> float | None:
