@@ -263,7 +263,12 @@ def test_version_is_the_projects():
 
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert rollax.__version__ == project["project"]["version"]
-    assert rollax.__version__ == importlib.metadata.version("rollax")
+    try:  # a run from src/ without an install (an accelerator machine) has no metadata
+        installed = importlib.metadata.version("rollax")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    assert installed in (None, rollax.__version__)
+    assert installed is not None or not os.environ.get("CI"), "CI installs rollax"
     jax_version = importlib.metadata.version("jax")
     assert quick_version() == f"rollax {rollax.__version__} (jax {jax_version})"
 
