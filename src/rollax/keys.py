@@ -1,4 +1,5 @@
-"""Typed PRNG keys (``jax.random.key``): the one test of whether a value is one.
+"""Typed PRNG keys (``jax.random.key``): the one test of whether a value is one, and the key
+implementations a run may choose.
 
 A typed key array's dtype is a key dtype (``key<fry>``, ...), not its ``uint32`` data: the
 host stores, gathers and compares its data (``jax.random.key_data``), and wraps it back
@@ -9,6 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+
+KEY_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+"""JAX's key implementations a run's root keys may use (``--key-impl``). ``threefry2x32``
+(the default) gives the same numbers on every platform and under ``vmap``; ``rbg`` and
+``unsafe_rbg`` draw bits with the backend's own generator, faster on a TPU, and give the same
+numbers for the same command on the same platform and JAX version only (``docs/contract.md``
+§2)."""
+DEFAULT_KEY_IMPL = KEY_IMPLS[0]
+
+
+def root_key(seed: int, impl: str = DEFAULT_KEY_IMPL) -> jax.Array:
+    """``jax.random.key(seed, impl=impl)``, the root key of a lane seeded ``seed``."""
+    return jax.random.key(seed, impl=impl)
 
 
 def is_key(x: Any) -> bool:

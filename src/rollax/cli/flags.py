@@ -69,6 +69,10 @@ class RunFlags:
     hold whole lanes run every lane as its single-seed run. Default: on a CPU, the most
     devices, one a core, that each hold whole lanes (seeds on every core), else one device;
     1: the lanes in one vmap on one device. With --resume: continue on N devices."""
+    key_impl: Literal["threefry2x32", "rbg", "unsafe_rbg"] = "threefry2x32"
+    """JAX's random-key implementation of the root keys. threefry2x32: the same numbers on
+    every platform; rbg, unsafe_rbg: the accelerator's own generator (faster on a TPU), the
+    same numbers only for the same command, platform and JAX version."""
     config: str | None = None
     """TOML or YAML file of these settings (names as here); command-line flags override it."""
     resume: str | None = None

@@ -22,12 +22,13 @@ from rollax.contracts.preflight import check_before_run, check_host_before_run
 from rollax.envs.base import space_tree
 from rollax.envs.host import is_host
 from rollax.envs.registry import factory_of, is_import_path, make_configured, takes_horizon
+from rollax.keys import DEFAULT_KEY_IMPL, KEY_IMPLS
 from rollax.run.experiment import Lanes, make_lanes, parse_sweep
 from rollax.run.stored import config_from_dict, config_to_dict, older_fields
 from rollax.validate import check_bool, check_count, check_seed, closest
 
 RUN_SETTINGS = ("env", "algo", "seed", "seeds", "sweep", "chunk_size", "checkpoint_every",
-                "checked", "devices", "eval_every", "eval_episodes", "video_every")
+                "checked", "devices", "eval_every", "eval_episodes", "video_every", "key_impl")
 """Settings of the experiment around the algorithm (its own are its config's fields; ``env``,
 ``seed``, ``algo`` and ``eval_episodes`` are also fields of some configs, which take them)."""
 
@@ -62,6 +63,9 @@ class RunConfig:
     """A GIF of one greedy episode of lane 0 every this many updates, in ``videos/``
     (:func:`rollax.run.video.training_video`; ``None``: none); never changes the training
     results."""
+    key_impl: str = DEFAULT_KEY_IMPL
+    """JAX's random-key implementation of the lanes' root keys, one of :data:`KEY_IMPLS`
+    (``docs/contract.md`` §2: what each keeps reproducible)."""
 
     @property
     def spec(self) -> AlgorithmSpec:
@@ -72,7 +76,7 @@ class RunConfig:
         return self.config.seed
 
     def lanes(self) -> Lanes:
-        return make_lanes(self.seed, self.seeds, dict(self.sweep), self.paired)
+        return make_lanes(self.seed, self.seeds, dict(self.sweep), self.paired, self.key_impl)
 
     def build(self) -> Algorithm:
         """The algorithm; a user's environment is rebuilt and checked first
@@ -89,6 +93,7 @@ class RunConfig:
                 "seed": self.seed, "seeds": self.seeds,
                 "sweep": {k: list(v) for k, v in self.sweep.items()},
                 **({"paired": True} if self.paired else {}),
+                **({"key_impl": self.key_impl} if self.key_impl != DEFAULT_KEY_IMPL else {}),
                 "older": older_fields(self.config)}
 
     def to_json(self) -> dict:
@@ -112,7 +117,8 @@ def from_json(stored: Mapping[str, Any], where: str = "config.json") -> RunConfi
                          checked=bool(stored.get("checked", False)),
                          devices=stored.get("num_devices"), eval_every=stored.get("eval_every"),
                          eval_episodes=stored.get("eval_episodes", 32),
-                         video_every=stored.get("video_every"))
+                         video_every=stored.get("video_every"),
+                         key_impl=stored.get("key_impl", DEFAULT_KEY_IMPL))
     except KeyError as err:
         raise ValueError(f"{where!r} lacks {err}: not a training run") from None
     except (TypeError, AttributeError) as err:
@@ -132,6 +138,9 @@ def _check_run_settings(settings: Mapping[str, Any], env, name: str) -> None:
         if settings.get(name) is not None:
             check_count(name, settings[name])
     check_bool("checked", settings.get("checked", False))
+    impl = settings.get("key_impl", DEFAULT_KEY_IMPL)
+    if impl not in KEY_IMPLS:
+        raise ValueError(f"key_impl must be one of {', '.join(KEY_IMPLS)}, got {impl!r}")
 
 
 def choose_algorithm(env, method: str | None = None, name: str | None = None
@@ -323,7 +332,8 @@ def assemble(config, env, settings: Mapping[str, Any], given: set[str]
                     chunk_size=min(chunk, algo.num_updates), checkpoint_every=every,
                     checked=checked, devices=settings.get("devices"),
                     eval_every=settings.get("eval_every"), eval_episodes=episodes,
-                    video_every=settings.get("video_every"))
+                    video_every=settings.get("video_every"),
+                    key_impl=settings.get("key_impl", DEFAULT_KEY_IMPL))
     check_run_devices(run, algo)
     check_memory(algo, len(run.lanes()), run.devices or 1)
     return run, algo

@@ -28,6 +28,7 @@ from jax.sharding import PartitionSpec as P
 from rollax import sharding
 from rollax.algos.base import Algorithm
 from rollax.envs.host import is_host
+from rollax.keys import DEFAULT_KEY_IMPL, root_key
 from rollax.run.progress import due
 
 
@@ -39,12 +40,14 @@ class Lanes:
     """The seed of each lane (root key ``jax.random.key(seed)``)."""
     values: tuple[dict, ...]
     """The swept hyperparameter values of each lane (empty dicts without a sweep)."""
+    impl: str = DEFAULT_KEY_IMPL
+    """The root keys' implementation (:data:`rollax.keys.KEY_IMPLS`)."""
 
     def __len__(self) -> int:
         return len(self.seeds)
 
     def keys(self) -> jax.Array:
-        return jnp.stack([jax.random.key(s) for s in self.seeds])
+        return jnp.stack([root_key(s, self.impl) for s in self.seeds])
 
     def hyperparams(self, default):
         """The stacked (lanes,) hyperparameters: the defaults with each lane's swept values."""
@@ -85,11 +88,11 @@ def parse_sweep(specs, hyperparams, distinct: bool = True) -> dict[str, list[flo
 
 
 def make_lanes(seed: int, seeds: int, sweep: Mapping[str, Sequence[float]],
-               paired: bool = False) -> Lanes:
+               paired: bool = False, impl: str = DEFAULT_KEY_IMPL) -> Lanes:
     """Every combination of the swept values (``itertools.product``, the first name varying
     slowest) x ``seeds`` seeds, seeds innermost; ``paired``: the ``i``-th values of every
     name together make combination ``i`` instead (``zip``: the lists are equally long), as
-    ``rollax tune`` runs its trials."""
+    ``rollax tune`` runs its trials; ``impl``: the root keys' implementation."""
     together = zip(*sweep.values(), strict=True) if paired else itertools.product(*sweep.values())
     combos = [dict(zip(sweep, vals)) for vals in together] or [{}]
     lane_seeds, values = [], []
@@ -97,7 +100,7 @@ def make_lanes(seed: int, seeds: int, sweep: Mapping[str, Sequence[float]],
         for k in range(seeds):
             lane_seeds.append(seed + k)
             values.append(combo)
-    return Lanes(tuple(lane_seeds), tuple(values))
+    return Lanes(tuple(lane_seeds), tuple(values), impl)
 
 
 def one_lane(fn: Callable, in_axes: int | tuple | None = 0) -> Callable:
