@@ -46,7 +46,7 @@ from rollax.envs.base import step_with_key
 from rollax.envs.masks import action_mask
 
 __all__ = ["EXPLORATION", "check_search", "import_mctx", "rollout_value", "search_action",
-           "search_player"]
+           "search_moves", "search_player", "search_tree"]
 
 EXPLORATION = math.sqrt(2.0)
 """The UCT exploration constant ``c`` (UCB1's sqrt 2)."""
@@ -136,75 +136,88 @@ def _prior(legal: jax.Array) -> jax.Array:
     return jnp.where(legal, 0.0, -jnp.inf)
 
 
-def _child(env: Any, state: Any, action: jax.Array, key: jax.Array):
-    """What mctx stores for the edge ``(state, action)``: the mover's reward, the discount
-    (+1 when the mover moves again, -1 when the other player does), the child's prior logits
-    and rollout value, and the child's state."""
-    step_key, rollout_key = jax.random.split(key)
+def _child(env: Any, node: tuple, action: jax.Array):
+    """What mctx stores for the edge from ``node = (state, key)`` by ``action``: the mover's
+    reward, the discount (+1 when the mover moves again, -1 when the other player does), the
+    child's prior logits and rollout value, and the child node ``(state, key)``. The child's
+    keys come from ``fold_in(split(key)[0], action)``: its transition, rollout and own key."""
+    state, key = node
+    step_key, rollout_key, child_key = jax.random.split(
+        jax.random.fold_in(jax.random.split(key)[0], action), 3)
     mover, live = env.to_act(state), ~env.done(state)
     child = step_with_key(env, state, action, step_key)[0]
     reward = jnp.where(live, env.player_rewards(child)[mover], 0.0)
     discount = jnp.where(env.to_act(child) == mover, 1.0, -1.0)
     return (reward, discount, _prior(legal_moves(env, child)),
-            rollout_value(env, child, rollout_key), child)
+            rollout_value(env, child, rollout_key), (child, child_key))
 
 
-def _uct(env: Any, exploration: float, key: jax.Array, tree: Any, node: jax.Array,
+def _uct(env: Any, exploration: float, unused_key: jax.Array, tree: Any, node: jax.Array,
          depth: Any = None) -> jax.Array:
     """The UCT move at ``node`` of one (unbatched) mctx tree (module docstring): an untried
     legal move first, else the largest ``Q + c sqrt(ln N / n)``; ties broken by noise below
-    1e-6 drawn from ``key``. int32 ``()``."""
-    del depth
-    state = jax.tree.map(lambda x: x[node], tree.embeddings)
+    1e-6 drawn from ``fold_in(split(key)[1], N)``, ``key`` the node's own. int32 ``()``."""
+    del unused_key, depth
+    state, key = jax.tree.map(lambda x: x[node], tree.embeddings)
     visits = tree.children_visits[node]
     tried = jnp.maximum(visits, 1).astype(jnp.float32)
-    total = jnp.maximum(tree.node_visits[node], 1).astype(jnp.float32)
-    ucb = tree.qvalues(node) + exploration * jnp.sqrt(jnp.log(total) / tried)
-    score = jnp.where(visits > 0, ucb, UNTRIED)
-    score = score + 1e-6 * jax.random.uniform(key, score.shape)
+    total = tree.node_visits[node]
+    bonus = jnp.sqrt(jnp.log(jnp.maximum(total, 1).astype(jnp.float32)) / tried)
+    score = jnp.where(visits > 0, tree.qvalues(node) + exploration * bonus, UNTRIED)
+    noise = jax.random.uniform(jax.random.fold_in(jax.random.split(key)[1], total),
+                               score.shape)
+    score = score + 1e-6 * noise
     return jnp.argmax(jnp.where(legal_moves(env, state), score, -jnp.inf)).astype(jnp.int32)
 
 
-def search_tree(env: Any, state: Any, key: jax.Array, simulations: int,
+def search_tree(env: Any, states: Any, keys: jax.Array, simulations: int,
                 exploration: float = EXPLORATION) -> Any:
-    """The mctx tree (a batch of one) after ``simulations`` UCT simulations from ``state``
-    (module docstring), its root's value 0 (unused by UCT); mctx draws from ``key``."""
+    """The batch of mctx trees after ``simulations`` UCT simulations from each of ``states``
+    (``(G, ...)``; module docstring), their roots' value 0 (unused by UCT). Node ``i`` of game
+    ``g`` holds ``(state, key)``, the root ``keys[g]``: game ``g``'s draws come from its key
+    alone (mctx's own key, which UCT does not read, is a constant)."""
     mctx = import_mctx()
 
-    def recurrent(params, key, action, states):
-        del params
-        keys = jax.random.split(key, action.shape[0])
+    def recurrent(params, unused_key, action, nodes):
+        del params, unused_key
         reward, discount, logits, value, child = jax.vmap(functools.partial(_child, env))(
-            states, action, keys)
+            nodes, action)
         out = mctx.RecurrentFnOutput(reward=reward, discount=discount, prior_logits=logits,
                                      value=value)
         return out, child
 
-    legal = legal_moves(env, state)
-    root = mctx.RootFnOutput(prior_logits=_prior(legal)[None], value=jnp.zeros((1,)),
-                             embedding=jax.tree.map(lambda x: x[None], state))
+    legal = jax.vmap(functools.partial(legal_moves, env))(states)
+    root = mctx.RootFnOutput(prior_logits=_prior(legal), value=jnp.zeros(legal.shape[:1]),
+                             embedding=(states, keys))
     select = functools.partial(_uct, env, exploration)
-    return mctx.search(params=(), rng_key=key, root=root, recurrent_fn=recurrent,
-                       root_action_selection_fn=select, interior_action_selection_fn=select,
-                       num_simulations=simulations, invalid_actions=(~legal)[None])
+    return mctx.search(params=(), rng_key=jax.random.key(0), root=root,
+                       recurrent_fn=recurrent, root_action_selection_fn=select,
+                       interior_action_selection_fn=select, num_simulations=simulations,
+                       invalid_actions=~legal)
+
+
+def search_moves(env: Any, states: Any, keys: jax.Array, simulations: int,
+                 exploration: float = EXPLORATION) -> jax.Array:
+    """The search player's moves in ``states`` (``(G, ...)`` states, ``(G,)`` keys -> ``(G,)``
+    int32): in each game the legal root move visited most by :func:`search_tree`, ties to the
+    larger ``Q``."""
+    summary = search_tree(env, states, keys, simulations, exploration).summary()
+    legal = jax.vmap(functools.partial(legal_moves, env))(states)
+    most = legal & (summary.visit_counts == jnp.max(summary.visit_counts, -1, keepdims=True))
+    return jnp.argmax(jnp.where(most, summary.qvalues, -jnp.inf), -1).astype(jnp.int32)
 
 
 def search_action(env: Any, state: Any, key: jax.Array, simulations: int,
                   exploration: float = EXPLORATION) -> jax.Array:
-    """The search player's move in ``state`` (int32 ``()``): the legal root move visited most
-    by :func:`search_tree`, ties to the larger ``Q``. One state; ``vmap`` it over a batch."""
-    tree = search_tree(env, state, key, simulations, exploration)
-    summary = tree.summary()
-    visits = summary.visit_counts[0]
-    legal = legal_moves(env, state) & (visits == jnp.max(visits))
-    return jnp.argmax(jnp.where(legal, summary.qvalues[0], -jnp.inf)).astype(jnp.int32)
+    """:func:`search_moves` of one state (int32 ``()``)."""
+    batch = jax.tree.map(lambda x: x[None], (state, key))
+    return search_moves(env, *batch, simulations, exploration)[0]
 
 
 def search_player(env: Any, simulations: int, exploration: float = EXPLORATION
                   ) -> Callable[[Any, jax.Array], jax.Array]:
-    """``(states, keys) -> moves``: :func:`search_action` over a batch (``(G, ...)`` states,
-    ``(G,)`` keys, ``(G,)`` int32 moves); mctx is imported now, so a missing one is a
-    ``ValueError`` before anything is traced."""
+    """``(states, keys) -> moves``: :func:`search_moves` of ``simulations`` simulations;
+    mctx is imported now, so a missing one is a ``ValueError`` before anything is traced."""
     import_mctx()
-    return jax.vmap(functools.partial(search_action, env, simulations=simulations,
-                                      exploration=exploration))
+    return functools.partial(search_moves, env, simulations=simulations,
+                             exploration=exploration)
