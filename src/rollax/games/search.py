@@ -68,9 +68,11 @@ def import_mctx() -> ModuleType:
                          f"{error})") from error
 
 
-def check_search(env: Any, simulations: Any, name: str) -> None:
-    """The one check of a search player's setting ``eval_search_simulations`` for ``env``
-    (named ``name``): ``ValueError`` in one line for a value that is not an integer >= 0, and,
+def check_search(env: Any, simulations: Any, name: str,
+                 setting: str = "eval_search_simulations") -> None:
+    """The one check of a search player's setting (``setting``: ``eval_search_simulations``,
+    or ``rollax eval``'s ``search_simulations``) for ``env`` (named ``name``): ``ValueError``
+    in one line for a value that is not an integer >= 0, and,
     when it is positive, for an environment that is not a game of two players
     (:mod:`rollax.envs.players`), for a game that hides part of its state from the players
     (``perfect_information`` false: the search would read the hidden cards), or without mctx
@@ -79,18 +81,16 @@ def check_search(env: Any, simulations: Any, name: str) -> None:
     from rollax.validate import is_int
 
     if not is_int(simulations) or simulations < 0:
-        raise ValueError(f"eval_search_simulations must be an integer >= 0 (0: no search "
-                         f"player), got {simulations!r}")
+        raise ValueError(f"{setting} must be an integer >= 0 (0: no search player), got "
+                         f"{simulations!r}")
     if not simulations:
         return
     if num_players(env) != 2:
-        raise ValueError(f"eval_search_simulations is refused for {name}: the search player "
-                         f"plays games of two players only (pgx:tic_tac_toe, "
-                         f"pgx:connect_four, ...)")
+        raise ValueError(f"{setting} is refused for {name}: the search player plays games "
+                         f"of two players only (pgx:tic_tac_toe, pgx:connect_four, ...)")
     if not getattr(env, "perfect_information", True):
-        raise ValueError(f"eval_search_simulations is refused for {name}: the game hides part "
-                         f"of its state (cards) from the players, and the search player would "
-                         f"read it")
+        raise ValueError(f"{setting} is refused for {name}: the game hides part of its state "
+                         f"(cards) from the players, and the search player would read it")
     import_mctx()
 
 

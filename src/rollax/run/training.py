@@ -659,7 +659,7 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int,
     run, algo, lanes, updates, state = load_latest(path)
     if search_simulations is None:
         search_simulations = getattr(algo.config, "eval_search_simulations", 0)
-    check_search(algo.env, search_simulations, run.config.env)
+    check_search(algo.env, search_simulations, run.config.env, "search_simulations")
 
     def one(lane_state, key):
         params = algo.params(lane_state)
