@@ -163,7 +163,8 @@ def _uct(env: Any, exploration: float, unused_key: jax.Array, tree: Any, node: j
     tried = jnp.maximum(visits, 1).astype(jnp.float32)
     total = tree.node_visits[node]
     bonus = jnp.sqrt(jnp.log(jnp.maximum(total, 1).astype(jnp.float32)) / tried)
-    score = jnp.where(visits > 0, tree.qvalues(node) + exploration * bonus, UNTRIED)
+    score = jnp.where(visits > 0, jnp.asarray(tree.qvalues(node)) + exploration * bonus,
+                      UNTRIED)
     noise = jax.random.uniform(jax.random.fold_in(jax.random.split(key)[1], total),
                                score.shape)
     score = score + 1e-6 * noise
@@ -204,14 +205,15 @@ def search_moves(env: Any, states: Any, keys: jax.Array, simulations: int,
     summary = search_tree(env, states, keys, simulations, exploration).summary()
     legal = jax.vmap(functools.partial(legal_moves, env))(states)
     most = legal & (summary.visit_counts == jnp.max(summary.visit_counts, -1, keepdims=True))
-    return jnp.argmax(jnp.where(most, summary.qvalues, -jnp.inf), -1).astype(jnp.int32)
+    return jnp.argmax(jnp.where(most, jnp.asarray(summary.qvalues), -jnp.inf),
+                      -1).astype(jnp.int32)
 
 
 def search_action(env: Any, state: Any, key: jax.Array, simulations: int,
                   exploration: float = EXPLORATION) -> jax.Array:
     """:func:`search_moves` of one state (int32 ``()``)."""
-    batch = jax.tree.map(lambda x: x[None], (state, key))
-    return search_moves(env, *batch, simulations, exploration)[0]
+    states = jax.tree.map(lambda x: x[None], state)
+    return search_moves(env, states, key[None], simulations, exploration)[0]
 
 
 def search_player(env: Any, simulations: int, exploration: float = EXPLORATION

@@ -657,14 +657,14 @@ def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int,
     check_count("episodes", episodes)
     check_seed(seed)
     run, algo, lanes, updates, state = load_latest(path)
-    if search_simulations is None:
-        search_simulations = getattr(algo.config, "eval_search_simulations", 0)
-    check_search(algo.env, search_simulations, run.config.env, "search_simulations")
+    simulations: int = (getattr(algo.config, "eval_search_simulations", 0)
+                        if search_simulations is None else search_simulations)
+    check_search(algo.env, simulations, run.config.env, "search_simulations")
 
     def one(lane_state, key):
         params = algo.params(lane_state)
         out = scores(algo.env, algo.policy, params, key, episodes, greedy,
-                     search_simulations=search_simulations)
+                     search_simulations=simulations)
         out = {("mean_return" if k == "eval_return" else k): v for k, v in out.items()}
         return out if algo.policy_extras is None else {**out, **algo.policy_extras(params)}
 
