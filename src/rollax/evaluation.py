@@ -1,11 +1,14 @@
 """Evaluating a policy by sampling: the mean return of fresh absorbing episodes; in a game of
 two players (:mod:`rollax.envs.players`), its wins, draws and losses against a uniformly random
-legal player from each seat (:func:`game_scores`), and in Kuhn poker and Leduc hold'em
-(``pgx:kuhn_poker``, ``pgx:leduc_holdem``) the exact exploitability of its probabilities
-(:mod:`rollax.games`)."""
+legal player from each seat (:func:`game_scores`) and, when asked, against a search player
+(Monte Carlo tree search over random rollouts, :func:`search_scores`), and in Kuhn poker and
+Leduc hold'em (``pgx:kuhn_poker``, ``pgx:leduc_holdem``) the exact exploitability of its
+probabilities (:mod:`rollax.games`)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -18,6 +21,7 @@ from rollax.envs.masks import action_mask
 from rollax.envs.players import is_game
 from rollax.games.exact import exploitability
 from rollax.games.pgx_views import env_view, policy_table
+from rollax.games.search import search_player
 from rollax.policies import GreedyPolicy, Policy
 from rollax.recurrent import GreedyRecurrent, RecurrentPolicy, is_recurrent
 from rollax.validate import check_count
@@ -78,52 +82,80 @@ GAME_SCORES = tuple(f"eval_{outcome}_{seat}" for seat in ("first", "second")
                     for outcome in ("win", "draw", "loss"))
 """The rates :func:`game_scores` outputs beside ``eval_return``, in this order."""
 
+SEARCH_SCORES = tuple(name.replace("eval_", "eval_search_", 1) for name in GAME_SCORES)
+"""The rates against the search player (:func:`search_scores`) beside ``eval_search_return``:
+``eval_search_win_first``, ..., ``eval_search_loss_second``."""
+
+SEARCH_STREAM = 0x53524348
+"""``fold_in`` tag of the games against the search player: :func:`scores` plays them on
+``fold_in(key, SEARCH_STREAM)``, the games against the random player on ``key``."""
+
 
 def scores(env: Environment, policy: Policy | RecurrentPolicy, params, key: jax.Array,
-           episodes: int, greedy: bool = True, num_steps: int | None = None
-           ) -> dict[str, jax.Array]:
+           episodes: int, greedy: bool = True, num_steps: int | None = None,
+           search_simulations: int = 0) -> dict[str, jax.Array]:
     """A neural policy's evaluation: ``{"eval_return": evaluate_policy(...)}``, or for a game
     of two players :func:`game_scores` (``eval_return`` and the six rates of
     :data:`GAME_SCORES`), with ``exploitability`` in Kuhn poker and Leduc hold'em: the exact
     exploitability (:func:`rollax.games.exact.exploitability`) of the policy's own
     probabilities (whatever ``greedy`` says) at every information state
-    (:func:`rollax.games.pgx_views.policy_table`)."""
+    (:func:`rollax.games.pgx_views.policy_table`); and with ``search_simulations > 0`` the
+    same games against the search player of that many simulations (:func:`search_scores`:
+    ``eval_search_return`` and :data:`SEARCH_SCORES`)."""
     if is_game(env):
         out = game_scores(env, policy, params, key, episodes, greedy, num_steps)
         view = env_view(env)
         if view is not None:
             out["exploitability"] = exploitability(view.tree, policy_table(policy, params,
                                                                            view))
+        if search_simulations:
+            out.update(search_scores(env, policy, params,
+                                     jax.random.fold_in(key, SEARCH_STREAM), episodes,
+                                     search_simulations, greedy, num_steps))
         return out
     return {"eval_return": evaluate_policy(env, policy, params, key, episodes, greedy,
                                            num_steps)}
 
 
 def game_scores(env: Any, policy: Any, params, key: jax.Array, games: int,
-                greedy: bool = True, num_steps: int | None = None) -> dict[str, jax.Array]:
-    """``policy`` against a uniformly random legal player in a two-player game: ``games``
-    games with the policy moving first, ``games`` with it moving second (one batch of
-    ``2 * games``, :func:`game_payoffs`). Outputs ``eval_return``, the mean payoff to the
-    policy over all of them, and per seat the rates of wins (payoff > 0), draws (= 0: a game
-    still running after ``num_steps`` counts as one) and losses (< 0): ``eval_win_first``,
-    ``eval_draw_first``, ``eval_loss_first``, ``eval_win_second``, ... (:data:`GAME_SCORES`).
-    """
+                greedy: bool = True, num_steps: int | None = None,
+                opponent: Callable | None = None, prefix: str = "eval"
+                ) -> dict[str, jax.Array]:
+    """``policy`` against a uniformly random legal player in a two-player game (or against
+    ``opponent``, :func:`game_payoffs`): ``games`` games with the policy moving first,
+    ``games`` with it moving second (one batch of ``2 * games``). Outputs ``eval_return``, the
+    mean payoff to the policy over all of them, and per seat the rates of wins (payoff > 0),
+    draws (= 0: a game still running after ``num_steps`` counts as one) and losses (< 0):
+    ``eval_win_first``, ``eval_draw_first``, ``eval_loss_first``, ``eval_win_second``, ...
+    (:data:`GAME_SCORES`); ``prefix`` replaces ``eval`` in every name."""
     first = jnp.arange(2 * games) < games
-    payoff = game_payoffs(env, policy, params, key, first, greedy, num_steps)
-    out = {"eval_return": jnp.mean(payoff)}
+    payoff = game_payoffs(env, policy, params, key, first, greedy, num_steps,
+                          opponent=opponent)
+    out = {f"{prefix}_return": jnp.mean(payoff)}
     for seat, mine in (("first", first), ("second", ~first)):
         for outcome, hit in (("win", payoff > 0), ("draw", payoff == 0), ("loss", payoff < 0)):
-            out[f"eval_{outcome}_{seat}"] = jnp.sum(hit & mine) / games
+            out[f"{prefix}_{outcome}_{seat}"] = jnp.sum(hit & mine) / games
     return out
 
 
+def search_scores(env: Any, policy: Any, params, key: jax.Array, games: int,
+                  simulations: int, greedy: bool = True, num_steps: int | None = None
+                  ) -> dict[str, jax.Array]:
+    """:func:`game_scores` against the search player of ``simulations`` simulations per move
+    (:func:`rollax.games.search.search_player`: UCT over random rollouts, on mctx), named
+    ``eval_search_return`` and ``eval_search_win_first``, ... (:data:`SEARCH_SCORES`)."""
+    return game_scores(env, policy, params, key, games, greedy, num_steps,
+                       opponent=search_player(env, simulations), prefix="eval_search")
+
+
 def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Array,
-                 greedy: bool = True, num_steps: int | None = None, other_params=None
-                 ) -> jax.Array:
+                 greedy: bool = True, num_steps: int | None = None, other_params=None,
+                 opponent: Callable | None = None) -> jax.Array:
     """The payoff to ``policy`` of one game per entry of ``first (G,)`` (bool: the policy has
     the first move) against a player choosing uniformly among the legal actions, or, with
     ``other_params``, against the same policy with those parameters (greedy or sampled as
-    ``policy``). Keys:
+    ``policy``), or against ``opponent``: ``(states (G, ...), keys (G,)) -> actions (G,)``
+    over the batch of games (e.g. :func:`rollax.games.search.search_player`). Keys:
     ``reset, act, other, transition = split(key, 4)``, game ``g`` resets with
     ``split(reset, G)[g]`` and at step ``t`` draws from ``split(fold_in(stream, t), G)[g]``.
     The games run in a ``while_loop`` until all have ended or ``num_steps``
@@ -136,16 +168,12 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
     state = jax.vmap(env.reset)(jax.random.split(streams[0], size))
     starter = jax.vmap(env.to_act)(state)
     me = jnp.where(first, starter, 1 - starter)
+    if opponent is None:
+        opponent = jax.vmap(functools.partial(_other, env, actor, other_params))
 
-    def one(state, me, keys):
-        act_key, other_key, step_key = keys
-        mask = action_mask(env, state)
-        obs = env.observation(state)
-        mine = actor.sample(params, obs, act_key, mask)[0]
-        if other_params is None:
-            other = jax.random.categorical(other_key, jnp.where(mask, 0.0, -jnp.inf))
-        else:
-            other = actor.sample(other_params, obs, other_key, mask)[0]
+    def one(state, me, other, act_key, step_key):
+        mine = actor.sample(params, env.observation(state), act_key,
+                            action_mask(env, state))[0]
         action = jnp.where(env.to_act(state) == me, mine, other).astype(mine.dtype)
         live = ~env.done(state)
         state = step_with_key(env, state, action, step_key)[0]
@@ -153,8 +181,9 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
 
     def body(loop):
         t, state, total = loop
-        keys = [jax.random.split(jax.random.fold_in(s, t), size) for s in streams[1:]]
-        state, paid = jax.vmap(one)(state, me, tuple(keys))
+        act, other, step = [jax.random.split(jax.random.fold_in(s, t), size)
+                            for s in streams[1:]]
+        state, paid = jax.vmap(one)(state, me, opponent(state, other), act, step)
         return t + 1, state, total + paid
 
     def running(loop):
@@ -162,6 +191,15 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
 
     start = (jnp.zeros((), jnp.int32), state, jnp.zeros((size,), jnp.float32))
     return jax.lax.while_loop(running, body, start)[2]
+
+
+def _other(env: Any, actor: Any, other_params, state, key: jax.Array) -> jax.Array:
+    """The other player's action in one game of :func:`game_payoffs`: uniform among the legal
+    actions, or ``actor`` with ``other_params``."""
+    mask = action_mask(env, state)
+    if other_params is None:
+        return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf))
+    return actor.sample(other_params, env.observation(state), key, mask)[0]
 
 
 def rate_players(env: Any, policy: Policy, players: list, key: jax.Array, games: int,

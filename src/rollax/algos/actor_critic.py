@@ -29,6 +29,7 @@ from rollax.algos.experience import ActorCriticState, ExperienceParts
 from rollax.envs.base import Environment
 from rollax.envs.players import is_game
 from rollax.envs.registry import make_configured
+from rollax.games.search import check_search
 from rollax.nets.build import RECURRENT, Network, actor_critic, check_network, network_choice
 from rollax.nets.heads import ActorCriticParams
 from rollax.policies import RunningStats
@@ -118,6 +119,11 @@ class ActorCriticConfig:
     eval_steps: int | None = None
     """Steps of each evaluation episode (default: the environment's horizon, at most
     100,000, so a continuing task is evaluated on a bounded stretch)."""
+    eval_search_simulations: int = added(0, stored=0)
+    """A game's evaluations also play a search player (Monte Carlo tree search over random
+    rollouts, this many simulations per move; docs/games.md), eval_episodes games from each
+    seat (eval_search_win_first, ...); 0: none. Games of two players; needs mctx (pip install
+    'rollax[pgx]')."""
     opponents: Literal["self", "pool"] = added("self", stored="self")
     """A game's opponents (docs/contract.md section 8): self (the current policy plays both
     seats) or pool (a small league: each episode the learner takes one seat, drawn at random,
@@ -197,6 +203,7 @@ def environment(config: ActorCriticConfig, env: Environment | None,
                          f"Discrete, or a Dict / Tuple of them): {algorithm} needs them")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
+    check_search(env, config.eval_search_simulations, config.env)
     if is_game(env):
         check_self_play(config)
     elif config.opponents != "self":

@@ -295,7 +295,8 @@ def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: i
     from ``state.key``), output as ``eval_return``; in a game of two players, the greedy
     policy against a random legal player, ``eval_episodes`` games from each seat
     (:func:`rollax.evaluation.game_scores`: ``eval_return`` and the rates of wins, draws and
-    losses); ``greedy_result(state, metrics, eval_return)``
+    losses), and with ``config.eval_search_simulations`` against the search player too
+    (:func:`rollax.evaluation.search_scores`); ``greedy_result(state, metrics, eval_return)``
     is what ``train`` returns (the :attr:`Algorithm.result` of four arguments built from it).
     The other arguments are :class:`Algorithm`'s fields
     (``params`` defaults to ``state.params``)."""
@@ -304,7 +305,8 @@ def neural_algorithm(config, env: Environment, policy: Policy, *, num_updates: i
         del hp
         eval_key, _ = jax.random.split(state.key)
         return scores(env, policy, params(state), eval_key, config.eval_episodes,
-                      num_steps=config.eval_steps)
+                      num_steps=config.eval_steps,
+                      search_simulations=getattr(config, "eval_search_simulations", 0))
 
     return Algorithm(
         config=config, num_updates=num_updates, env_steps_per_update=env_steps_per_update,

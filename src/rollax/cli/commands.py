@@ -30,7 +30,8 @@ from rollax.validate import check_count, check_seed, counted
 def run_eval(cmd: EvalCommand) -> None:
     from rollax.run.training import evaluate_run
 
-    result = evaluate_run(cmd.run_dir, cmd.episodes, not cmd.stochastic, cmd.seed)
+    result = evaluate_run(cmd.run_dir, cmd.episodes, not cmd.stochastic, cmd.seed,
+                          cmd.search_simulations)
     if cmd.json:
         emit(result)
         return

@@ -228,6 +228,10 @@ class EvalCommand:
     """Sample actions instead of acting greedily."""
     seed: int = 0
     """Evaluation keys derive from jax.random.key(seed), apart from training's."""
+    search_simulations: int | None = None
+    """A game's policy also plays the search player of this many simulations per move
+    (eval_search_win_first, ...; docs/games.md); default: the run's eval_search_simulations,
+    0: none."""
     json: bool = False
     """Print one JSON object."""
 

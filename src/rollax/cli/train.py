@@ -344,6 +344,10 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
     tables = {name: metric_table(rows, labels, name) for name in run.spec.report.shown}
     out = console()
     out.print(_table(tables, labels, summary["diverged_at"]))
+    simulations = getattr(run.config, "eval_search_simulations", 0)
+    if simulations:
+        out.print(f"eval search: against Monte Carlo tree search of {simulations} simulations "
+                  f"per move over random rollouts (docs/games.md)")
     for agg in summary["aggregate"]:
         line = _aggregate_line(summary["score"], agg)
         if line is not None:

@@ -81,16 +81,17 @@ EVAL_STREAM = 0x6576616C
 def greedy_evaluator(algo: Algorithm, lanes: Lanes, episodes: int, state) -> Callable:
     """``(state, updates) -> {name: (lanes,)}``: the mean greedy return of ``episodes`` fresh
     absorbing episodes per lane as ``greedy_return`` (in a game of two players, against a
-    random legal player, with the rates of wins, draws and losses from each seat:
-    :func:`rollax.evaluation.scores`) on the evaluation keys of the state after ``updates``
-    updates; the training state is only read, so training results never change. Compiled
-    here, for states like ``state`` (arrays, or their shapes and layouts): the evaluations
-    during the run compile nothing."""
+    random legal player, with the rates of wins, draws and losses from each seat, and against
+    the search player with ``eval_search_simulations``: :func:`rollax.evaluation.scores`) on
+    the evaluation keys of the state after ``updates`` updates; the training state is only
+    read, so training results never change. Compiled here, for states like ``state`` (arrays,
+    or their shapes and layouts): the evaluations during the run compile nothing."""
     from rollax.evaluation import scores
 
     def one(lane_state, key):
         out = scores(algo.env, algo.policy, algo.params(lane_state), key, episodes,
-                     num_steps=getattr(algo.config, "eval_steps", None))
+                     num_steps=getattr(algo.config, "eval_steps", None),
+                     search_simulations=getattr(algo.config, "eval_search_simulations", 0))
         return {("greedy_return" if k == "eval_return" else k): v for k, v in out.items()}
 
     def evaluate(state, roots, updates):
@@ -639,23 +640,31 @@ def state_template(algo: Algorithm, lanes: Lanes):
     return jax.tree_util.tree_map(concrete_key, shapes)
 
 
-def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int) -> dict:
+def evaluate_run(path: str | Path, episodes: int, greedy: bool, seed: int,
+                 search_simulations: int | None = None) -> dict:
     """``rollax eval``: the mean return over ``episodes`` fresh absorbing episodes per lane of
     a run folder's latest checkpoint (greedy or sampled actions; in a game of two players, the
     mean payoff and the rates of ``episodes`` games from each seat against a random player:
-    :func:`rollax.evaluation.game_scores`), keys
+    :func:`rollax.evaluation.game_scores`, and against the search player of
+    ``search_simulations`` simulations, by default the run's ``eval_search_simulations``:
+    :func:`rollax.evaluation.search_scores`), keys
     ``split(jax.random.key(seed), lanes)``, plus the algorithm's ``policy_extras`` (e.g. the
     exact return of a tabular policy)."""
     from rollax.evaluation import scores
+    from rollax.games.search import check_search
     from rollax.validate import check_count, check_seed
 
     check_count("episodes", episodes)
     check_seed(seed)
     run, algo, lanes, updates, state = load_latest(path)
+    simulations: int = (getattr(algo.config, "eval_search_simulations", 0)
+                        if search_simulations is None else search_simulations)
+    check_search(algo.env, simulations, run.config.env, "search_simulations")
 
     def one(lane_state, key):
         params = algo.params(lane_state)
-        out = scores(algo.env, algo.policy, params, key, episodes, greedy)
+        out = scores(algo.env, algo.policy, params, key, episodes, greedy,
+                     search_simulations=simulations)
         out = {("mean_return" if k == "eval_return" else k): v for k, v in out.items()}
         return out if algo.policy_extras is None else {**out, **algo.policy_extras(params)}
 

@@ -99,6 +99,10 @@ TWO_PLAYER = (
 """The two-player zero-sum games of pgx 2.6, trained by self-play (:mod:`rollax.envs.players`):
 each pays ``rewards`` summing to 0 (backgammon's gammons included)."""
 
+HIDDEN_INFORMATION = ("kuhn_poker", "leduc_holdem")
+"""The two-player games whose state holds what a player does not see (the other's cards):
+:attr:`PgxEnv.perfect_information` is false, and a search player is refused."""
+
 DEFAULT_HORIZON = 10_000
 """Horizon of games without a time limit of their own (all but Freeway)."""
 
@@ -204,6 +208,12 @@ class PgxEnv(SuiteEnvironment):
     def to_act(self, state: PgxState) -> jax.Array:
         """The player to act in ``state`` (int32 ``()``): Pgx's ``current_player``."""
         return jnp.asarray(state.inner.current_player, jnp.int32)
+
+    @property
+    def perfect_information(self) -> bool:
+        """Whether the players see the whole state: false in the poker games
+        (:data:`HIDDEN_INFORMATION`), whose cards are hidden."""
+        return self.name not in HIDDEN_INFORMATION
 
     def player_rewards(self, state: PgxState) -> jax.Array:
         """Each player's reward in the step that reached ``state`` (float32
