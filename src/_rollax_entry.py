@@ -25,7 +25,7 @@ import sys
 from collections.abc import MutableMapping
 
 COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs",
-            "render", "export", "exploitability", "play", "tune")
+            "render", "export", "exploitability", "play", "rate", "tune")
 """The commands (``rollax.cli.flags.COMMANDS``; a test keeps the two equal), here without
 importing anything, to name the command in the interrupt line."""
 

@@ -206,21 +206,31 @@ def rate_players(env: Any, policy: Policy, players: list, key: jax.Array, games:
                  greedy: bool = False, num_steps: int | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Bradley-Terry ratings (:func:`rollax.games.ratings.bradley_terry`, Elo scale, player 0
-    at 0) of ``players``, parameter sets of ``policy`` in a two-player game, from a round robin:
-    each pair plays ``games`` games with each of them moving first (:func:`game_payoffs` with
-    ``other_params``; a draw counts half a win to each). Returns ``(wins (S, S), elo (S,))``.
+    at 0) of ``players``, parameter sets of ``policy`` in a two-player game, or ``None`` for
+    the uniformly random legal player, from a round robin: each pair plays ``games`` games
+    with each of them moving first (:func:`game_payoffs` with ``other_params``, or against the
+    random player; a draw counts half a win to each). Returns ``(wins (S, S), elo (S,))``.
     The games of pair ``(i, j)`` use ``fold_in(key, i * S + j)``; one program serves every
-    pair."""
+    pair of parameter sets, another every pair with the random player."""
     from rollax.games.ratings import bradley_terry, elo
 
     first = jnp.arange(2 * games) < games
-    play = jax.jit(lambda a, b, k: game_payoffs(env, policy, a, k, first, greedy, num_steps,
+    both = jax.jit(lambda a, b, k: game_payoffs(env, policy, a, k, first, greedy, num_steps,
                                                 other_params=b))
+    random = jax.jit(lambda a, k: game_payoffs(env, policy, a, k, first, greedy, num_steps))
     s = len(players)
     wins = np.zeros((s, s))
     for i in range(s):
         for j in range(i + 1, s):
-            payoff = np.asarray(play(players[i], players[j], jax.random.fold_in(key, i * s + j)))
+            a, b, k = players[i], players[j], jax.random.fold_in(key, i * s + j)
+            if a is None and b is None:
+                raise ValueError("rate_players: the random player may take one place only")
+            if b is None:
+                payoff = np.asarray(random(a, k))
+            elif a is None:
+                payoff = -np.asarray(random(b, k))  # zero-sum: i's payoff is j's negated
+            else:
+                payoff = np.asarray(both(a, b, k))
             wins[i, j] = np.sum(payoff > 0) + 0.5 * np.sum(payoff == 0)
             wins[j, i] = np.sum(payoff < 0) + 0.5 * np.sum(payoff == 0)
     return wins, elo(bradley_terry(wins))

@@ -1,5 +1,5 @@
 """``rollax eval``, ``plot``, ``rollout``, ``exact``, ``gradients``, ``check-env``, ``envs``,
-``render``, ``export``, ``exploitability`` and ``play``; :data:`RUNNERS`, what runs each
+``render``, ``export``, ``exploitability``, ``play`` and ``rate``; :data:`RUNNERS`, what runs each
 command (``train``'s: :func:`rollax.cli.train.run_train`)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rollax.cli.flags import (
     GradientsCommand,
     PlayCommand,
     PlotCommand,
+    RateCommand,
     RenderCommand,
     RolloutCommand,
     TuneCommand,
@@ -376,6 +377,21 @@ def _label(label: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in label.items())
 
 
+def run_rate(cmd: RateCommand) -> None:
+    from rollax.run.rating import rate_runs
+
+    result = rate_runs(list(cmd.run_dirs), cmd.games, cmd.seed, cmd.greedy)
+    if cmd.json:
+        emit(result)
+        return
+    print(f"{result['env']}: {result['games']} games a seat for every pair, {result['policy']} "
+          f"policies; Elo (Bradley-Terry), the random legal player at 0")
+    width = max(len(p["name"]) for p in result["players"])
+    for rank, player in enumerate(result["players"], 1):
+        print(f"  {rank:>3}  {player['name']:<{width}}  {player['elo']:>8.1f}  "
+              f"score {player['score']:.3f} of {player['games']} games")
+
+
 _EXPLOIT_KEYS = ("nash_conv", "exploitability", "best_response_0", "best_response_1",
                  "self_play_value")
 
@@ -384,11 +400,12 @@ RUNNERS = {TrainRequest: run_train, EvalCommand: run_eval, PlotCommand: run_plot
            RolloutCommand: run_rollout, ExactCommand: run_exact, GradientsCommand: run_gradients,
            CheckEnvCommand: run_check_env, EnvsCommand: run_envs, RenderCommand: run_render,
            ExportCommand: run_export, ExploitabilityCommand: run_exploitability,
-           PlayCommand: run_play, TuneCommand: run_tune}
+           PlayCommand: run_play, RateCommand: run_rate, TuneCommand: run_tune}
 """What runs each command (the object :func:`rollax.cli.parse.parse` gives) and returns its
 exit status (``None``: 0)."""
 
 COMPILES = (EvalCommand, RolloutCommand, ExactCommand, GradientsCommand, CheckEnvCommand,
-            RenderCommand, ExportCommand, ExploitabilityCommand, PlayCommand, TuneCommand)
+            RenderCommand, ExportCommand, ExploitabilityCommand, PlayCommand, RateCommand,
+            TuneCommand)
 """The commands that compile programs with the compile cache on (``train`` turns it on or off
 as ``--compile-cache`` asks); :func:`rollax.cli.main` sets it before the command runs."""

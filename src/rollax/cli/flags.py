@@ -387,6 +387,24 @@ class ExploitabilityCommand:
 
 
 @dataclasses.dataclass(frozen=True)
+class RateCommand:
+    """Elo ratings (Bradley-Terry) of the policies saved in run folders of one two-player game
+    (every kept checkpoint of every lane), against each other and a random legal player,
+    who is rated 0 (docs/games.md)."""
+
+    run_dirs: tyro.conf.Positional[tuple[str, ...]]
+    """The run folders (trained by self-play on the same game with the same network)."""
+    games: int = 50
+    """Games each pair plays from each seat."""
+    seed: int = 0
+    """The round robin's games draw from jax.random.key(seed)."""
+    greedy: bool = False
+    """Play each policy's mode (most likely move) instead of sampling its moves."""
+    json: bool = False
+    """Print one JSON object (env, games, policy, players best first, wins)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class PlayCommand:
     """Play a game against a run's policy in the terminal: a run trained by self-play on
     pgx:tic_tac_toe or pgx:connect_four takes one seat, you type your moves (a cell or column
@@ -463,7 +481,7 @@ COMMANDS = {"train": RunFlags, "eval": EvalCommand, "plot": PlotCommand,
             "rollout": RolloutCommand, "exact": ExactCommand, "gradients": GradientsCommand,
             "check-env": CheckEnvCommand, "envs": EnvsCommand, "render": RenderCommand,
             "export": ExportCommand, "exploitability": ExploitabilityCommand,
-            "play": PlayCommand, "tune": TuneCommand}
+            "play": PlayCommand, "rate": RateCommand, "tune": TuneCommand}
 
 CONFIG_EXCLUDED = ("config", "resume", "json", "compile_cache", "log")
 """Train flags a config file may not set."""
