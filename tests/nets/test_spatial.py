@@ -59,7 +59,7 @@ def test_auto_never_picks_it_and_spatial_builds_it(board):
 
 
 def test_each_cells_logit_is_its_action_in_row_col_kind_order(board):
-    env, net, params = board
+    _, net, params = board
     hand = pick_channel(net, params, channel=2, kind_weights=[1.0, 3.0])
     logits = jax.jit(net.logits)
     for row, col in [(0, 0), (1, 4), (6, 7), (3, 0)]:
@@ -107,7 +107,7 @@ def test_a_shifted_piece_keeps_its_value_and_moves_its_logits(board):
     # zero biases: an empty board's features are zero, so a piece whose features (two cells
     # around it) stay on the board gives the same pooled features and value wherever it is,
     # and logits that follow it
-    env, net, params = board
+    _, net, params = board
     values, peaks = [], []
     for row, col in [(3, 2), (3, 5), (4, 3)]:
         image = np.zeros((7, 8, 3), np.float32)
