@@ -107,9 +107,11 @@ def _trains_legally(env_name, **settings):
     assert bool(jnp.all(chosen)), f"{env_name}: an illegal move"
 
 
-def test_tic_tac_toe_trains_a_few_updates_legally():
+def test_the_tic_tac_toe_preset_is_spatial_and_trains_a_few_updates_legally():
     pytest.importorskip("pgx")
-    _trains_legally("pgx:tic_tac_toe", network="spatial", hidden=(8,))
+    ppo.validate(ppo.preset("pgx:tic_tac_toe"))
+    assert ppo.preset("pgx:tic_tac_toe").network == "spatial"
+    _trains_legally("pgx:tic_tac_toe", hidden=(8,))
 
 
 def test_the_minesweeper_preset_is_spatial_and_trains_a_few_updates_legally():
@@ -141,3 +143,17 @@ def test_ppo_with_the_preset_learns_minesweeper_far_above_the_random_legal_polic
     algo = ppo.make_algorithm(config)
     result = make_train(algo)(jax.random.key(0))
     assert float(result.eval_return) > 20.0, result.eval_return
+
+
+@pytest.mark.slow
+def test_the_tic_tac_toe_preset_is_spatial_and_beats_a_random_player_from_both_seats():
+    """The preset (64 updates of 32 x 32 steps): seed 0 measured, 500 games a seat, won
+    99 % first and 76 % second, lost 0 % and 4 %, mean payoff 0.86 (the flat 64-64 MLP with
+    the same settings: lost 7 % and 34 %, mean payoff 0.57)."""
+    pytest.importorskip("pgx")
+    config = ppo.preset("pgx:tic_tac_toe", eval_episodes=500)
+    assert config.network == "spatial"
+    algo = ppo.make_algorithm(config)
+    scores = algo.evaluate(make_train(algo)(jax.random.key(0)).state, algo.hyperparams)
+    assert scores["eval_loss_first"] < 0.05 and scores["eval_loss_second"] < 0.15, scores
+    assert scores["eval_return"] > 0.7, scores
