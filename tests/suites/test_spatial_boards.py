@@ -136,8 +136,8 @@ def test_connect_fours_column_actions_are_refused_in_one_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_ppo_with_the_preset_learns_minesweeper_far_above_the_random_legal_policy():
     """The random legal policy reveals about 8.2 safe cells before a mine; a flat MLP stays
-    there (benchmarks/QUALITY.md). The preset's spatial network at 32,768 steps (seed 0
-    measured: 65,536 steps gave 55.0 over 200 episodes)."""
+    there (benchmarks/QUALITY.md). The preset's spatial network at 32,768 steps: seed 0
+    measured 48.8 over 200 episodes (about 4 min here)."""
     pytest.importorskip("jumanji")
     config = ppo.preset("jumanji:Minesweeper-v0", total_steps=32768, eval_episodes=200)
     algo = ppo.make_algorithm(config)

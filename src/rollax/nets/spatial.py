@@ -128,6 +128,8 @@ def _bounds(space, start: int, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cell_part(space, start: int, size: int, channels: int) -> CellPart:
+    """A grid field, one-hot where its bounds are one integer range of
+    :data:`ONE_HOT_VALUES` values."""
     low, high = _bounds(space, start, size)
     if low.size == 1 and high.size == 1 and np.all(np.isfinite([low[0], high[0]])):
         values = high[0] - low[0] + 1
@@ -138,6 +140,8 @@ def _cell_part(space, start: int, size: int, channels: int) -> CellPart:
 
 
 def _global_part(space, start: int, size: int) -> GlobalPart:
+    """A field shown to every cell, divided by its upper bound where that is one finite value
+    above 1 (Minesweeper's mine count: 1 / 99)."""
     _, high = _bounds(space, start, size)
     scale = 1.0 / high[0] if high.size == 1 and np.isfinite(high[0]) and high[0] > 1 else 1.0
     return GlobalPart(start, size, float(scale))
