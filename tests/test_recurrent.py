@@ -418,7 +418,7 @@ def test_recurrent_ppo_checks_its_settings():
     with pytest.raises(ValueError, match="memory_size"):
         ppo.validate(tiny(memory_size=0))
     with pytest.raises(ValueError,
-                       match="network must be one of auto, mlp, cnn, nature, gru, lstm"):
+                       match="network must be one of auto, mlp, cnn, nature, spatial, gru, lstm"):
         ppo.validate(tiny(network="rnn"))  # type: ignore[arg-type]
 
 

@@ -77,6 +77,7 @@ from rollax.nets import (
     MultiCategorical,
     NatureCNNActorCritic,
     RecurrentActorCritic,
+    SpatialActorCritic,
 )
 from rollax.policies import (
     BernoulliPolicy,
@@ -135,6 +136,7 @@ __all__ = [
     "RecurrentActorCritic",
     "ReinforceConfig",
     "SoftmaxPolicy",
+    "SpatialActorCritic",
     "TabularConfig",
     "TabularEnv",
     "Trajectory",

@@ -143,7 +143,8 @@ BAD = [
     (dict(num_steps=0), "num_steps must be a positive integer"),
     (dict(total_steps=10), "total_steps must be at least num_envs \\* num_steps = 40"),
     (dict(hidden=()), "hidden must be positive layer sizes"),
-    (dict(network="transformer"), "network must be one of auto, mlp, cnn, nature, gru, lstm"),
+    (dict(network="transformer"),
+     "network must be one of auto, mlp, cnn, nature, spatial, gru, lstm"),
     (dict(env="corridor", network="cnn"), "network cnn needs an image observation leaf"),
 ]
 

@@ -90,7 +90,7 @@ def test_every_problem_of_a_flat_sb3_file_in_one_message(capsys, tmp_path):
         "(1) unknown key 'n_envs'; did you mean num_envs? "
         "(2) unknown key 'n_timesteps'; did you mean total_steps? "
         "(3) unknown key 'policy'; did you mean network? Its value: network must be one of "
-        "auto, mlp, cnn, nature, gru, lstm, got 'MlpPolicy' "
+        "auto, mlp, cnn, nature, spatial, gru, lstm, got 'MlpPolicy' "
         "(4) unknown key 'n_steps'; did you mean num_steps? "
         "(5) unknown key 'n_epochs'; did you mean epochs? "
         "(6) unknown key 'learning_rate'; did you mean lr? Its value: lr must be a number, got "

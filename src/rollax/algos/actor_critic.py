@@ -105,10 +105,13 @@ class ActorCriticConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn", "nature", "gru", "lstm"] = added("auto", stored="mlp")
+    network: Literal["auto", "mlp", "cnn", "nature", "spatial", "gru", "lstm"] = added(
+        "auto", stored="mlp")
     """Actor-critic: mlp, cnn (3x3 convolutions over the (H, W, C) image the environment's
     observation flattens, then the hidden layers), nature (the Nature-DQN torso shared by actor
-    and critic, its dense layers hidden; Atari's frames), gru or lstm (a recurrent memory
+    and critic, its dense layers hidden; Atari's frames), spatial (boards and grids whose
+    actions are the cells: a 3x3 "same" convolution of each hidden size, one logit per cell
+    and kind, the value from the pooled cells), gru or lstm (a recurrent memory
     between an embedding of hidden[0] units and heads of hidden[1:]; whole sequences replayed,
     minibatches split environments), or auto (nature for images of 36x36 pixels or more, cnn
     for smaller ones, else mlp; config.json stores the choice)."""

@@ -113,8 +113,9 @@ class EpisodicConfig:
     """Hidden activation."""
     init_log_std: float = 0.0
     """Initial log standard deviation (continuous actions)."""
-    network: Literal["auto", "mlp", "cnn", "nature", "gru", "lstm"] = "auto"
-    """Network: mlp, cnn or nature (image observations), gru or lstm (a memory reset at each
+    network: Literal["auto", "mlp", "cnn", "nature", "spatial", "gru", "lstm"] = "auto"
+    """Network: mlp, cnn or nature (image observations), spatial (one logit per cell of a
+    grid), gru or lstm (a memory reset at each
     episode's start), or auto (nature for images of 36x36 pixels or more, cnn for smaller ones,
     else mlp)."""
     memory_size: int = 128

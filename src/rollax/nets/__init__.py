@@ -1,11 +1,12 @@
 """The networks: actor-critics, their distributions and their initialisation.
 
-- ``heads``: the head all three actor-critics share (settings check, dense layers drawn by
+- ``heads``: the head every actor-critic shares (settings check, dense layers drawn by
   one orthogonal rule, the forward loop, the action distribution), and the feed-forward
   policy methods;
 - ``mlp``: :class:`MLPActorCritic`; ``cnn``: :class:`CNNActorCritic`,
   :class:`NatureCNNActorCritic` (and ``image_shape``);
-  ``rnn``: the GRU/LSTM :class:`RecurrentActorCritic`;
+  ``rnn``: the GRU/LSTM :class:`RecurrentActorCritic`; ``spatial``: :class:`SpatialActorCritic`
+  (one logit per cell of a grid, :func:`grid_layout`);
 - ``distributions``: ``Categorical``, ``DiagGaussian``, ``MultiCategorical`` and
   ``Bernoulli``; ``initializers``: orthogonal
   weights written in ``jnp`` (no LAPACK call);
@@ -24,6 +25,7 @@ from rollax.nets.cnn import CNNActorCritic, NatureCNNActorCritic, NatureParams, 
 from rollax.nets.heads import ActorCriticHead, ActorCriticParams, FeedForwardHeads
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic, RecurrentParams
+from rollax.nets.spatial import GridLayout, SpatialActorCritic, grid_layout
 
 __all__ = [
     "RECURRENT",
@@ -34,6 +36,7 @@ __all__ = [
     "Categorical",
     "DiagGaussian",
     "FeedForwardHeads",
+    "GridLayout",
     "MLPActorCritic",
     "MultiCategorical",
     "NatureCNNActorCritic",
@@ -41,7 +44,9 @@ __all__ = [
     "Network",
     "RecurrentActorCritic",
     "RecurrentParams",
+    "SpatialActorCritic",
     "actor_critic",
+    "grid_layout",
     "image_shape",
     "network_choice",
 ]

@@ -1,6 +1,7 @@
 """The actor-critic for an environment: its settings checked (:func:`check_network`), which
 network (:func:`network_choice`: ``auto`` picks the Nature CNN for images of at least 36x36
-pixels, the small CNN for smaller images or an observation with an image leaf, else the MLP)
+pixels, the small CNN for smaller images or an observation with an image leaf, else the MLP;
+``spatial``, one logit per cell of a grid, is only ever asked for)
 and its construction for the environment's spaces (:func:`actor_critic`: a single vector
 observation keeps the plain MLP, CNNs and GRU/LSTM; an observation of several leaves, or a
 discrete one, is read leaf by leaf, :mod:`rollax.nets.encoders`)."""
@@ -21,6 +22,7 @@ from rollax.nets.encoders import (
 from rollax.nets.heads import ACTIVATIONS
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic
+from rollax.nets.spatial import SpatialActorCritic, grid_layout, spatial_problem
 from rollax.validate import check_count, check_real, is_int
 
 __all__ = ["NETWORKS", "RECURRENT", "Network", "action_head", "actor_critic", "check_network",
@@ -29,14 +31,14 @@ __all__ = ["NETWORKS", "RECURRENT", "Network", "action_head", "actor_critic", "c
 RECURRENT = ("gru", "lstm")
 """The recurrent actor-critics (:class:`rollax.nets.rnn.RecurrentActorCritic`'s cells)."""
 
-NETWORKS = ("auto", "mlp", "cnn", "nature", *RECURRENT)
+NETWORKS = ("auto", "mlp", "cnn", "nature", "spatial", *RECURRENT)
 """The values of a config's ``network`` setting."""
 
 NATURE_MIN_SIZE = 36
 """The smallest image side the Nature CNN's convolutions take (``auto`` picks it from here)."""
 
 Network = (MLPActorCritic | CNNActorCritic | NatureCNNActorCritic | EncodedActorCritic
-           | RecurrentActorCritic)
+           | SpatialActorCritic | RecurrentActorCritic)
 """The actor-critics :func:`actor_critic` builds."""
 
 
@@ -56,6 +58,12 @@ def check_network(env, network: str, hidden, activation: str, init_log_std: floa
         raise ValueError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
     space = env.observation_space
     named = type(env).__name__ if env_name is None else repr(env_name)
+    if network == "spatial":
+        problem = spatial_problem(env)
+        if problem is not None:
+            raise ValueError(f"network spatial gives one logit per cell of a grid, but env "
+                             f"{named}: {problem}; use network mlp, cnn or auto")
+        return
     if needs_encoder(space):
         problem = encodable_problem(space)
         if problem is not None:
@@ -107,11 +115,18 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
     units, a memory of ``memory_size``, heads of ``hidden[1:]``) or ``auto``
     (:func:`network_choice`); a categorical head for ``Discrete`` actions, a factorised
     categorical for ``MultiDiscrete``, a Bernoulli per bit for ``MultiBinary``, else a diagonal
-    Gaussian starting at ``init_log_std`` (:func:`action_head`). The settings are
-    checked first (:func:`check_network`)."""
+    Gaussian starting at ``init_log_std`` (:func:`action_head`); ``spatial``
+    (:class:`rollax.nets.spatial.SpatialActorCritic`: a 3x3 "same" convolution of each
+    ``hidden`` size over the grid :func:`rollax.nets.spatial.grid_layout` reads, one logit per
+    cell and kind). The settings are checked first (:func:`check_network`)."""
     check_network(env, network, hidden, activation, init_log_std, memory_size)
     action = action_head(env.action_space)
     network = network_choice(network, env)
+    if network == "spatial":
+        layout = grid_layout(env)
+        assert layout is not None  # check_network
+        return SpatialActorCritic(layout=layout, hidden=tuple(hidden), activation=activation,
+                                  init_log_std=init_log_std, **action)
     if needs_encoder(env.observation_space):
         encoder = ObservationEncoder.for_space(env.observation_space, conv=network == "cnn")
         if network in RECURRENT:
