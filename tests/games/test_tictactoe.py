@@ -80,3 +80,45 @@ def test_values_and_moves_agree_with_openspiels_alpha_beta():
             cells[action] = mover
             state.apply_action(action)
     assert checked > 60
+
+
+# --- a deterministic player against every line of perfect play --------------------------------
+
+def _perfect(obs, mask):
+    return int(tictactoe.perfect_action(obs))
+
+
+def _first_free(obs, mask):
+    return int(np.flatnonzero(mask)[0])
+
+
+def _edge_reply(obs, mask):
+    """Perfect, except that against a lone corner mark it replies on the edge beside it (a
+    losing reply: only the centre holds the draw)."""
+    theirs = np.flatnonzero(obs.reshape(9, 2)[:, 1])
+    if mask.sum() == 8 and theirs[0] in (0, 2, 6, 8):
+        return {0: 1, 2: 1, 6: 7, 8: 7}[int(theirs[0])]
+    return _perfect(obs, mask)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_perfect_play_never_loses_to_perfect_play(first):
+    worst, games = tictactoe.against_perfect_play(_perfect, first)
+    assert worst == 0 and games >= 1
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_player_that_takes_the_first_free_cell_loses_to_perfect_play(first):
+    assert tictactoe.against_perfect_play(_first_free, first)[0] == -1
+
+
+def test_one_losing_reply_is_found_among_the_lines_of_perfect_play():
+    # moving first it never meets a lone corner mark: perfect; moving second it does, when
+    # perfect play opens in a corner (one of the optimal openings, all of which are played)
+    assert tictactoe.against_perfect_play(_edge_reply, True)[0] == 0
+    assert tictactoe.against_perfect_play(_edge_reply, False)[0] == -1
+
+
+def test_an_illegal_move_is_refused():
+    with pytest.raises(ValueError, match="move played cell"):
+        tictactoe.against_perfect_play(lambda obs, mask: 9, True)

@@ -21,6 +21,7 @@ board are solved; ``VALUES`` is 0 and ``BEST`` -1 elsewhere.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -93,3 +94,43 @@ def perfect_action(obs) -> jnp.ndarray:
     """A minimax-optimal move for the player to move, ``(...,)`` int32 (the lowest optimal
     cell); -1 where the game is over."""
     return jnp.asarray(solve()[1], jnp.int32)[position_index(obs)]
+
+
+def observation(cells) -> np.ndarray:
+    """The 18-number observation (rollax's Pgx adapter's, float32) of a board ``cells`` (9
+    digits from the mover's view: 0 empty, 1 mine, 2 theirs)."""
+    digits = np.asarray(cells)
+    return np.stack([digits == 1, digits == 2], axis=-1).reshape(18).astype(np.float32)
+
+
+def against_perfect_play(move: Callable[[np.ndarray, np.ndarray], int], first: bool
+                         ) -> tuple[int, int]:
+    """How a deterministic player fares against perfect play: ``move(obs (18,), mask (9,) bool)
+    -> cell`` plays one seat (``first``: X, moving first) and the opponent plays *every*
+    minimax-optimal move at each of its turns (each line of perfect play the opponent could
+    choose, not one). Returns ``(worst, games)``: the player's worst outcome over those games
+    (1 win, 0 draw, -1 loss) and how many distinct games there are. ``worst == 0`` means the
+    player never loses to perfect play from that seat (it cannot win against it). ``move``
+    returning an occupied or out-of-range cell is a ``ValueError``."""
+    values = solve()[0]
+
+    def value(cells: tuple[int, ...]) -> int:  # V of a position to its mover
+        return int(values[int(np.dot(cells, POWERS))])
+
+    @functools.cache
+    def play(cells: tuple[int, ...], mine: bool) -> tuple[int, int]:
+        if _won(cells, 2):  # the previous mover completed a line
+            return (-1 if mine else 1), 1
+        if all(cells):
+            return 0, 1
+        if mine:
+            cell = int(move(observation(cells), np.asarray(cells) == 0))
+            if not 0 <= cell < 9 or cells[cell]:
+                raise ValueError(f"move played cell {cell} on board {cells}")
+            return play(_flipped(cells[:cell] + (1,) + cells[cell + 1:]), False)
+        after = [_flipped(cells[:a] + (1,) + cells[a + 1:]) for a in range(9) if not cells[a]]
+        best = max(-value(s) for s in after)
+        results = [play(s, True) for s in after if -value(s) == best]
+        return min(r[0] for r in results), sum(r[1] for r in results)
+
+    return play((0,) * 9, first)
