@@ -40,8 +40,8 @@ def run_eval(cmd: EvalCommand) -> None:
     print(f"{result['env']}: {counted(cmd.episodes, mode + ' episode')} per lane")
     for lane in result["lanes"]:
         extra = (f", exact {lane['exact_return']:.6f}" if "exact_return" in lane else "")
-        label = ", ".join(f"{k}={v}" for k, v in lane.items()
-                          if k not in ("mean_return", "exact_return"))
+        label = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in lane.items() if k not in ("mean_return", "exact_return"))
         print(f"  {label}: mean return {lane['mean_return']:.4f}{extra}")
     print(aggregate_text(result["aggregate"], "lane"))
 
