@@ -83,7 +83,8 @@ def run_cfr(game: str, iterations: int, points: int) -> dict:
         solver.evaluate_and_update_policy()
         spent += time.perf_counter() - start
         if i in marks:
-            curve.append([i, [float(exploitability.exploitability(spiel, solver.average_policy()))]])
+            value = exploitability.exploitability(spiel, solver.average_policy())
+            curve.append([i, [float(value)]])
     return {"lib": "OpenSpiel CFR", "unit": "iterations", "wall_s": spent, "seeds": 1,
             "settings": "cfr.CFRSolver (vanilla, alternating=True)", "curve": curve}
 

@@ -52,7 +52,7 @@ def test_rbg_runs_repeat_resume_and_chunk_bit_for_bit(capsys, tmp_path):
     (["--key-impl", "philox"], "--key-impl"),
 ])
 def test_an_unknown_implementation_is_refused(capsys, tmp_path, argv, message):
-    code, out, err = run(capsys, *CORRIDOR, *argv, "--out", str(tmp_path / "r"))
+    code, _, err = run(capsys, *CORRIDOR, *argv, "--out", str(tmp_path / "r"))
     assert code == 2 and message in err and "philox" in err
     assert not (tmp_path / "r").exists()
 
@@ -60,7 +60,7 @@ def test_an_unknown_implementation_is_refused(capsys, tmp_path, argv, message):
 def test_an_unknown_implementation_in_a_config_file_is_refused(capsys, tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('key_impl = "philox"\n')
-    code, out, err = run(capsys, *CORRIDOR, "--config", str(config), "--out", str(tmp_path / "r"))
+    code, _, err = run(capsys, *CORRIDOR, "--config", str(config), "--out", str(tmp_path / "r"))
     assert code == 2
     assert "philox" in err and "key_impl" in err
     assert not (tmp_path / "r").exists()

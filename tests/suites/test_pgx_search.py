@@ -159,15 +159,8 @@ class Uniform:
                 jnp.zeros((), jnp.float32))
 
 
-@dataclasses.dataclass(frozen=True)
-class Perfect:
-    """Plays :func:`rollax.games.tictactoe.perfect_action` on the adapter's observation."""
-
-    def greedy(self, params, observation, mask):
-        return jnp.maximum(tictactoe.perfect_action(observation), 0)  # -1: the game is over
-
-    def sample(self, params, observation, key, mask):
-        return self.greedy(params, observation, mask), jnp.zeros((), jnp.float32)
+Perfect = tictactoe.PerfectPlayer
+"""The minimax player (rollax.games.tictactoe)."""
 
 
 def _rates(out, seat):

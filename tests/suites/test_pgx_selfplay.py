@@ -24,6 +24,7 @@ from rollax.algos import a2c, ppo
 from rollax.algos.base import make_train
 from rollax.collect import collect, collect_autoreset, collection_keys
 from rollax.evaluation import GAME_SCORES, game_payoffs, game_scores
+from rollax.games import tictactoe
 from rollax.returns import player_gae, two_player_next_values
 
 pgx = pytest.importorskip("pgx")
@@ -255,17 +256,8 @@ def test_cli_trains_connect_four_by_self_play_and_reports_the_rates(tmp_path, ca
 
 # --- tic-tac-toe's minimax player (rollax.games.tictactoe) as an opponent --------------------
 
-@dataclasses.dataclass(frozen=True)
-class Perfect:
-    """Plays :func:`rollax.games.tictactoe.perfect_action` on the adapter's observation."""
-
-    def greedy(self, params, observation, mask):
-        from rollax.games import tictactoe
-
-        return jnp.maximum(tictactoe.perfect_action(observation), 0)  # -1: the game is over
-
-    def sample(self, params, observation, key, mask):
-        return self.greedy(params, observation, mask), jnp.zeros((), jnp.float32)
+Perfect = tictactoe.PerfectPlayer
+"""The minimax player (rollax.games.tictactoe)."""
 
 
 def test_the_minimax_player_never_loses_to_a_random_player_from_either_seat():
@@ -277,7 +269,6 @@ def test_the_minimax_player_never_loses_to_a_random_player_from_either_seat():
 
 
 def test_the_minimax_player_draws_against_itself_in_pgx():
-    from rollax.games import tictactoe
 
     env = pgx.make("tic_tac_toe")
     state = jax.vmap(env.init)(jax.random.split(jax.random.key(0), 8))

@@ -20,6 +20,7 @@ board are solved; ``VALUES`` is 0 and ``BEST`` -1 elsewhere.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 
@@ -134,3 +135,17 @@ def against_perfect_play(move: Callable[[np.ndarray, np.ndarray], int], first: b
         return min(r[0] for r in results), sum(r[1] for r in results)
 
     return play((0,) * 9, first)
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfectPlayer:
+    """The minimax player as a policy without parameters (``greedy`` and ``sample`` as
+    :class:`rollax.policies.Policy` has them): it plays :func:`perfect_action` on the
+    adapter's observation, so ``rollax.evaluation.game_payoffs(env, PerfectPlayer(), None,
+    key, first)`` plays it against a random player."""
+
+    def greedy(self, params, observation, mask) -> jnp.ndarray:
+        return jnp.maximum(perfect_action(observation), 0)  # -1 where the game is over
+
+    def sample(self, params, observation, key, mask) -> tuple[jnp.ndarray, jnp.ndarray]:
+        return self.greedy(params, observation, mask), jnp.zeros((), jnp.float32)
