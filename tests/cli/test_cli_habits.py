@@ -149,4 +149,4 @@ def test_help_lists_choices_in_order_without_none(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     out = capsys.readouterr().out
-    assert "--network {auto,mlp,cnn,nature,gru,lstm}" in out and "{None,auto" not in out
+    assert "--network {auto,mlp,cnn,nature,spatial,gru,lstm}" in out and "{None,auto" not in out
