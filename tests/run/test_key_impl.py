@@ -32,6 +32,7 @@ def test_root_keys_are_of_the_implementation_named(impl):
     assert np.array_equal(jax.random.key_data(key), jax.random.key_data(same))
 
 
+@pytest.mark.slow  # six corridor runs: ~16 s here
 def test_rbg_runs_repeat_resume_and_chunk_bit_for_bit(capsys, tmp_path):
     rbg = ["--key-impl", "rbg"]
     whole = sha(capsys, "--updates", "24", *rbg, "--out", str(tmp_path / "whole"))

@@ -20,13 +20,7 @@ import jax
 from rollax.envs.players import num_players
 from rollax.validate import check_count, check_seed
 
-__all__ = ["Snapshot", "open_game_run", "rate_runs", "snapshots"]
-
-
-class Snapshot(dict):
-    """One rated player: ``name``, ``run``, ``update``, ``lane`` (its label: seed and swept
-    values) and, once rated, ``elo``, ``score`` (its share of the points it played for) and
-    ``games``."""
+__all__ = ["open_game_run", "rate_runs", "snapshots"]
 
 
 def open_game_run(path: str | Path):
@@ -45,9 +39,10 @@ def open_game_run(path: str | Path):
     return folder, run, algo
 
 
-def snapshots(path: str | Path, opened: tuple | None = None) -> tuple[list[Snapshot], list]:
+def snapshots(path: str | Path, opened: tuple | None = None) -> tuple[list[dict], list]:
     """``(players, params)`` of one run folder (``opened``: its :func:`open_game_run`, when read
-    already): a :class:`Snapshot` and its parameters (as the policy takes them) for every lane
+    already): a player ``{name, run, update, lane}`` (``lane``: its label, seed and swept
+    values) and its parameters (as the policy takes them) for every lane
     of every kept checkpoint, oldest first. A checkpoint that does not verify is refused
     (``ValueError`` naming it)."""
     from rollax.run import checkpoint
@@ -59,14 +54,15 @@ def snapshots(path: str | Path, opened: tuple | None = None) -> tuple[list[Snaps
     kept = list(reversed(checkpoint.folders(folder.checkpoints)))
     if not kept:
         raise ValueError(f"no checkpoint in {str(path)!r}: nothing to rate")
-    players, params = [], []
+    players: list[dict[str, Any]] = []
+    params: list = []
     lane_params = jax.jit(jax.vmap(algo.params))
     for saved in kept:
         updates, state = checkpoint.load(saved, template, run.identity(), run.spec.length_field)
         every = lane_params(state)
         for lane, label in enumerate(lanes.labels()):
             suffix = f" lane {lane}" if len(lanes) > 1 else ""
-            players.append(Snapshot(name=f"{path}@{updates}{suffix}", run=str(path),
+            players.append(dict(name=f"{path}@{updates}{suffix}", run=str(path),
                                     update=updates, lane=label))
             params.append(jax.tree_util.tree_map(lambda x, i=lane: x[i], every))
     return players, params
@@ -107,7 +103,7 @@ def rate_runs(paths: list[str], games: int = 50, seed: int = 0, greedy: bool = F
     algo = opened[0][2]
     for path, (_, _, other) in zip(paths[1:], opened[1:]):
         _same_game(algo, other, path)
-    players = [Snapshot(name="random", run=None, update=None, lane=None)]
+    players: list[dict[str, Any]] = [dict(name="random", run=None, update=None, lane=None)]
     params: list = [None]
     for path, run in zip(paths, opened):
         snaps, snap_params = snapshots(path, run)
@@ -122,6 +118,6 @@ def rate_runs(paths: list[str], games: int = 50, seed: int = 0, greedy: bool = F
     order = sorted(range(len(players)), key=lambda i: -players[i]["elo"])
     return {"env": str(algo.config.env), "games": games,
             "policy": "greedy" if greedy else "sampled",
-            "players": [dict(players[i]) for i in order],
+            "players": [players[i] for i in order],
             "order": [players[i]["name"] for i in range(len(players))],
             "wins": wins.tolist()}
