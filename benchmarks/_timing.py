@@ -55,15 +55,19 @@ def emit(record: dict, path: str | None) -> None:
 
 def ppo_args(doc: str) -> argparse.Namespace:
     """The command line both PPO scripts share (same defaults, so the rows compare equal
-    budgets): ``--total-steps``, ``--num-envs``, ``--repeats``, ``--json``. Only the number of
-    environments varies: 128 steps, 4 epochs and 4 minibatches stay, so each update collects
-    ``num_envs * 128`` steps and the minibatch size (``num_envs * 32``) grows with it."""
+    budgets): ``--total-steps``, ``--num-envs``, ``--repeats``, ``--json``, ``--key-impl``.
+    Only the number of environments varies: 128 steps, 4 epochs and 4 minibatches stay, so each
+    update collects ``num_envs * 128`` steps and the minibatch size (``num_envs * 32``) grows
+    with it."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--total-steps", type=int, default=500_000)
     parser.add_argument("--num-envs", type=int, default=4,
                         help="parallel environments (minibatch size num_envs * 128 / 4)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--key-impl", default="threefry2x32",
+                        help="the root keys' implementation (rollax's row only; rejax's keys "
+                        "are threefry)")
     return parser.parse_args()
 
 

@@ -15,6 +15,8 @@
 #   variants          rollax's minibatch steps at 1,024 envs under changes (clip, statistics)
 #   shuffle           the one-gather shuffle at 1,024 seeds; seeds.py after it (SEEDS_K)
 #   seeds-compile     compile time of K PPO seeds, part by part (SEEDS="64 256 1024")
+#   profile           1,024 PPO seeds in one program under jax.profiler (the busiest device
+#                     operations), then the same and PPO at 1,024 envs with rbg keys
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -49,8 +51,9 @@ export PYTHONUNBUFFERED=1
 dry="${DRY:-}"
 pip_quiet() { PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-compile \
   --no-cache-dir "$@"; }
-install() {  # install() NAME: $wheels/NAME/*.whl into /tmp/site-NAME
+install() {  # install() NAME: $wheels/NAME/*.whl into /tmp/site-NAME (once a machine)
   [ -n "$dry" ] && return 0
+  [ -d "/tmp/site-$1" ] && return 0
   if ls "$wheels/$1"/*.whl >/dev/null 2>&1; then
     pip_quiet --no-index --no-deps --upgrade --target "/tmp/site-$1" "$wheels/$1"/*.whl \
       || echo "could not install $wheels/$1"
@@ -58,7 +61,7 @@ install() {  # install() NAME: $wheels/NAME/*.whl into /tmp/site-NAME
 }
 install anchors
 install rejax
-if [ -z "$dry" ] && [ -d /opt/pypi/simple ]; then  # the machine's own index (TPU v5e)
+if [ -z "$dry" ] && [ -d /opt/pypi/simple ] && [ ! -d /tmp/site-index ]; then  # the machine's own index (TPU v5e)
   pip_quiet --only-binary=:all: --index-url file:///opt/pypi/simple --target /tmp/site-index \
     matplotlib pyyaml flax seaborn || echo "could not install from /opt/pypi/simple"
 fi
@@ -154,6 +157,16 @@ seeds-compile)
     row "${SEED_LIMIT:-150}" "$anchors" seeds_compile.py --seeds "$k" ${PRNG:+--prng $PRNG}
   done
   ;;
+profile)
+  # where the 1,024-seed program's time goes (the trace under $OUT/profile, its busiest device
+  # operations printed), then the chip's own bit generator for the lanes' keys (--key-impl rbg)
+  row 240 "$anchors" seeds.py --seeds 1024 --total-steps 100000 --repeats 1 \
+    --profile "$out/profile" --json "$out/seeds-profile.json"
+  row 150 "$anchors" seeds.py --seeds 1024 --total-steps 100000 --repeats 1 --key-impl rbg \
+    --json "$out/seeds-rbg.json"
+  row 90 "$anchors" ppo_rollax.py --num-envs 1024 --total-steps 2097152 --repeats 2 \
+    --key-impl rbg --json "$out/ppo-rollax-1024-rbg.json"
+  ;;
 tests)
   # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
   # limit pytest is interrupted (SIGINT), so it still reports the failures it met, and killed 30 s on
@@ -171,6 +184,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

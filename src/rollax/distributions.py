@@ -49,8 +49,13 @@ class Categorical(NamedTuple):
     logits: jax.Array
 
     def log_prob(self, action: jax.Array) -> jax.Array:
+        """``log_softmax(logits)[a]``, picked by a select and a sum rather than a gather: the
+        sum adds exact zeros to the one picked value, so it is that value bit for bit, and a
+        TPU selects where it gathers (and, under ``grad``, scatters) slowly. An action outside
+        ``[0, n)`` picks nothing: its log-probability is 0."""
         log_p = jax.nn.log_softmax(self.logits)
-        return jnp.take_along_axis(log_p, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        picked = jax.nn.one_hot(action, log_p.shape[-1], dtype=jnp.bool_)
+        return jnp.sum(jnp.where(picked, log_p, 0.0), axis=-1)
 
     def entropy(self) -> jax.Array:
         """``-sum_a p(a) log p(a)``."""
