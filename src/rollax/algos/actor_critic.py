@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 import jax
 
@@ -33,7 +33,7 @@ from rollax.games.search import check_search
 from rollax.nets.build import RECURRENT, Network, actor_critic, check_network, network_choice
 from rollax.nets.heads import ActorCriticParams
 from rollax.policies import RunningStats
-from rollax.validate import check_bool, check_count, check_real, check_seed
+from rollax.validate import check_bool, check_count, check_real, check_seed, is_int
 
 __all__ = [
     "ActorCriticConfig",
@@ -137,6 +137,11 @@ class ActorCriticConfig:
     pool_every: int = added(10, stored=10)
     """Updates between snapshots: every pool_every updates the current parameters replace the
     pool's oldest (opponents pool)."""
+    opening_moves: int = added(0, stored=0)
+    """A game's random openings: each training game starts after k uniformly random legal
+    moves, k drawn from 0 to opening_moves (a move that would end the game is not played), so
+    both seats meet positions self-play alone would not reach; evaluations start from the
+    game's own start. 0: none. Pgx's games of two players."""
 
 
 C = TypeVar("C", bound=ActorCriticConfig)
@@ -191,6 +196,8 @@ def check_settings(config: ActorCriticConfig) -> None:
                          f"got {config.opponents!r}")
     check_count("pool_size", config.pool_size)
     check_count("pool_every", config.pool_every)
+    if not is_int(config.opening_moves) or config.opening_moves < 0:
+        raise ValueError(f"opening_moves must be an integer >= 0, got {config.opening_moves!r}")
 
 
 def environment(config: ActorCriticConfig, env: Environment | None,
@@ -212,6 +219,9 @@ def environment(config: ActorCriticConfig, env: Environment | None,
     elif config.opponents != "self":
         raise ValueError(f"opponents {config.opponents} is refused for {config.env}: it is not "
                          f"a game of two players")
+    if config.opening_moves and not (is_game(env) and hasattr(env, "opening_moves")):
+        raise ValueError(f"opening_moves is refused for {config.env}: random openings are for "
+                         f"Pgx's games of two players")
     return env
 
 
@@ -250,12 +260,15 @@ def make_experience(config: ActorCriticConfig, env: Environment,
                     checked: bool = False) -> ExperienceParts:
     """The experience (:class:`ExperienceParts`) of a resolved ``config`` on ``env``."""
     league = config.opponents == "pool"
-    return ExperienceParts(env, make_network(env, config), config.num_envs, config.num_steps,
+    played = env
+    if config.opening_moves:  # training's games open at random; evaluations' do not
+        played = dataclasses.replace(cast(Any, env), opening_moves=config.opening_moves)
+    return ExperienceParts(played, make_network(env, config), config.num_envs, config.num_steps,
                         config.normalize_observations, checked,
                         normalize_rewards=config.normalize_rewards,
                         reward_clip=float(config.reward_clip),
                         pool_size=config.pool_size if league else 0,
-                        pool_every=config.pool_every)
+                        pool_every=config.pool_every, eval_env=env)
 
 
 class ActorCriticResult(NamedTuple):

@@ -243,6 +243,9 @@ class ExperienceParts:
     """A league's snapshots ``K`` (``opponents`` pool); 0: self-play, no pool."""
     pool_every: int = 1
     """A league's updates between snapshots."""
+    eval_env: Environment | None = None
+    """The environment evaluations play, where it is not ``env`` (a game whose training
+    games open at random, ``opening_moves``); ``None``: ``env``."""
 
     @property
     def recurrent(self) -> bool:
@@ -440,7 +443,8 @@ class ExperienceParts:
         (:func:`rollax.algos.base.neural_algorithm`): ``B`` environments batched, the
         parameters saved with the observation statistics."""
         return neural_algorithm(
-            config, self.env, self.policy, num_updates=num_updates,
+            config, self.env if self.eval_env is None else self.eval_env, self.policy,
+            num_updates=num_updates,
             env_steps_per_update=self.cells, init=init, update=update,
             greedy_result=greedy_result,
             params=self.policy_params, env_batch_fields=ENV_BATCH_FIELDS)

@@ -65,7 +65,7 @@ from rollax.envs.suites.base import (
     strong,
     unknown_id,
 )
-from rollax.validate import check_horizon
+from rollax.validate import check_horizon, is_int
 
 PGX_PREFIX = "pgx:"
 """``rollax.make("pgx:<id>", horizon=None, **options)`` hands ``<id>`` to :func:`make_pgx`."""
@@ -167,6 +167,11 @@ class PgxEnv(SuiteEnvironment):
     game's own time limit (Freeway: 2501), else :data:`DEFAULT_HORIZON`."""
     env_kwargs: Options = ()
     """Sorted ``(name, value)`` pairs passed to the game's class."""
+    opening_moves: int = 0
+    """A two-player game's random opening (training's ``opening_moves`` setting): ``reset``
+    plays ``k`` uniformly random legal moves after Pgx's ``init``, ``k`` drawn uniformly from
+    ``0 .. opening_moves``; a move that would end the game is not played (the opening stops
+    there), so every start is live. 0: Pgx's start position."""
 
     pgx_env: Any = dataclasses.field(init=False, repr=False, compare=False, hash=False)
     """The wrapped Pgx environment object."""
@@ -177,6 +182,7 @@ class PgxEnv(SuiteEnvironment):
         pgx = _import_pgx()
         env_kwargs = hashable_options("pgx", self.env_kwargs)
         env = _build(pgx, self.name, dict(env_kwargs))
+        check_opening(self.opening_moves, f"pgx:{self.name}", int(env.num_players))
         horizon = _resolve_horizon(self.name, self.horizon)
         self._fill(env_kwargs=env_kwargs, horizon=horizon, pgx_env=env, spaces=_spaces(env),
                    num_players=int(env.num_players))
@@ -184,8 +190,28 @@ class PgxEnv(SuiteEnvironment):
     # -- the functional interface ---------------------------------------------------------------
 
     def reset(self, key: jax.Array) -> PgxState:
-        inner = self.pgx_env.init(key)
+        if self.opening_moves:
+            key, opening_key = jax.random.split(key)
+            inner = self._opening(self.pgx_env.init(key), opening_key)
+        else:
+            inner = self.pgx_env.init(key)
         return PgxState(jax.tree.map(strong, inner), *start_counters())
+
+    def _opening(self, inner, key: jax.Array):
+        """``inner`` after ``k ~ U{0 .. opening_moves}`` uniformly random legal moves, each
+        kept only while it leaves the game live (:attr:`opening_moves`)."""
+        count_key, moves_key = jax.random.split(key)
+        count = jax.random.randint(count_key, (), 0, self.opening_moves + 1)
+
+        def move(i, inner):
+            pick_key, step_key = jax.random.split(jax.random.fold_in(moves_key, i))
+            logits = jnp.where(inner.legal_action_mask, 0.0, -jnp.inf)
+            action = jax.random.categorical(pick_key, logits)
+            moved = self.pgx_env.step(inner, action, step_key)
+            keep = (i < count) & ~jnp.asarray(moved.terminated, bool)
+            return jax.tree.map(lambda new, old: jnp.where(keep, new, old), moved, inner)
+
+        return jax.lax.fori_loop(0, self.opening_moves, move, inner)
 
     def transition(self, state: PgxState, action: jax.Array, key: jax.Array | None):
         inner = self.pgx_env.step(state.inner, action, key)
@@ -219,6 +245,16 @@ class PgxEnv(SuiteEnvironment):
         """Each player's reward in the step that reached ``state`` (float32
         ``(num_players,)``): Pgx's ``rewards``."""
         return jnp.reshape(state.inner.rewards, (-1,)).astype(jnp.float32)
+
+
+def check_opening(moves: Any, env_name: str, players: int) -> None:
+    """``opening_moves`` is a count of moves, at least 0, and positive only in a game of two
+    players (``ValueError`` naming the setting)."""
+    if not is_int(moves) or moves < 0:
+        raise ValueError(f"opening_moves must be an integer >= 0, got {moves!r}")
+    if moves and players != 2:
+        raise ValueError(f"opening_moves is refused for {env_name}: random openings are for "
+                         f"games of two players")
 
 
 def _build(pgx, name, env_kwargs: dict):
