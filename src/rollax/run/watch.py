@@ -89,6 +89,8 @@ class Filmed:
     """What :func:`render_versus` wrote."""
 
     path: Path
+    env: str
+    """The game (the runs' ``env`` setting)."""
     players: tuple[dict, dict]
     """The two snapshots, ``{name, run, update, lane}`` (:func:`rollax.run.rating.snapshots`):
     side 0 (``target``'s) and side 1 (``versus``'s)."""
@@ -130,7 +132,7 @@ def render_versus(target: str | Path, versus: str | Path, out: str | Path = "epi
     for name, run_dir in (("target", target), ("versus", versus)):
         if not Path(run_dir).is_dir():
             raise ValueError(f"render --versus films two run folders: {name} {str(run_dir)!r} "
-                             f"is not a run folder")
+                             f"is not one (an environment is filmed without --versus)")
         opened.append(open_game_run(run_dir, FILMED))
     algo = opened[0][2]
     same_game(algo, opened[1][2], versus, FILMED)
@@ -161,8 +163,8 @@ def render_versus(target: str | Path, versus: str | Path, out: str | Path = "epi
     texts = versus_captions(games, first, [p["name"] for p in players])
     frames = captioned_frames(games.recorded, frame_renderer(env), texts)
     write_video(frames, path, fps)
-    return Filmed(path, players, played, tuple(int(n) for n in games.recorded.lengths),
-                  len(frames))
+    return Filmed(path, str(algo.config.env), players, played,
+                  tuple(int(n) for n in games.recorded.lengths), len(frames))
 
 
 def _snapshot(run_dir: str | Path, opened: tuple, setting: str, update: int | None,
