@@ -290,9 +290,8 @@ def _caption(frame: np.ndarray, text: str, width: int | None = None) -> np.ndarr
     ``width``, on a white canvas that wide (the frame at its left)."""
     from PIL import Image, ImageDraw
 
-    height = frame.shape[0]
-    width = max(frame.shape[1], width or 0)
-    canvas = Image.new("RGB", (width, height + CAPTION), "white")
+    height, wide = frame.shape[0], max(frame.shape[1], width or 0)
+    canvas = Image.new("RGB", (wide, height + CAPTION), "white")
     canvas.paste(Image.fromarray(frame), (0, 0))
     ImageDraw.Draw(canvas).text((4, height + 3), text, fill="black")
     return np.asarray(canvas)
