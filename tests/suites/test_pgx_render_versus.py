@@ -129,6 +129,11 @@ def test_a_kept_update_against_the_same_run_and_the_text(capsys, runs, tmp_path)
     names = [f"{runs['a']}@4", f"{runs['a']}@8"]
     assert lines[0].startswith(f"game 1: {names[0]} first, {names[1]} second: ")
     assert lines[1].startswith(f"game 2: {names[1]} first, {names[0]} second: ")
+    for line, game in zip(lines, result["games"]):  # the same games as the JSON's
+        won = game["results"].index("win") if "win" in game["results"] else None
+        seat = "first" if won == game["first"] else "second"
+        assert line.endswith((f": {names[won]} ({seat}) wins, " if won is not None
+                              else ": a draw, ") + f"{len(game['moves'])} moves")
     assert lines[-1] == f"wrote {tmp_path / 'self.gif'} ({result['frames']} frames)"
 
 

@@ -322,8 +322,9 @@ def run_render_versus(cmd: RenderCommand) -> None:
     names = [p["name"] for p in done.players]
     for i, game in enumerate(done.games):
         first = game["first"]
-        result = ("a draw" if game["results"][0] == "draw" else
-                  f"{names[game['results'].index('win')]} wins")
+        won = game["results"].index("win") if "win" in game["results"] else None
+        result = ("a draw" if won is None else
+                  f"{names[won]} ({'first' if won == first else 'second'}) wins")
         if not game["ended"]:
             result = "stopped at --max-steps, a draw"
         print(f"game {i + 1}: {names[first]} first, {names[1 - first]} second: {result}, "
