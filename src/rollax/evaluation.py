@@ -163,13 +163,48 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
     ``player_rewards`` over its live steps."""
     actor: Any = GreedyPolicy(policy) if greedy else policy
     steps = evaluation_steps(env, num_steps)
-    size = first.shape[0]
-    streams = jax.random.split(key, 4)
-    state = jax.vmap(env.reset)(jax.random.split(streams[0], size))
-    starter = jax.vmap(env.to_act)(state)
-    me = jnp.where(first, starter, 1 - starter)
+    streams, state, me = game_start(env, key, first)
     if opponent is None:
-        opponent = jax.vmap(functools.partial(_other, env, actor, other_params))
+        opponent = other_player(env, actor, other_params)
+
+    def body(loop):
+        t, state, total = loop
+        state, _, paid = game_turn(env, actor, params, opponent, streams, me, t, state)
+        return t + 1, state, total + paid[jnp.arange(me.shape[0]), me]
+
+    def running(loop):
+        return (loop[0] < steps) & jnp.any(~jax.vmap(env.done)(loop[1]))
+
+    start = (jnp.zeros((), jnp.int32), state, jnp.zeros(me.shape, jnp.float32))
+    return jax.lax.while_loop(running, body, start)[2]
+
+
+def game_start(env: Any, key: jax.Array, first: jax.Array) -> tuple[jax.Array, Any, jax.Array]:
+    """The start of :func:`game_payoffs`'s games: ``(streams (4,), states (G, ...), me (G,))``,
+    ``streams`` the keys ``reset, act, other, transition = split(key, 4)``, game ``g`` reset
+    with ``split(reset, G)[g]``, ``me`` the player id of the policy (the starter where
+    ``first``, the other player elsewhere)."""
+    streams = jax.random.split(key, 4)
+    state = jax.vmap(env.reset)(jax.random.split(streams[0], first.shape[0]))
+    starter = jax.vmap(env.to_act)(state)
+    return streams, state, jnp.where(first, starter, 1 - starter)
+
+
+def other_player(env: Any, actor: Any, other_params=None) -> Callable:
+    """The opponent of :func:`game_payoffs` over a batch of games: ``(states, keys) ->
+    actions``, uniform among the legal actions, or ``actor`` with ``other_params``."""
+    return jax.vmap(functools.partial(_other, env, actor, other_params))
+
+
+def game_turn(env: Any, actor: Any, params, opponent: Callable, streams: jax.Array,
+              me: jax.Array, t: jax.Array, state: Any) -> tuple[Any, jax.Array, jax.Array]:
+    """Step ``t`` of every game of :func:`game_payoffs` (``streams`` and ``me`` of
+    :func:`game_start`): the player to act moves, ``actor`` with ``params`` where it is ``me``,
+    ``opponent`` elsewhere, each game drawing from ``split(fold_in(stream, t), G)[g]``.
+    Returns ``(states', actions (G,), rewards (G, players))``: every player's reward of the
+    step, 0 in a game that had already ended (which keeps its state)."""
+    size = me.shape[0]
+    act, other, step = [jax.random.split(jax.random.fold_in(s, t), size) for s in streams[1:]]
 
     def one(state, me, other, act_key, step_key):
         mine = actor.sample(params, env.observation(state), act_key,
@@ -177,20 +212,9 @@ def game_payoffs(env: Any, policy: Policy, params, key: jax.Array, first: jax.Ar
         action = jnp.where(env.to_act(state) == me, mine, other).astype(mine.dtype)
         live = ~env.done(state)
         state = step_with_key(env, state, action, step_key)[0]
-        return state, jnp.where(live, env.player_rewards(state)[me], 0.0)
+        return state, action, jnp.where(live, env.player_rewards(state), 0.0)
 
-    def body(loop):
-        t, state, total = loop
-        act, other, step = [jax.random.split(jax.random.fold_in(s, t), size)
-                            for s in streams[1:]]
-        state, paid = jax.vmap(one)(state, me, opponent(state, other), act, step)
-        return t + 1, state, total + paid
-
-    def running(loop):
-        return (loop[0] < steps) & jnp.any(~jax.vmap(env.done)(loop[1]))
-
-    start = (jnp.zeros((), jnp.int32), state, jnp.zeros((size,), jnp.float32))
-    return jax.lax.while_loop(running, body, start)[2]
+    return jax.vmap(one)(state, me, opponent(state, other), act, step)
 
 
 def _other(env: Any, actor: Any, other_params, state, key: jax.Array) -> jax.Array:

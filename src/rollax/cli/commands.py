@@ -284,6 +284,15 @@ def run_envs(cmd: EnvsCommand) -> None:
 def run_render(cmd: RenderCommand) -> None:
     from rollax.run.watch import render_episodes
 
+    if cmd.versus is not None:
+        run_render_versus(cmd)
+        return
+    for name, value, default in (("versus_lane", cmd.versus_lane, 0),
+                                 ("update", cmd.update, None),
+                                 ("versus_update", cmd.versus_update, None)):
+        if value != default:
+            raise ValueError(f"{name} picks a snapshot of a game between two runs: it needs "
+                             f"--versus RUN2")
     done = render_episodes(cmd.target, cmd.out, episodes=cmd.episodes, lane=cmd.lane,
                            sample=cmd.sample, fps=cmd.fps, seed=cmd.seed,
                            max_steps=cmd.max_steps)
@@ -293,6 +302,33 @@ def run_render(cmd: RenderCommand) -> None:
         return
     for i, (total, length) in enumerate(zip(done.returns, done.lengths)):
         print(f"episode {i + 1}: return {total:.6g}, {counted(length, 'step')}")
+    print(f"wrote {done.path} ({counted(done.frames, 'frame')})")
+
+
+def run_render_versus(cmd: RenderCommand) -> None:
+    from rollax.run.watch import render_versus
+
+    assert cmd.versus is not None
+    done = render_versus(cmd.target, cmd.versus, cmd.out, episodes=cmd.episodes, lane=cmd.lane,
+                         versus_lane=cmd.versus_lane, update=cmd.update,
+                         versus_update=cmd.versus_update, sample=cmd.sample, fps=cmd.fps,
+                         seed=cmd.seed, max_steps=cmd.max_steps)
+    if cmd.json:
+        emit({"out": str(done.path), "env": done.env,
+              "policy": "sampled" if cmd.sample else "greedy", "players": list(done.players),
+              "games": list(done.games), "lengths": list(done.lengths),
+              "frames": done.frames})
+        return
+    names = [p["name"] for p in done.players]
+    for i, game in enumerate(done.games):
+        first = game["first"]
+        won = game["results"].index("win") if "win" in game["results"] else None
+        result = ("a draw" if won is None else
+                  f"{names[won]} ({'first' if won == first else 'second'}) wins")
+        if not game["ended"]:
+            result = "stopped at --max-steps, a draw"
+        print(f"game {i + 1}: {names[first]} first, {names[1 - first]} second: {result}, "
+              f"{counted(len(game['moves']), 'move')}")
     print(f"wrote {done.path} ({counted(done.frames, 'frame')})")
 
 

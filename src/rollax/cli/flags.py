@@ -328,7 +328,9 @@ class GradientsCommand:
 @dataclasses.dataclass(frozen=True)
 class RenderCommand:
     """Play episodes of a run's policy (greedy by default), or of a uniform random policy on an
-    environment, and write them as a GIF or MP4 with the step, return and action captioned."""
+    environment, and write them as a GIF or MP4 with the step, return and action captioned;
+    with --versus RUN2, games of a two-player game between two kept snapshots, seats
+    alternating, each move's player and the result captioned."""
 
     target: tyro.conf.Positional[str]
     """A run folder, or an environment name (CartPole-v1, gymnax:Breakout-MinAtar, ...)."""
@@ -338,6 +340,15 @@ class RenderCommand:
     """Episodes, one after the other in the video."""
     lane: int = 0
     """The run's lane (seed or sweep point) whose policy plays."""
+    versus: str | None = None
+    """A run folder of the same two-player game (TARGET itself allowed) whose snapshot plays
+    the other seat: TARGET's moves first in games 1, 3, ..., RUN2's in games 2, 4, ...."""
+    versus_lane: int = 0
+    """With --versus: RUN2's lane whose policy plays."""
+    update: int | None = None
+    """With --versus: TARGET's kept checkpoint (its update) that plays (default: the latest)."""
+    versus_update: int | None = None
+    """With --versus: RUN2's kept checkpoint that plays (default: the latest)."""
     sample: bool = False
     """Sample actions instead of acting greedily (an environment's random policy samples)."""
     fps: float = 30.0
@@ -347,7 +358,8 @@ class RenderCommand:
     max_steps: int = 1000
     """Steps per episode at most (also at most the environment's horizon)."""
     json: bool = False
-    """Print one JSON object (out, returns, lengths, frames)."""
+    """Print one JSON object (out, returns, lengths, frames; with --versus: out, env, policy,
+    players, games with each side's result, lengths, frames)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,12 +20,17 @@ import jax
 from rollax.envs.players import num_players
 from rollax.validate import check_count, check_seed
 
-__all__ = ["open_game_run", "rate_runs", "snapshots"]
+__all__ = ["RATED", "open_game_run", "rate_runs", "same_game", "snapshots"]
+
+RATED = "the players rated"
+"""Who the refusals of :func:`open_game_run` and :func:`same_game` name by default (``rollax
+rate``'s players; ``rollax render --versus`` names its own)."""
 
 
-def open_game_run(path: str | Path):
-    """``(run config, algorithm)`` of a run folder, refused in one line unless it trained a
-    game of two players (nothing but config.json read)."""
+def open_game_run(path: str | Path, who: str = RATED):
+    """``(run folder, run, algorithm)`` of a run folder, refused in one line unless it trained
+    a game of two players (nothing but config.json read); ``who`` names the players in the
+    refusal."""
     from rollax.run.folder import RunFolder
     from rollax.run.training import read_run
 
@@ -34,7 +39,7 @@ def open_game_run(path: str | Path):
     run = read_run(folder)
     algo = run.build()
     if num_players(algo.env) != 2:
-        raise ValueError(f"the players rated come from runs of a two-player game; "
+        raise ValueError(f"{who} come from runs of a two-player game; "
                          f"{str(path)!r} trained {run.config.env}")
     return folder, run, algo
 
@@ -68,17 +73,18 @@ def snapshots(path: str | Path, opened: tuple | None = None) -> tuple[list[dict]
     return players, params
 
 
-def _same_game(algo: Any, other: Any, path: str | Path) -> None:
+def same_game(algo: Any, other: Any, path: str | Path, who: str = RATED) -> None:
     """``ValueError`` in one line unless the run at ``path`` (``other``: its algorithm) plays
-    the first run's game (``algo``'s) with a network of the same parameter shapes."""
+    the first run's game (``algo``'s) with a network of the same parameter shapes; ``who``
+    names the players in the refusal."""
     if other.config.env != algo.config.env:
-        raise ValueError(f"the players rated come from runs of one game: {str(path)!r} "
+        raise ValueError(f"{who} come from runs of one game: {str(path)!r} "
                          f"trained {other.config.env}, the first run {algo.config.env}")
     shapes = [jax.eval_shape(lambda k, a=a: a.params(a.init(k, a.hyperparams)),
                              jax.random.key(0)) for a in (algo, other)]
     if (jax.tree_util.tree_structure(shapes[0]) != jax.tree_util.tree_structure(shapes[1])
             or jax.tree_util.tree_leaves(shapes[0]) != jax.tree_util.tree_leaves(shapes[1])):
-        raise ValueError(f"the players rated share one network: the network of {str(path)!r} "
+        raise ValueError(f"{who} share one network: the network of {str(path)!r} "
                          f"differs from the first run's (settings such as network or hidden)")
 
 
@@ -102,7 +108,7 @@ def rate_runs(paths: list[str], games: int = 50, seed: int = 0, greedy: bool = F
     opened = [open_game_run(p) for p in paths]
     algo = opened[0][2]
     for path, (_, _, other) in zip(paths[1:], opened[1:]):
-        _same_game(algo, other, path)
+        same_game(algo, other, path)
     players: list[dict[str, Any]] = [dict(name="random", run=None, update=None, lane=None)]
     params: list = [None]
     for path, run in zip(paths, opened):

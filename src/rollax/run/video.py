@@ -33,11 +33,14 @@ from rollax.contracts.probe import usable_mask
 from rollax.envs.base import step_with_key
 from rollax.envs.frames import frame_renderer
 from rollax.envs.host import HostEnvironment, is_host
+from rollax.evaluation import game_start, game_turn, other_player
+from rollax.policies import GreedyPolicy
 from rollax.recurrent import is_recurrent
 from rollax.run.files import staged_file
 
-__all__ = ["FORMATS", "Recorded", "Rendered", "captions", "check_out", "drawable",
-           "play_host_episodes", "played", "record_episodes", "training_video", "write_video"]
+__all__ = ["FORMATS", "Recorded", "RecordedGames", "Rendered", "captions", "check_out",
+           "drawable", "play_host_episodes", "played", "record_episodes", "record_games",
+           "training_video", "write_video"]
 
 FORMATS = (".gif", ".mp4")
 """The video files :func:`write_video` writes, by suffix."""
@@ -124,6 +127,61 @@ def record_episodes(env, policy, params, key: jax.Array, episodes: int, num_step
     states, actions, rewards, lengths = jax.device_get(
         _record(env, policy, params, key, episodes, num_steps, sample))
     return Recorded(states, np.asarray(actions), np.asarray(rewards), np.asarray(lengths))
+
+
+class RecordedGames(NamedTuple):
+    """``G`` games of a two-player game between two parameter sets of one policy, played for
+    ``T`` steps (NumPy arrays; :func:`record_games`)."""
+
+    recorded: Recorded
+    """The states, actions and lengths; ``rewards`` are side 0's (the first parameters')."""
+    movers: np.ndarray
+    """``(G, T)`` int: the side that made each move (0: the first parameters, 1: the
+    other's); meaningful for the live steps only."""
+    payoffs: np.ndarray
+    """``(G, 2)``: each side's payoff, the sum of its player's rewards over the live steps."""
+    ended: np.ndarray
+    """``(G,)`` bool: the game ended within the ``T`` steps."""
+
+
+@functools.partial(jax.jit, static_argnames=("env", "policy", "num_steps", "sample"))
+def _record_games(env, policy, params, other_params, key, first, num_steps: int, sample: bool):
+    actor = policy if sample else GreedyPolicy(policy)
+    streams, state, me = game_start(env, key, first)
+    opponent = other_player(env, actor, other_params)
+    games = jnp.arange(first.shape[0])
+
+    def step(state, t):
+        mover = (jax.vmap(env.to_act)(state) != me).astype(jnp.int32)
+        active = ~jax.vmap(env.done)(state)
+        state, action, rewards = game_turn(env, actor, params, opponent, streams, me, t, state)
+        sides = jnp.stack([rewards[games, me], rewards[games, 1 - me]], axis=-1)
+        return state, (state, action, sides, mover, active)
+
+    last, (states, actions, sides, movers, active) = jax.lax.scan(
+        step, state, jnp.arange(num_steps))
+    states = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]),
+                          state, states)
+    lead = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  (steps first -> games first)
+    return (jax.tree.map(lead, states), lead(actions), lead(sides), lead(movers),
+            active.sum(axis=0), jax.vmap(env.done)(last))
+
+
+def record_games(env, policy, params, other_params, key: jax.Array, first: jax.Array,
+                 num_steps: int, sample: bool = False) -> RecordedGames:
+    """One game per entry of ``first (G,)`` of a two-player game: ``policy`` with ``params``
+    (side 0) against ``policy`` with ``other_params`` (side 1), side 0 moving first where
+    ``first``; both play their mode among the legal actions, or sample with ``sample``. The
+    games, their keys and their payoffs are :func:`rollax.evaluation.game_payoffs`'s with
+    ``other_params`` (its ``game_start`` and ``game_turn``), but played for ``num_steps``
+    steps under ``lax.scan`` (an ended game keeps its last state) so that every state is
+    kept for drawing. Compiled once per (env, policy, G, num_steps, sample)."""
+    states, actions, sides, movers, lengths, ended = jax.device_get(
+        _record_games(env, policy, params, other_params, key, jnp.asarray(first),
+                      num_steps, sample))
+    sides = np.asarray(sides)
+    recorded = Recorded(states, np.asarray(actions), sides[..., 0], np.asarray(lengths))
+    return RecordedGames(recorded, np.asarray(movers), sides.sum(axis=1), np.asarray(ended))
 
 
 @functools.partial(jax.jit, static_argnames=("policy", "sample"))
@@ -227,12 +285,13 @@ def _first_frame(env: HostEnvironment, name: str) -> None:
                          f"`pip install 'rollax[render]'` ({str(err).splitlines()[0]})") from None
 
 
-def _caption(frame: np.ndarray, text: str) -> np.ndarray:
-    """``frame`` with a white bar of :data:`CAPTION` pixels under it holding ``text``."""
+def _caption(frame: np.ndarray, text: str, width: int | None = None) -> np.ndarray:
+    """``frame`` with a white bar of :data:`CAPTION` pixels under it holding ``text``; with
+    ``width``, on a white canvas that wide (the frame at its left)."""
     from PIL import Image, ImageDraw
 
-    height, width = frame.shape[:2]
-    canvas = Image.new("RGB", (width, height + CAPTION), "white")
+    height, wide = frame.shape[0], max(frame.shape[1], width or 0)
+    canvas = Image.new("RGB", (wide, height + CAPTION), "white")
     canvas.paste(Image.fromarray(frame), (0, 0))
     ImageDraw.Draw(canvas).text((4, height + 3), text, fill="black")
     return np.asarray(canvas)
@@ -262,12 +321,21 @@ def captions(recorded: Recorded) -> list[str]:
     return lines
 
 
-def captioned_frames(recorded: Recorded, draw) -> list[np.ndarray]:
+def captioned_frames(recorded: Recorded, draw, texts: list[str] | None = None
+                     ) -> list[np.ndarray]:
     """Each episode's ``length + 1`` states drawn by ``draw``, with :func:`captions` under
-    them, in order."""
+    them, in order; or with ``texts`` (one a frame), every frame widened to the longest of
+    them."""
+    from PIL import Image, ImageDraw
+
     states = [jax.tree.map(lambda x, e=e, t=t: x[e, t], recorded.states)
               for e, length in enumerate(recorded.lengths) for t in range(int(length) + 1)]
-    return [_caption(draw(state), text) for state, text in zip(states, captions(recorded))]
+    width = None
+    if texts is not None:
+        measure = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+        width = 8 + max(round(measure.textlength(text)) for text in texts)
+    return [_caption(draw(state), text, width)
+            for state, text in zip(states, captions(recorded) if texts is None else texts)]
 
 
 def write_video(frames: list[np.ndarray], path: Path, fps: float) -> None:
