@@ -16,7 +16,8 @@ optimiser. One update, each line a method of :class:`ExperienceParts`::
             1e-8), +-clip)
         A, targets = gae(r', V, V', terminated, truncated, gamma, lambda)
         (a game of two players, by self-play: each player's chain over its own turns,
-        :meth:`ExperienceParts.game_advantages`)
+        :meth:`ExperienceParts.game_advantages`; a team of agents: each agent's chain over its
+        own rewards and values, :meth:`ExperienceParts.team_advantages`)
     data = batch(state, collected, advantages)  # frozen through the algorithm's steps
     ... the algorithm's gradient steps on minibatches(data) (each scored by score(params)) ...
     state, episodes = advance(state, collected, advantages, params, opt_state, key)
@@ -27,6 +28,13 @@ Feed-forward (MLP, CNN) and recurrent (GRU, LSTM) networks differ in four of the
 into minibatches; recurrent, each environment's memory (``state.carry``) is collected with it
 and reset where episodes start, the data is time-major :class:`Sequences`, and minibatches split
 the environments, never time, replaying whole sequences from their collected carries.
+
+A team of ``N`` agents (:mod:`rollax.envs.agents`) keeps its agent axis in every record: the
+observations ``(T, B, N, D)``, actions, log-probabilities, values, advantages and targets
+``(T, B, N)``; a cell of the batch is one environment's step, the whole team's, so the
+centralised critic reads every agent's observation, and a minibatch keeps each team's agents
+together. :func:`score_cells` flattens the agents into the cells' axis (``(M * N,)``) for the
+loss, which weighs each agent's ratio and value on its own, unchanged.
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ from rollax.returns import (
     reward_norm_update,
     reward_normalize,
     running_returns,
+    team_gae,
     two_player_next_values,
 )
 from rollax.sharding import constrain_envs
@@ -136,7 +145,7 @@ class Collected(NamedTuple):
     observation: Any
     """Normalised with the statistics the rollout was collected with (when normalising)."""
     values: jax.Array
-    """``V(s_t)``."""
+    """``V(s_t)`` (a team's: each agent's, ``(T, B, N)``)."""
     next_values: jax.Array
     """``V(s'_t)`` of the true next observation (the final one where an episode ended)."""
     start: Any = None
@@ -325,6 +334,8 @@ class ExperienceParts:
         traj = collected.traj
         if traj.turns is not None:
             return self.game_advantages(collected, hp)
+        if traj.agent_rewards is not None:
+            return self.team_advantages(collected, hp)
         rewards, reward_stats, discounted = self.rewards(state, traj, hp)
         advantage, target = gae(rewards, collected.values, collected.next_values,
                                 traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
@@ -343,6 +354,16 @@ class ExperienceParts:
         advantage, target = player_gae(turns.rewards * hp.reward_scale, collected.values,
                                        next_values, turns.player, traj.terminated,
                                        traj.truncated, hp.gamma, hp.gae_lambda)
+        return Advantages(advantage, target)
+
+    def team_advantages(self, collected: Collected, hp) -> Advantages:
+        """A team of agents (:mod:`rollax.envs.agents`): each agent's GAE on ``reward_scale``
+        times its own rewards and its own values ``(T, B, N)``, the team's episode ends
+        broadcast over the agents (:func:`rollax.returns.team_gae`)."""
+        traj = collected.traj
+        advantage, target = team_gae(traj.agent_rewards * hp.reward_scale, collected.values,
+                                     collected.next_values, traj.terminated, traj.truncated,
+                                     hp.gamma, hp.gae_lambda)
         return Advantages(advantage, target)
 
     def rewards(self, state: ActorCriticState, traj, hp
@@ -575,11 +596,16 @@ def sequence_minibatches(data: Sequences, key: jax.Array, count: int) -> Sequenc
 def score_cells(net: Network, params, data: Batch) -> Scored:
     """Each cell of a flat batch read by the network on its own (under its stored action
     mask, if any); a network with ``cells_per_call`` reads the batch that many cells at a
-    time (``lax.map``), gradient included."""
+    time (``lax.map``), gradient included. A team's cells ``(M, N)`` (one per agent of each
+    environment step) are flattened to ``(M * N,)``, each environment's agents side by
+    side."""
     dist, value = read_cells(net, params, data.observation)
     dist = masked(dist, data.action_mask)
-    return Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value, data.value,
-                  data.target, dist.entropy(), data.live)
+    scored = Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value,
+                    data.value, data.target, dist.entropy(), data.live)
+    if scored.log_prob.ndim == 1:
+        return scored
+    return jax.tree_util.tree_map(lambda x: x.reshape(-1), scored)
 
 
 def score_sequences(net: Network, params, data: Sequences) -> Scored:
