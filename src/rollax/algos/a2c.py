@@ -28,7 +28,7 @@ lists what differs from it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +58,7 @@ from rollax.algos.experience import (
     Advantages,
     Collected,
     Episodes,
+    agent_metrics,
     ExperienceParts,
 )
 from rollax.envs.base import Environment
@@ -160,6 +161,14 @@ class A2CMetrics(NamedTuple):
     """Number of episodes that ended during the rollout."""
     env_steps: jax.Array
     """Environment steps taken so far."""
+    agent_return: Any = None
+    """A team of agents only (else None, not logged): the mean over the agents of each agent's
+    mean return in the episodes that ended during the rollout (``episode_return`` is the
+    team's sum)."""
+    agent_return_min: Any = None
+    """A team only: the lowest agent's mean return."""
+    agent_return_max: Any = None
+    """A team only: the highest agent's mean return."""
 
 
 A2CResult = ActorCriticResult
@@ -225,6 +234,7 @@ class A2CParts:
             learning_rate=jnp.asarray(self.schedule(hp, state.updates), jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
             episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
+            **agent_metrics(episodes),
         )
 
 

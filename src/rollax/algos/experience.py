@@ -59,6 +59,7 @@ from rollax.collect import (
     reset_batch,
 )
 from rollax.distributions import masked
+from rollax.envs.agents import is_team, num_agents
 from rollax.envs.base import Environment
 from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.heads import read_cells
@@ -90,7 +91,8 @@ from rollax.returns import (
 from rollax.sharding import constrain_envs
 
 __all__ = ["CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState", "Advantages", "Batch",
-           "Collected", "Episodes", "ExperienceParts", "Scored", "Sequences", "collect_cells",
+           "Collected", "Episodes", "ExperienceParts", "Scored", "Sequences",
+           "agent_episode_stats", "agent_metrics", "collect_cells",
            "collect_sequences", "critic_values", "episode_stats", "score_cells",
            "score_sequences", "sequence_minibatches", "shuffled_cells"]
 
@@ -127,10 +129,13 @@ class ActorCriticState(NamedTuple):
     league: Any = None
     """A league's :class:`rollax.collect.League` of each environment's current episode, the
     learner's seat and the opponent's index ``(B,)`` each; else None."""
+    agent_return: Any = None
+    """A team's (:mod:`rollax.envs.agents`) return so far of each agent in each environment's
+    current episode, ``(B, N)``; else None."""
 
 
 ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length", "carry",
-                    "discounted_return", "league")
+                    "discounted_return", "league", "agent_return")
 """The fields of :class:`ActorCriticState` batched over the ``B`` environments."""
 
 
@@ -226,6 +231,11 @@ class Episodes(NamedTuple):
     """NaN when none ended."""
     mean_length: jax.Array
     count: jax.Array
+    agent_running: Any = None
+    """A team's running return of each agent ``(B, N)`` after the rollout; else None."""
+    agent_mean: Any = None
+    """A team's mean return of each agent ``(N,)`` over the episodes that ended (NaN when none
+    did); else None."""
 
 
 # --- the parts ----------------------------------------------------------------------------------
@@ -312,6 +322,8 @@ class ExperienceParts:
             carry=initial_carries(self.net, params, B) if self.recurrent else None,
             reward_stats=reward_norm_init() if rewards else None,
             discounted_return=jnp.zeros(B, jnp.float32) if rewards else None,
+            agent_return=(jnp.zeros((B, num_agents(self.env)), jnp.float32)
+                          if is_team(self.env) else None),
         )
         if league_key is None:
             return state
@@ -444,7 +456,7 @@ class ExperienceParts:
             key=key, updates=updates, carry=collected.carry,
             reward_stats=advantages.reward_stats,
             discounted_return=advantages.discounted_return, pool=pool, pool_next=pool_next,
-            league=collected.league), episodes
+            league=collected.league, agent_return=episodes.agent_running), episodes
 
     def snapshot(self, state: ActorCriticState, params, updates: jax.Array):
         """A league's pool after update number ``updates`` stepped to ``params``: when
@@ -639,4 +651,36 @@ def episode_stats(state: ActorCriticState, traj) -> Episodes:
     safe = jnp.maximum(count, 1)
     mean_ret = jnp.where(count > 0, jnp.sum(ended_ret) / safe, jnp.nan)
     mean_len = jnp.where(count > 0, jnp.sum(ended_len) / safe, jnp.nan)
-    return Episodes(ret, length, mean_ret, mean_len, count)
+    if traj.agent_rewards is None:
+        return Episodes(ret, length, mean_ret, mean_len, count)
+    running, agent_mean = agent_episode_stats(state.agent_return, traj.agent_rewards, done)
+    return Episodes(ret, length, mean_ret, mean_len, count, running, agent_mean)
+
+
+def agent_episode_stats(running: jax.Array, agent_rewards: jax.Array, done: jax.Array
+                        ) -> tuple[jax.Array, jax.Array]:
+    """A team's episodes, agent by agent: each agent's running return ``(B, N)`` after the
+    rewards ``(T, B, N)`` (0 again after each end of ``done`` ``(T, B)``), and each agent's
+    mean return ``(N,)`` over the episodes that ended (NaN when none did)."""
+
+    def step(ret: jax.Array, x: tuple[jax.Array, jax.Array]):
+        reward, ends = x
+        ret = ret + reward
+        return jnp.where(ends[:, None], 0.0, ret), jnp.where(ends[:, None], ret, 0.0)
+
+    running, ended = jax.lax.scan(step, running, (agent_rewards, done))
+    count = jnp.sum(done)
+    mean = jnp.sum(ended, axis=(0, 1)) / jnp.maximum(count, 1)
+    return running, jnp.where(count > 0, mean, jnp.nan)
+
+
+def agent_metrics(episodes: Episodes) -> dict[str, jax.Array]:
+    """A team's per-update metrics of its agents' returns (``docs/metrics.md``), from each
+    agent's mean return over the episodes that ended: ``agent_return``, their mean over the
+    agents (the team's ``episode_return`` / N), and ``agent_return_min`` and
+    ``agent_return_max``, the lowest and highest agent's; ``{}`` when not a team."""
+    mean = episodes.agent_mean
+    if mean is None:
+        return {}
+    return {"agent_return": jnp.mean(mean), "agent_return_min": jnp.min(mean),
+            "agent_return_max": jnp.max(mean)}

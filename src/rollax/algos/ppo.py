@@ -55,6 +55,7 @@ from rollax.algos.experience import (
     Advantages,
     Collected,
     Episodes,
+    agent_metrics,
     ExperienceParts,
 )
 from rollax.algos.ppo_presets import PRESETS
@@ -157,6 +158,14 @@ class PPOMetrics(NamedTuple):
     """Number of episodes that ended during the rollout."""
     env_steps: jax.Array
     """Environment steps taken so far."""
+    agent_return: Any = None
+    """A team of agents only (else None, not logged): the mean over the agents of each agent's
+    mean return in the episodes that ended during the rollout (``episode_return`` is the
+    team's sum)."""
+    agent_return_min: Any = None
+    """A team only: the lowest agent's mean return."""
+    agent_return_max: Any = None
+    """A team only: the highest agent's mean return."""
 
 
 PPOResult = ActorCriticResult
@@ -250,6 +259,7 @@ class PPOParts:
                                       jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
             episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
+            **agent_metrics(episodes),
         )
 
 
