@@ -119,10 +119,12 @@ def team_gae(agent_rewards: jax.Array, values: jax.Array, next_values: jax.Array
 
     Returns ``(advantages, targets)``, ``(T, B, N)`` each."""
     T, B, N = agent_rewards.shape
-    ends = [jnp.broadcast_to(jnp.asarray(e)[..., None], (T, B, N)).reshape(T, B * N)
-            for e in (terminated, truncated)]
-    flat = [x.reshape(T, B * N) for x in (agent_rewards, values, next_values)]
-    advantages, targets = gae(*flat, *ends, gamma, lam)
+    def chains(x) -> jax.Array:  # (T, B, N), or a team's end (T, B) broadcast: (T, B * N)
+        x = jnp.asarray(x)
+        return jnp.broadcast_to(x[..., None] if x.ndim == 2 else x, (T, B, N)).reshape(T, B * N)
+
+    advantages, targets = gae(chains(agent_rewards), chains(values), chains(next_values),
+                              chains(terminated), chains(truncated), gamma, lam)
     return advantages.reshape(T, B, N), targets.reshape(T, B, N)
 
 

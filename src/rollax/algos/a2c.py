@@ -58,8 +58,8 @@ from rollax.algos.experience import (
     Advantages,
     Collected,
     Episodes,
-    agent_metrics,
     ExperienceParts,
+    agent_metrics,
 )
 from rollax.envs.base import Environment
 from rollax.losses import a2c_loss, explained_variance

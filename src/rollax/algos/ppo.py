@@ -55,8 +55,8 @@ from rollax.algos.experience import (
     Advantages,
     Collected,
     Episodes,
-    agent_metrics,
     ExperienceParts,
+    agent_metrics,
 )
 from rollax.algos.ppo_presets import PRESETS
 from rollax.algos.ppo_zoo import from_zoo

@@ -318,7 +318,7 @@ class JumanjiEnv(SuiteEnvironment):
 
     # -- the functional interface ---------------------------------------------------------------
 
-    def reset(self, key: jax.Array) -> JumanjiState:
+    def reset(self, key: jax.Array) -> JumanjiState | TeamState:
         # a raw uint32 key: states stay plain arrays
         inner, timestep = self.jumanji_env.reset(raw_key(key))
         if self.team:
@@ -373,8 +373,8 @@ class JumanjiEnv(SuiteEnvironment):
         none): ``(n,)`` for a ``Discrete`` action (a joint mask flattened in C order),
         ``(K, max(nvec))`` for a ``MultiDiscrete`` one (Jumanji's per-component mask). Where
         Jumanji's mask leaves a live state (or one component) no legal action, every action
-        (value) is allowed: Jumanji treats them all as illegal alike; None (every action legal) for a
-        continuous action. Works under ``vmap``."""
+        (value) is allowed: Jumanji treats them all as illegal alike; None (every action legal)
+        for a continuous action. Works under ``vmap``."""
         space = self.action_space
         if isinstance(space, Box):
             return None
