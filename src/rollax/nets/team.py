@@ -61,11 +61,6 @@ class TeamActorCritic(FeedForwardHeads):
     centralised: bool = False
     """The critic reads the whole team's observation (MAPPO), not the agent's own."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.action_nvec is not None or self.action_bits is not None:
-            raise ValueError("a team's agents each take one Discrete or Box action")
-
     @property
     def critic_inputs(self) -> int:
         """The critic's input size: ``D + N``, or ``N * D + N`` centralised."""
