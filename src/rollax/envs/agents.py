@@ -27,7 +27,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 __all__ = ["agent_rewards", "agent_space", "is_team", "num_agents", "team_problem"]
 
@@ -82,7 +81,3 @@ def team_problem(env: Any) -> str | None:
         return str(error)
     return None
 
-
-def agent_ids(agents: int) -> np.ndarray:
-    """The agents' one-hot ids, ``(N, N)`` float32: row ``i`` is agent ``i``'s."""
-    return np.eye(agents, dtype=np.float32)
