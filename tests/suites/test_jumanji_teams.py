@@ -104,9 +104,15 @@ def test_each_agents_rewards_are_jumanjis_own_step_for_step(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(TEAMS))
+@pytest.mark.parametrize("name", [
+    # compiled as rollax compiles it: under the session's cheap compilation a done state of
+    # SearchAndRescue moved in its last bits (absorbing_state, searchers' speed at the step
+    # after the truncation), which the program rollax compiles does not do
+    pytest.param(n, marks=pytest.mark.optimized) if n == "SearchAndRescue-v0" else n
+    for n in TEAMS])
 def test_check_env(name, capsys):
-    """``rollax check-env jumanji:<id>`` with its default settings (10-40 s each on 2 cores)."""
+    """``rollax check-env jumanji:<id>`` with its default settings (10-120 s each on 2
+    cores)."""
     code = rollax.cli.main(["check-env", f"jumanji:{name}"])
     assert code == 0, capsys.readouterr().out
 
