@@ -401,7 +401,7 @@ AutoResetTrajectory = NamedTuple(
 )
 AutoResetTrajectory.__doc__ = """A :class:`Trajectory` plus its ``next_observation``: the fields
 of ``Trajectory`` in its order (``action_mask`` None without masks, ``turns`` None but for a
-game), then ``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
+game, ``agent_rewards`` None but for a team), then ``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
 ``AutoResetTrajectory(*trajectory, next_observation)``.
 
 ``next_observation`` is the true next observation of the transition: ``observation[t + 1]``
