@@ -105,7 +105,7 @@ def run(env: str, algo: str, steps: int, seeds: int, eval_episodes: int,
         "greedy_return": returns, "mean": mean, "interval95": [low, high],
         "eval_episodes": eval_episodes, "wall_s": round(wall, 2),
         "settings": {k: config[k] for k in ("num_envs", "num_steps", "epochs", "minibatches",
-                                            "lr", "hidden", "network") if k in config},
+                                            "lr", "hidden", "network", "critic") if k in config},
         **environment(),
     }
 

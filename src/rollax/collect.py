@@ -401,8 +401,9 @@ AutoResetTrajectory = NamedTuple(
 )
 AutoResetTrajectory.__doc__ = """A :class:`Trajectory` plus its ``next_observation``: the fields
 of ``Trajectory`` in its order (``action_mask`` None without masks, ``turns`` None but for a
-game, ``agent_rewards`` None but for a team), then ``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
-``AutoResetTrajectory(*trajectory, next_observation)``.
+game, ``agent_rewards`` None but for a team), then ``next_observation``, all ``(T, B,
+...)``. Build one from a trajectory with ``AutoResetTrajectory(*trajectory,
+next_observation)``.
 
 ``next_observation`` is the true next observation of the transition: ``observation[t + 1]``
 within an episode, the episode's final observation where it ended, while the next row's

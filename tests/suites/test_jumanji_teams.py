@@ -174,3 +174,19 @@ def test_ppo_teams_collect_far_more_food_than_random_play():
     assert late.size and late.mean() > max(0.5, 10 * random), (late, random)
     agents = np.asarray(out.metrics.agent_return)[-10:]
     np.testing.assert_allclose(agents[np.isfinite(agents)], late / 2, rtol=1e-5)
+
+
+def test_a_start_state_is_arrays_only():
+    """SearchAndRescue's own start state holds Python numbers; the adapter's holds arrays, as
+    after a step (a scan that records the start state beside the stepped ones needs them)."""
+    state = rollax.make("jumanji:SearchAndRescue-v0").reset(jax.random.key(0))
+    assert all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(state))
+
+
+@pytest.mark.slow
+def test_render_draws_connectors_grid(tmp_path, capsys):
+    """Connector's viewer draws the state's grid (``rollax.envs.frames.JUMANJI_VIEWED``)."""
+    out = tmp_path / "connector.gif"
+    code = rollax.cli.main(["render", "jumanji:Connector-v3", "--out", str(out)])
+    assert code == 0, capsys.readouterr()
+    assert out.stat().st_size > 0

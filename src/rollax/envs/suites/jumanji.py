@@ -321,9 +321,10 @@ class JumanjiEnv(SuiteEnvironment):
     def reset(self, key: jax.Array) -> JumanjiState | TeamState:
         # a raw uint32 key: states stay plain arrays
         inner, timestep = self.jumanji_env.reset(raw_key(key))
-        if self.team:
-            return TeamState(inner, timestep.observation,
-                             jnp.zeros((self.num_agents,), jnp.float32), *start_counters())
+        if self.team:  # SearchAndRescue's state holds Python numbers: arrays, as after a step
+            return jax.tree.map(jnp.asarray, TeamState(
+                inner, timestep.observation, jnp.zeros((self.num_agents,), jnp.float32),
+                *start_counters()))
         return JumanjiState(inner, timestep.observation, *start_counters())
 
     def transition(self, state: Any, action: jax.Array, key: jax.Array | None):
