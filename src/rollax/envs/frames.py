@@ -126,7 +126,7 @@ def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
         return _draw_pgx
     viewer = getattr(getattr(env, "jumanji_env", None), "_viewer", None)
     if hasattr(viewer, "_display_rgb_array"):
-        return _JumanjiDrawing(viewer, JUMANJI_VIEWED.get(getattr(env, "name", None)))
+        return _JumanjiDrawing(viewer, JUMANJI_VIEWED.get(str(getattr(env, "name", ""))))
     planes = _plane_shape(env)
     if planes is not None:
         colours = plane_colours(planes[2])
