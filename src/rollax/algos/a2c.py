@@ -28,7 +28,7 @@ lists what differs from it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +59,7 @@ from rollax.algos.experience import (
     Collected,
     Episodes,
     ExperienceParts,
-    agent_metrics,
+    with_agent_metrics,
 )
 from rollax.envs.base import Environment
 from rollax.losses import a2c_loss, explained_variance
@@ -161,14 +161,6 @@ class A2CMetrics(NamedTuple):
     """Number of episodes that ended during the rollout."""
     env_steps: jax.Array
     """Environment steps taken so far."""
-    agent_return: Any = None
-    """A team of agents only (else None, not logged): the mean over the agents of each agent's
-    mean return in the episodes that ended during the rollout (``episode_return`` is the
-    team's sum)."""
-    agent_return_min: Any = None
-    """A team only: the lowest agent's mean return."""
-    agent_return_max: Any = None
-    """A team only: the highest agent's mean return."""
 
 
 A2CResult = ActorCriticResult
@@ -225,8 +217,9 @@ class A2CParts:
                 advantages: Advantages, episodes: Episodes) -> A2CMetrics:
         """The diagnostics of the update from ``state``: the loss's terms and the actor's
         gradient norm of its one ``step``, the critic's fit, the learning rate and the
-        rollout's episodes."""
-        return A2CMetrics(
+        rollout's episodes (a team's: and its agents' returns,
+        :func:`~rollax.algos.experience.with_agent_metrics`)."""
+        return with_agent_metrics(A2CMetrics(
             policy_loss=step.aux["policy_loss"], value_loss=step.aux["value_loss"],
             entropy=step.aux["entropy"],
             explained_variance=explained_variance(collected.values, advantages.target),
@@ -234,8 +227,7 @@ class A2CParts:
             learning_rate=jnp.asarray(self.schedule(hp, state.updates), jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
             episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
-            **agent_metrics(episodes),
-        )
+        ), episodes)
 
 
 def make_parts(config: A2CConfig, env: Environment, checked: bool = False) -> A2CParts:

@@ -40,6 +40,7 @@ loss, which weighs each agent's ratio and value on its own, unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
@@ -90,11 +91,11 @@ from rollax.returns import (
 )
 from rollax.sharding import constrain_envs
 
-__all__ = ["CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState", "Advantages", "Batch",
-           "Collected", "Episodes", "ExperienceParts", "Scored", "Sequences",
-           "agent_episode_stats", "agent_metrics", "collect_cells",
-           "collect_sequences", "critic_values", "episode_stats", "score_cells",
-           "score_sequences", "sequence_minibatches", "shuffled_cells"]
+__all__ = ["AGENT_METRICS", "CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState",
+           "Advantages", "Batch", "Collected", "Episodes", "ExperienceParts", "Scored",
+           "Sequences", "agent_episode_stats", "collect_cells", "collect_sequences",
+           "critic_values", "episode_stats", "score_cells", "score_sequences",
+           "sequence_minibatches", "shuffled_cells", "team_metrics_type", "with_agent_metrics"]
 
 
 # --- state and data ---------------------------------------------------------------------------
@@ -674,13 +675,26 @@ def agent_episode_stats(running: jax.Array, agent_rewards: jax.Array, done: jax.
     return running, jnp.where(count > 0, mean, jnp.nan)
 
 
-def agent_metrics(episodes: Episodes) -> dict[str, jax.Array]:
-    """A team's per-update metrics of its agents' returns (``docs/metrics.md``), from each
-    agent's mean return over the episodes that ended: ``agent_return``, their mean over the
-    agents (the team's ``episode_return`` / N), and ``agent_return_min`` and
-    ``agent_return_max``, the lowest and highest agent's; ``{}`` when not a team."""
+AGENT_METRICS = ("agent_return", "agent_return_min", "agent_return_max")
+"""A team's per-update metrics of its agents' returns (:func:`with_agent_metrics`)."""
+
+
+@functools.cache
+def team_metrics_type(base: type) -> type:
+    """An algorithm's metrics NamedTuple ``base`` with :data:`AGENT_METRICS` after its fields
+    (``Team<name>``; one type per ``base``, so a run's metrics keep one structure)."""
+    return NamedTuple(f"Team{base.__name__}",  # type: ignore[misc]
+                      [(name, Any) for name in (*base._fields, *AGENT_METRICS)])
+
+
+def with_agent_metrics(metrics: Any, episodes: Episodes) -> Any:
+    """``metrics`` (an algorithm's NamedTuple), and for a team its agents' returns after them
+    (``docs/metrics.md``), from each agent's mean return over the episodes that ended:
+    ``agent_return``, their mean over the agents (the team's ``episode_return`` / N), and
+    ``agent_return_min`` and ``agent_return_max``, the lowest and highest agent's. Other
+    environments' metrics are returned as they are."""
     mean = episodes.agent_mean
     if mean is None:
-        return {}
-    return {"agent_return": jnp.mean(mean), "agent_return_min": jnp.min(mean),
-            "agent_return_max": jnp.max(mean)}
+        return metrics
+    return team_metrics_type(type(metrics))(*metrics, jnp.mean(mean), jnp.min(mean),
+                                            jnp.max(mean))

@@ -56,7 +56,7 @@ from rollax.algos.experience import (
     Collected,
     Episodes,
     ExperienceParts,
-    agent_metrics,
+    with_agent_metrics,
 )
 from rollax.algos.ppo_presets import PRESETS
 from rollax.algos.ppo_zoo import from_zoo
@@ -158,14 +158,6 @@ class PPOMetrics(NamedTuple):
     """Number of episodes that ended during the rollout."""
     env_steps: jax.Array
     """Environment steps taken so far."""
-    agent_return: Any = None
-    """A team of agents only (else None, not logged): the mean over the agents of each agent's
-    mean return in the episodes that ended during the rollout (``episode_return`` is the
-    team's sum)."""
-    agent_return_min: Any = None
-    """A team only: the lowest agent's mean return."""
-    agent_return_max: Any = None
-    """A team only: the highest agent's mean return."""
 
 
 PPOResult = ActorCriticResult
@@ -247,8 +239,9 @@ class PPOParts:
                 episodes: Episodes) -> PPOMetrics:
         """The diagnostics of the update from ``state``: the loss outputs ``aux`` averaged over
         its epochs and minibatches (the ratio's extremes over them), the critic's fit, the
-        learning rate it started with and the rollout's episodes."""
-        return PPOMetrics(
+        learning rate it started with and the rollout's episodes (a team's: and its agents'
+        returns, :func:`~rollax.algos.experience.with_agent_metrics`)."""
+        return with_agent_metrics(PPOMetrics(
             policy_loss=aux["policy_loss"].mean(), value_loss=aux["value_loss"].mean(),
             entropy=aux["entropy"].mean(), approx_kl=aux["approx_kl"].mean(),
             old_approx_kl=aux["old_approx_kl"].mean(),
@@ -259,8 +252,7 @@ class PPOParts:
                                       jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
             episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
-            **agent_metrics(episodes),
-        )
+        ), episodes)
 
 
 def make_parts(config: PPOConfig, env: Environment, checked: bool = False) -> PPOParts:

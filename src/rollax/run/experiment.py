@@ -414,7 +414,6 @@ def metrics_rows(metrics, labels: list[dict], updates: int):
     """One JSON-able dict per (lane, update) from host metrics ``(lanes, n)`` of the ``n``
     updates after the first ``updates``: key ``"update"``, ``updates + 1`` to ``updates + n``."""
     fields = metrics._asdict() if hasattr(metrics, "_asdict") else metrics
-    fields = {k: v for k, v in fields.items() if v is not None}  # a team's metrics, elsewhere
     n = next(iter(fields.values())).shape[1]
     for j in range(n):
         for lane, label in enumerate(labels):
