@@ -39,6 +39,7 @@ loss, which weighs each agent's ratio and value on its own, unchanged.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -683,8 +684,7 @@ AGENT_METRICS = ("agent_return", "agent_return_min", "agent_return_max")
 def team_metrics_type(base: type) -> type:
     """An algorithm's metrics NamedTuple ``base`` with :data:`AGENT_METRICS` after its fields
     (``Team<name>``; one type per ``base``, so a run's metrics keep one structure)."""
-    return NamedTuple(f"Team{base.__name__}",  # type: ignore[misc]
-                      [(name, Any) for name in (*base._fields, *AGENT_METRICS)])
+    return collections.namedtuple(f"Team{base.__name__}", (*base._fields, *AGENT_METRICS))
 
 
 def with_agent_metrics(metrics: Any, episodes: Episodes) -> Any:
