@@ -162,7 +162,8 @@ class RandomLegal:
 def test_ppo_teams_collect_far_more_food_than_random_play():
     """PPO's team (own critics) on LevelBasedForaging-v0, 196,608 steps (64 environments x 32
     steps x 96 updates, lr 1e-3, about a minute on 2 cores): the team's return (the food it
-    loads, 1 when it loads all) rises from random legal play's (about 0.02) past 0.5."""
+    loads, 1 when it loads all) rises from random legal play's (0.012 here) past 0.5 (0.69
+    over the last ten updates, seed 0, on 6 December 2026)."""
     env = rollax.make("jumanji:LevelBasedForaging-v0")
     random = float(jnp.mean(episode_returns(env, RandomLegal(), None, jax.random.key(7), 256,
                                             env.horizon)))
