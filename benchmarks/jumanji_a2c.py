@@ -152,7 +152,7 @@ def run(env: str, seed: int, steps: int, learner_steps: int | None, eval_episode
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", required=True, help="a Jumanji training config: minesweeper, "
+    parser.add_argument("--env", required=True, help="a Jumanji training config: minesweeper, lbf, "
                         "rubiks_cube, bin_pack, ...")
     parser.add_argument("--steps", type=int, required=True, help="environment step budget")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

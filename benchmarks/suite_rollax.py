@@ -40,17 +40,21 @@ from minatar_compare import t_interval
 import rollax
 import rollax.cli
 from rollax.distributions import Categorical, masked
+from rollax.envs.agents import is_team
+from rollax.envs.masks import mask_shape
 
 
 class UniformLegal:
-    """The uniform policy over the legal actions of a ``Discrete(n)`` action (zero logits under
-    the state's mask), with the rollax policy interface (``params`` ignored)."""
+    """The uniform policy over the legal actions of a ``Discrete(n)`` action, or of each agent
+    of a team's ``MultiDiscrete((n,) * N)`` (zero logits of the mask's shape, ``(n,)`` or
+    ``(N, n)``, under the state's mask), with the rollax policy interface (``params``
+    ignored)."""
 
-    def __init__(self, n: int):
-        self.n = n
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
 
     def _dist(self, mask):
-        return masked(Categorical(jnp.zeros(self.n, jnp.float32)), mask)
+        return masked(Categorical(jnp.zeros(self.shape, jnp.float32)), mask)
 
     def sample(self, params, observation, key, mask=None):
         action = self._dist(mask).sample(key)
@@ -65,7 +69,8 @@ class UniformLegal:
 
 def uniform(env_id: str, seeds: int, eval_episodes: int) -> dict:
     env = rollax.make(env_id)
-    policy = UniformLegal(int(env.action_space.n))
+    shape = mask_shape(env.action_space) if is_team(env) else (int(env.action_space.n),)
+    policy = UniformLegal(shape)
     start = time.perf_counter()
     returns = [float(rollax.evaluate_policy(env, policy, None, jax.random.key(seed),
                                             eval_episodes, greedy=False))
@@ -100,7 +105,7 @@ def run(env: str, algo: str, steps: int, seeds: int, eval_episodes: int,
         "greedy_return": returns, "mean": mean, "interval95": [low, high],
         "eval_episodes": eval_episodes, "wall_s": round(wall, 2),
         "settings": {k: config[k] for k in ("num_envs", "num_steps", "epochs", "minibatches",
-                                            "lr", "hidden", "network") if k in config},
+                                            "lr", "hidden", "network", "critic") if k in config},
         **environment(),
     }
 

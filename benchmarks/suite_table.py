@@ -65,6 +65,8 @@ def table(jumanji: list[dict], rollax: list[dict]) -> str:
         mean, seeds = _cell(row["greedy_return"])
         settings = row["settings"]
         network = f"{settings.get('network', 'mlp')} {'-'.join(map(str, settings['hidden']))}"
+        if settings.get("critic") == "centralised":  # a team's MAPPO (docs/contract.md §9)
+            network += ", centralised critic"
         lines.append((row["env"], 2 if row["algo"] == "ppo" else 3,
                       f"| {row['env']} | rollax {row['algo']} | {network} | "
                       f"{row['env_steps']:,} | {len(row['seeds'])} | {mean} | {seeds} | "

@@ -13,7 +13,8 @@ from helpers import TracedPolicy, f32_atol, f32_rtol
 from rollax.envs.corridor import Corridor
 
 POLICY = rollax.BernoulliPolicy(3)
-FIELDS = tuple(f for f in rollax.Trajectory._fields if f not in ("action_mask", "turns"))
+FIELDS = tuple(f for f in rollax.Trajectory._fields
+               if f not in ("action_mask", "turns", "agent_rewards"))
 """The fields every trajectory has (``action_mask`` is None without masks)."""
 
 
@@ -88,9 +89,11 @@ def test_collection_keys_are_the_spec_splits():
 def test_shapes_dtypes_and_axes():
     final, traj = corridor_collect(np.zeros(3), jax.random.key(0), 6, 9)
     assert set(traj._fields) == {"observation", "action", "reward", "active", "terminated",
-                                 "truncated", "log_prob", "action_mask", "turns"}
+                                 "truncated", "log_prob", "action_mask", "turns",
+                                 "agent_rewards"}
     assert traj.action_mask is None  # the corridor has no action masks
     assert traj.turns is None  # nor players (a game's: rollax.envs.players)
+    assert traj.agent_rewards is None  # nor agents (a team's: rollax.envs.agents)
     for name in FIELDS:
         assert getattr(traj, name).shape == (9, 6), name
     assert traj.reward.dtype == jnp.float32 and traj.log_prob.dtype == jnp.float32

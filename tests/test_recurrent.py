@@ -192,7 +192,7 @@ def loop_collector(bug: str | None = None):
                      "late": reset_where(pending, initial, new)}[bug]
             pending = done
             rows.append(AutoResetTrajectory(obs, action, reward, jnp.ones(batch, bool), term,
-                                            trunc, log_prob, mask, turns=None,
+                                            trunc, log_prob, mask, turns=None, agent_rewards=None,
                                             next_observation=final))
         return state, carry, jax.tree.map(lambda *x: jnp.stack(x), *rows)
 

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, overload
 import jax
 import jax.numpy as jnp
 
+from rollax.envs.agents import agent_rewards
 from rollax.envs.base import step_with_key
 from rollax.envs.host import is_host
 from rollax.envs.masks import action_mask as state_mask
@@ -67,6 +68,9 @@ class Trajectory(NamedTuple):
     """A game's (:mod:`rollax.envs.players`) :class:`~rollax.envs.players.Turns`: the player
     who acted, the player to act next and every player's reward, ``(T, B)``, ``(T, B)`` and
     ``(T, B, P)``; None for an environment that is not a game."""
+    agent_rewards: Any = None
+    """A team's (:mod:`rollax.envs.agents`) rewards of each agent, float32 ``(T, B, N)`` (0 on
+    padding; ``reward`` is their sum); None for an environment that is not a team."""
 
 
 class StepKeys(NamedTuple):
@@ -138,7 +142,8 @@ def _env_step(env, policy, params, state, carry, action_key, transition_key):
     next_state, reward, terminated, truncated = step_with_key(env, state, action, transition_key)
     return (next_state, next_carry), Trajectory(observation, action, reward, active, terminated,
                                                 truncated, log_prob, mask,
-                                                turns(env, state, next_state, active))
+                                                turns(env, state, next_state, active),
+                                                agent_rewards(env, next_state, active))
 
 
 def _step_batch(env, policy, params, state, carry, action_keys, transition_keys):
@@ -396,8 +401,9 @@ AutoResetTrajectory = NamedTuple(
 )
 AutoResetTrajectory.__doc__ = """A :class:`Trajectory` plus its ``next_observation``: the fields
 of ``Trajectory`` in its order (``action_mask`` None without masks, ``turns`` None but for a
-game), then ``next_observation``, all ``(T, B, ...)``. Build one from a trajectory with
-``AutoResetTrajectory(*trajectory, next_observation)``.
+game, ``agent_rewards`` None but for a team), then ``next_observation``, all ``(T, B,
+...)``. Build one from a trajectory with ``AutoResetTrajectory(*trajectory,
+next_observation)``.
 
 ``next_observation`` is the true next observation of the transition: ``observation[t + 1]``
 within an episode, the episode's final observation where it ended, while the next row's
@@ -505,7 +511,7 @@ def _host_step(env, policy, params, state, carry, action_keys, wanted=None):
     live = jnp.ones(out.reward.shape, bool)
     row = AutoResetTrajectory(observation, action, out.reward, live, out.terminated,
                               out.truncated, log_prob, action_mask=None, turns=None,
-                              next_observation=out.final_observation)
+                              agent_rewards=None, next_observation=out.final_observation)
     return (next_state, next_carry), row
 
 

@@ -105,6 +105,29 @@ def discounted_returns(
     return returns
 
 
+def team_gae(agent_rewards: jax.Array, values: jax.Array, next_values: jax.Array,
+             terminated: jax.Array, truncated: jax.Array, gamma: float | jax.Array,
+             lam: float | jax.Array) -> tuple[jax.Array, jax.Array]:
+    """GAE of a team (:mod:`rollax.envs.agents`), each agent on its own rewards and values:
+    ``agent_rewards``, ``values`` and ``next_values`` are ``(T, B, N)``, the team's episode
+    ends ``terminated`` and ``truncated`` ``(T, B)``. The ends are broadcast over the agents
+    and ``(B, N)`` flattened into one batch axis of ``B * N`` chains, so :func:`gae` runs
+    unchanged: agent ``i`` of environment ``b`` is the chain ``b * N + i``, which reads only
+    its own rewards and values::
+
+        A[t, b, i] = gae(r[:, b, i], V[:, b, i], V'[:, b, i], terminated[:, b], truncated[:, b])
+
+    Returns ``(advantages, targets)``, ``(T, B, N)`` each."""
+    T, B, N = agent_rewards.shape
+    def chains(x) -> jax.Array:  # (T, B, N), or a team's end (T, B) broadcast: (T, B * N)
+        x = jnp.asarray(x)
+        return jnp.broadcast_to(x[..., None] if x.ndim == 2 else x, (T, B, N)).reshape(T, B * N)
+
+    advantages, targets = gae(chains(agent_rewards), chains(values), chains(next_values),
+                              chains(terminated), chains(truncated), gamma, lam)
+    return advantages.reshape(T, B, N), targets.reshape(T, B, N)
+
+
 def player_gae(
     rewards: jax.Array,
     values: jax.Array,

@@ -59,6 +59,7 @@ from rollax.algos.experience import (
     Collected,
     Episodes,
     ExperienceParts,
+    with_agent_metrics,
 )
 from rollax.envs.base import Environment
 from rollax.losses import a2c_loss, explained_variance
@@ -216,8 +217,9 @@ class A2CParts:
                 advantages: Advantages, episodes: Episodes) -> A2CMetrics:
         """The diagnostics of the update from ``state``: the loss's terms and the actor's
         gradient norm of its one ``step``, the critic's fit, the learning rate and the
-        rollout's episodes."""
-        return A2CMetrics(
+        rollout's episodes (a team's: and its agents' returns,
+        :func:`~rollax.algos.experience.with_agent_metrics`)."""
+        return with_agent_metrics(A2CMetrics(
             policy_loss=step.aux["policy_loss"], value_loss=step.aux["value_loss"],
             entropy=step.aux["entropy"],
             explained_variance=explained_variance(collected.values, advantages.target),
@@ -225,7 +227,7 @@ class A2CParts:
             learning_rate=jnp.asarray(self.schedule(hp, state.updates), jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
             episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
-        )
+        ), episodes)
 
 
 def make_parts(config: A2CConfig, env: Environment, checked: bool = False) -> A2CParts:

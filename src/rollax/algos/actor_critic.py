@@ -26,6 +26,7 @@ import jax
 
 from rollax.algos.base import added, encodable, env_batch, run_length, traced
 from rollax.algos.experience import ActorCriticState, ExperienceParts
+from rollax.envs.agents import is_team
 from rollax.envs.base import Environment
 from rollax.envs.players import is_game
 from rollax.envs.registry import make_configured
@@ -117,6 +118,11 @@ class ActorCriticConfig:
     for smaller ones, else mlp; config.json stores the choice)."""
     memory_size: int = 128
     """Units of the recurrent memory (network gru or lstm)."""
+    critic: Literal["own", "centralised"] = added("own", stored="own")
+    """A team of agents (docs/contract.md section 9: one network shared by the agents, each
+    with its own observation and reward): each agent's critic reads its own observation and id
+    (own: IPPO) or the whole team's observations and the agent's id (centralised: MAPPO); the
+    actor always reads the agent's own."""
     eval_episodes: int = 32
     """Greedy evaluation episodes after training (and of each evaluation during training)."""
     eval_steps: int | None = None
@@ -212,8 +218,11 @@ def environment(config: ActorCriticConfig, env: Environment | None,
         raise ValueError(f"env {config.env!r} has no observations the networks read (Box, "
                          f"Discrete, or a Dict / Tuple of them): {algorithm} needs them")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
-                  config.memory_size, config.env)
+                  config.memory_size, config.env, critic=config.critic)
     check_search(env, config.eval_search_simulations, config.env)
+    if is_team(env) and config.normalize_rewards:
+        raise ValueError(f"normalize_rewards is refused for {config.env}, a team of agents: its "
+                         f"running discounted returns are one scalar reward's, not each agent's")
     if is_game(env):
         check_self_play(config)
     elif config.opponents != "self":
@@ -253,7 +262,7 @@ def make_network(env: Environment, config: ActorCriticConfig) -> Network:
     """The actor-critic of ``config`` for ``env``'s spaces
     (:func:`rollax.nets.actor_critic`)."""
     return actor_critic(env, config.network, config.hidden, config.activation,
-                        config.init_log_std, config.memory_size)
+                        config.init_log_std, config.memory_size, critic=config.critic)
 
 
 def make_experience(config: ActorCriticConfig, env: Environment,

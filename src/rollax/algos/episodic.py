@@ -45,6 +45,7 @@ from rollax.algos.base import (
 )
 from rollax.collect import Trajectory, collect_groups
 from rollax.distributions import masked
+from rollax.envs.agents import is_team
 from rollax.envs.base import Environment
 from rollax.envs.host import is_host
 from rollax.envs.players import is_game
@@ -156,6 +157,10 @@ def validate(config: EpisodicConfig, env: Environment | None = None) -> Environm
     if is_game(env):
         raise ValueError(f"env {config.env!r} is a game of two players, which only PPO and "
                          f"A2C train (by self-play, each player's returns over its own turns)")
+    if is_team(env):
+        raise ValueError(f"env {config.env!r} is a team of agents with rewards of their own, "
+                         f"which only PPO and A2C train (each agent's advantages from its own "
+                         f"rewards)")
     check_network(env, config.network, config.hidden, config.activation, config.init_log_std,
                   config.memory_size, config.env)
     return env

@@ -16,7 +16,8 @@ optimiser. One update, each line a method of :class:`ExperienceParts`::
             1e-8), +-clip)
         A, targets = gae(r', V, V', terminated, truncated, gamma, lambda)
         (a game of two players, by self-play: each player's chain over its own turns,
-        :meth:`ExperienceParts.game_advantages`)
+        :meth:`ExperienceParts.game_advantages`; a team of agents: each agent's chain over its
+        own rewards and values, :meth:`ExperienceParts.team_advantages`)
     data = batch(state, collected, advantages)  # frozen through the algorithm's steps
     ... the algorithm's gradient steps on minibatches(data) (each scored by score(params)) ...
     state, episodes = advance(state, collected, advantages, params, opt_state, key)
@@ -27,11 +28,20 @@ Feed-forward (MLP, CNN) and recurrent (GRU, LSTM) networks differ in four of the
 into minibatches; recurrent, each environment's memory (``state.carry``) is collected with it
 and reset where episodes start, the data is time-major :class:`Sequences`, and minibatches split
 the environments, never time, replaying whole sequences from their collected carries.
+
+A team of ``N`` agents (:mod:`rollax.envs.agents`) keeps its agent axis in every record: the
+observations ``(T, B, N, D)``, actions, log-probabilities, values, advantages and targets
+``(T, B, N)``; a cell of the batch is one environment's step, the whole team's, so the
+centralised critic reads every agent's observation, and a minibatch keeps each team's agents
+together. :func:`score_cells` flattens the agents into the cells' axis (``(M * N,)``) for the
+loss, which weighs each agent's ratio and value on its own, unchanged.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
@@ -51,6 +61,7 @@ from rollax.collect import (
     reset_batch,
 )
 from rollax.distributions import masked
+from rollax.envs.agents import is_team, num_agents
 from rollax.envs.base import Environment
 from rollax.nets.build import Network, observation_stats_template
 from rollax.nets.heads import read_cells
@@ -76,14 +87,16 @@ from rollax.returns import (
     reward_norm_update,
     reward_normalize,
     running_returns,
+    team_gae,
     two_player_next_values,
 )
 from rollax.sharding import constrain_envs
 
-__all__ = ["CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState", "Advantages", "Batch",
-           "Collected", "Episodes", "ExperienceParts", "Scored", "Sequences", "collect_cells",
-           "collect_sequences", "critic_values", "episode_stats", "score_cells",
-           "score_sequences", "sequence_minibatches", "shuffled_cells"]
+__all__ = ["AGENT_METRICS", "CRITIC_CHUNK", "ENV_BATCH_FIELDS", "ActorCriticState",
+           "Advantages", "Batch", "Collected", "Episodes", "ExperienceParts", "Scored",
+           "Sequences", "agent_episode_stats", "collect_cells", "collect_sequences",
+           "critic_values", "episode_stats", "score_cells", "score_sequences",
+           "sequence_minibatches", "shuffled_cells", "team_metrics_type", "with_agent_metrics"]
 
 
 # --- state and data ---------------------------------------------------------------------------
@@ -118,10 +131,13 @@ class ActorCriticState(NamedTuple):
     league: Any = None
     """A league's :class:`rollax.collect.League` of each environment's current episode, the
     learner's seat and the opponent's index ``(B,)`` each; else None."""
+    agent_return: Any = None
+    """A team's (:mod:`rollax.envs.agents`) return so far of each agent in each environment's
+    current episode, ``(B, N)``; else None."""
 
 
 ENV_BATCH_FIELDS = ("env_state", "episode_return", "episode_length", "carry",
-                    "discounted_return", "league")
+                    "discounted_return", "league", "agent_return")
 """The fields of :class:`ActorCriticState` batched over the ``B`` environments."""
 
 
@@ -136,7 +152,7 @@ class Collected(NamedTuple):
     observation: Any
     """Normalised with the statistics the rollout was collected with (when normalising)."""
     values: jax.Array
-    """``V(s_t)``."""
+    """``V(s_t)`` (a team's: each agent's, ``(T, B, N)``)."""
     next_values: jax.Array
     """``V(s'_t)`` of the true next observation (the final one where an episode ended)."""
     start: Any = None
@@ -217,6 +233,11 @@ class Episodes(NamedTuple):
     """NaN when none ended."""
     mean_length: jax.Array
     count: jax.Array
+    agent_running: Any = None
+    """A team's running return of each agent ``(B, N)`` after the rollout; else None."""
+    agent_mean: Any = None
+    """A team's mean return of each agent ``(N,)`` over the episodes that ended (NaN when none
+    did); else None."""
 
 
 # --- the parts ----------------------------------------------------------------------------------
@@ -303,6 +324,8 @@ class ExperienceParts:
             carry=initial_carries(self.net, params, B) if self.recurrent else None,
             reward_stats=reward_norm_init() if rewards else None,
             discounted_return=jnp.zeros(B, jnp.float32) if rewards else None,
+            agent_return=(jnp.zeros((B, num_agents(self.env)), jnp.float32)
+                          if is_team(self.env) else None),
         )
         if league_key is None:
             return state
@@ -325,6 +348,8 @@ class ExperienceParts:
         traj = collected.traj
         if traj.turns is not None:
             return self.game_advantages(collected, hp)
+        if traj.agent_rewards is not None:
+            return self.team_advantages(collected, hp)
         rewards, reward_stats, discounted = self.rewards(state, traj, hp)
         advantage, target = gae(rewards, collected.values, collected.next_values,
                                 traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
@@ -343,6 +368,16 @@ class ExperienceParts:
         advantage, target = player_gae(turns.rewards * hp.reward_scale, collected.values,
                                        next_values, turns.player, traj.terminated,
                                        traj.truncated, hp.gamma, hp.gae_lambda)
+        return Advantages(advantage, target)
+
+    def team_advantages(self, collected: Collected, hp) -> Advantages:
+        """A team of agents (:mod:`rollax.envs.agents`): each agent's GAE on ``reward_scale``
+        times its own rewards and its own values ``(T, B, N)``, the team's episode ends
+        broadcast over the agents (:func:`rollax.returns.team_gae`)."""
+        traj = collected.traj
+        advantage, target = team_gae(traj.agent_rewards * hp.reward_scale, collected.values,
+                                     collected.next_values, traj.terminated, traj.truncated,
+                                     hp.gamma, hp.gae_lambda)
         return Advantages(advantage, target)
 
     def rewards(self, state: ActorCriticState, traj, hp
@@ -423,7 +458,7 @@ class ExperienceParts:
             key=key, updates=updates, carry=collected.carry,
             reward_stats=advantages.reward_stats,
             discounted_return=advantages.discounted_return, pool=pool, pool_next=pool_next,
-            league=collected.league), episodes
+            league=collected.league, agent_return=episodes.agent_running), episodes
 
     def snapshot(self, state: ActorCriticState, params, updates: jax.Array):
         """A league's pool after update number ``updates`` stepped to ``params``: when
@@ -575,11 +610,16 @@ def sequence_minibatches(data: Sequences, key: jax.Array, count: int) -> Sequenc
 def score_cells(net: Network, params, data: Batch) -> Scored:
     """Each cell of a flat batch read by the network on its own (under its stored action
     mask, if any); a network with ``cells_per_call`` reads the batch that many cells at a
-    time (``lax.map``), gradient included."""
+    time (``lax.map``), gradient included. A team's cells ``(M, N)`` (one per agent of each
+    environment step) are flattened to ``(M * N,)``, each environment's agents side by
+    side."""
     dist, value = read_cells(net, params, data.observation)
     dist = masked(dist, data.action_mask)
-    return Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value, data.value,
-                  data.target, dist.entropy(), data.live)
+    scored = Scored(dist.log_prob(data.action), data.log_prob, data.advantage, value,
+                    data.value, data.target, dist.entropy(), data.live)
+    if scored.log_prob.ndim == 1:
+        return scored
+    return jax.tree_util.tree_map(lambda x: x.reshape(-1), scored)
 
 
 def score_sequences(net: Network, params, data: Sequences) -> Scored:
@@ -613,4 +653,48 @@ def episode_stats(state: ActorCriticState, traj) -> Episodes:
     safe = jnp.maximum(count, 1)
     mean_ret = jnp.where(count > 0, jnp.sum(ended_ret) / safe, jnp.nan)
     mean_len = jnp.where(count > 0, jnp.sum(ended_len) / safe, jnp.nan)
-    return Episodes(ret, length, mean_ret, mean_len, count)
+    if traj.agent_rewards is None:
+        return Episodes(ret, length, mean_ret, mean_len, count)
+    running, agent_mean = agent_episode_stats(state.agent_return, traj.agent_rewards, done)
+    return Episodes(ret, length, mean_ret, mean_len, count, running, agent_mean)
+
+
+def agent_episode_stats(running: jax.Array, agent_rewards: jax.Array, done: jax.Array
+                        ) -> tuple[jax.Array, jax.Array]:
+    """A team's episodes, agent by agent: each agent's running return ``(B, N)`` after the
+    rewards ``(T, B, N)`` (0 again after each end of ``done`` ``(T, B)``), and each agent's
+    mean return ``(N,)`` over the episodes that ended (NaN when none did)."""
+
+    def step(ret: jax.Array, x: tuple[jax.Array, jax.Array]):
+        reward, ends = x
+        ret = ret + reward
+        return jnp.where(ends[:, None], 0.0, ret), jnp.where(ends[:, None], ret, 0.0)
+
+    running, ended = jax.lax.scan(step, running, (agent_rewards, done))
+    count = jnp.sum(done)
+    mean = jnp.sum(ended, axis=(0, 1)) / jnp.maximum(count, 1)
+    return running, jnp.where(count > 0, mean, jnp.nan)
+
+
+AGENT_METRICS = ("agent_return", "agent_return_min", "agent_return_max")
+"""A team's per-update metrics of its agents' returns (:func:`with_agent_metrics`)."""
+
+
+@functools.cache
+def team_metrics_type(base: type) -> type:
+    """An algorithm's metrics NamedTuple ``base`` with :data:`AGENT_METRICS` after its fields
+    (``Team<name>``; one type per ``base``, so a run's metrics keep one structure)."""
+    return collections.namedtuple(f"Team{base.__name__}", (*base._fields, *AGENT_METRICS))
+
+
+def with_agent_metrics(metrics: Any, episodes: Episodes) -> Any:
+    """``metrics`` (an algorithm's NamedTuple), and for a team its agents' returns after them
+    (``docs/metrics.md``), from each agent's mean return over the episodes that ended:
+    ``agent_return``, their mean over the agents (the team's ``episode_return`` / N), and
+    ``agent_return_min`` and ``agent_return_max``, the lowest and highest agent's. Other
+    environments' metrics are returned as they are."""
+    mean = episodes.agent_mean
+    if mean is None:
+        return metrics
+    return team_metrics_type(type(metrics))(*metrics, jnp.mean(mean), jnp.min(mean),
+                                            jnp.max(mean))

@@ -56,6 +56,7 @@ from rollax.algos.experience import (
     Collected,
     Episodes,
     ExperienceParts,
+    with_agent_metrics,
 )
 from rollax.algos.ppo_presets import PRESETS
 from rollax.algos.ppo_zoo import from_zoo
@@ -238,8 +239,9 @@ class PPOParts:
                 episodes: Episodes) -> PPOMetrics:
         """The diagnostics of the update from ``state``: the loss outputs ``aux`` averaged over
         its epochs and minibatches (the ratio's extremes over them), the critic's fit, the
-        learning rate it started with and the rollout's episodes."""
-        return PPOMetrics(
+        learning rate it started with and the rollout's episodes (a team's: and its agents'
+        returns, :func:`~rollax.algos.experience.with_agent_metrics`)."""
+        return with_agent_metrics(PPOMetrics(
             policy_loss=aux["policy_loss"].mean(), value_loss=aux["value_loss"].mean(),
             entropy=aux["entropy"].mean(), approx_kl=aux["approx_kl"].mean(),
             old_approx_kl=aux["old_approx_kl"].mean(),
@@ -250,7 +252,7 @@ class PPOParts:
                                       jnp.float32),
             episode_return=episodes.mean_return, episode_length=episodes.mean_length,
             episodes=episodes.count, env_steps=(state.updates + 1) * self.experience.cells,
-        )
+        ), episodes)
 
 
 def make_parts(config: PPOConfig, env: Environment, checked: bool = False) -> PPOParts:

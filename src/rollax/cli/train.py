@@ -341,7 +341,8 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
         emit(obj)
         return
     rows = folder.read_metrics()
-    tables = {name: metric_table(rows, labels, name) for name in run.spec.report.shown}
+    shown = (*run.spec.report.shown, *[n for n in SOMETIMES_SHOWN if rows and n in rows[-1]])
+    tables = {name: metric_table(rows, labels, name) for name in shown}
     out = console()
     out.print(_table(tables, labels, summary["diverged_at"]))
     simulations = getattr(run.config, "eval_search_simulations", 0)
@@ -361,6 +362,11 @@ def report(as_json: bool, folder, run, summary: dict, params) -> None:
     if flat is not None and len(labels) == 1 and not run.sweep:
         out.print("params: [" + ", ".join(f"{v:.4g}" for v in flat[0]) + "]")
     _print_timings(out, folder, summary)
+
+
+SOMETIMES_SHOWN = ("agent_return", "agent_return_min", "agent_return_max")
+"""Metrics the per-update table shows after the algorithm's own when a run logs them: a team's
+agents' returns (docs/metrics.md)."""
 
 
 DIVERGED = "NaN"

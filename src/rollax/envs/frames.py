@@ -126,7 +126,7 @@ def frame_renderer(env: Any, name: str | None = None) -> Renderer | None:
         return _draw_pgx
     viewer = getattr(getattr(env, "jumanji_env", None), "_viewer", None)
     if hasattr(viewer, "_display_rgb_array"):
-        return _JumanjiDrawing(viewer)
+        return _JumanjiDrawing(viewer, JUMANJI_VIEWED.get(str(getattr(env, "name", ""))))
     planes = _plane_shape(env)
     if planes is not None:
         colours = plane_colours(planes[2])
@@ -189,19 +189,27 @@ def _pendulum_state(s) -> np.ndarray:
 
 # --- Jumanji ------------------------------------------------------------------------------------
 
+JUMANJI_VIEWED = {"Connector-v3": "grid"}
+"""The Jumanji ids whose viewer draws a field of the state, not the state (as the
+environment's own ``render`` passes it)."""
+
+
 class _JumanjiDrawing:
     """A copy of a Jumanji environment's matplotlib viewer that returns its pictures as arrays
     (Jumanji's own ``rgb_array`` display, chosen on the copy: the environment's viewer is left
-    as it was), on a figure of 4x4 inches (400x400 pixels). Reads Jumanji's private
-    ``_viewer``, ``_display`` and ``figure_size`` (jumanji 1.1)."""
+    as it was), on a figure of 4x4 inches (400x400 pixels), given Jumanji's state or its field
+    ``field``. Reads Jumanji's private ``_viewer``, ``_display`` and ``figure_size`` (jumanji
+    1.1)."""
 
-    def __init__(self, viewer):
+    def __init__(self, viewer, field: str | None = None):
         self.viewer = copy.copy(viewer)
         self.viewer._display = self.viewer._display_rgb_array
         self.viewer.figure_size = (4.0, 4.0)
+        self.field = field
 
     def __call__(self, state) -> np.ndarray:
-        return np.asarray(self.viewer.render(state.inner))[..., :3].copy()
+        inner = state.inner if self.field is None else getattr(state.inner, self.field)
+        return np.asarray(self.viewer.render(inner))[..., :3].copy()
 
 
 # --- Brax ---------------------------------------------------------------------------------------

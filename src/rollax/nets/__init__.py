@@ -6,7 +6,8 @@
 - ``mlp``: :class:`MLPActorCritic`; ``cnn``: :class:`CNNActorCritic`,
   :class:`NatureCNNActorCritic` (and ``image_shape``);
   ``rnn``: the GRU/LSTM :class:`RecurrentActorCritic`; ``spatial``: :class:`SpatialActorCritic`
-  (one logit per cell of a grid, :func:`grid_layout`);
+  (one logit per cell of a grid, :func:`grid_layout`); ``team``: :class:`TeamActorCritic` (one
+  network shared by a team's agents, its critic each agent's own or centralised);
 - ``distributions``: ``Categorical``, ``DiagGaussian``, ``MultiCategorical`` and
   ``Bernoulli``; ``initializers``: orthogonal
   weights written in ``jnp`` (no LAPACK call);
@@ -26,6 +27,7 @@ from rollax.nets.heads import ActorCriticHead, ActorCriticParams, FeedForwardHea
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic, RecurrentParams
 from rollax.nets.spatial import GridLayout, SpatialActorCritic, grid_layout
+from rollax.nets.team import TeamActorCritic
 
 __all__ = [
     "RECURRENT",
@@ -45,6 +47,7 @@ __all__ = [
     "RecurrentActorCritic",
     "RecurrentParams",
     "SpatialActorCritic",
+    "TeamActorCritic",
     "actor_critic",
     "grid_layout",
     "image_shape",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rollax.envs.agents import agent_space, is_team, num_agents, team_problem
 from rollax.envs.base import Discrete, MultiBinary, MultiDiscrete
 from rollax.nets.cnn import CNNActorCritic, NatureCNNActorCritic, image_shape
 from rollax.nets.encoders import (
@@ -23,6 +24,7 @@ from rollax.nets.heads import ACTIVATIONS
 from rollax.nets.mlp import MLPActorCritic
 from rollax.nets.rnn import RecurrentActorCritic
 from rollax.nets.spatial import SpatialActorCritic, grid_layout, spatial_problem
+from rollax.nets.team import CRITICS, TeamActorCritic
 from rollax.validate import check_count, check_real, is_int
 
 __all__ = ["NETWORKS", "RECURRENT", "Network", "action_head", "actor_critic", "check_network",
@@ -38,12 +40,12 @@ NATURE_MIN_SIZE = 36
 """The smallest image side the Nature CNN's convolutions take (``auto`` picks it from here)."""
 
 Network = (MLPActorCritic | CNNActorCritic | NatureCNNActorCritic | EncodedActorCritic
-           | SpatialActorCritic | RecurrentActorCritic)
+           | SpatialActorCritic | RecurrentActorCritic | TeamActorCritic)
 """The actor-critics :func:`actor_critic` builds."""
 
 
 def check_network(env, network: str, hidden, activation: str, init_log_std: float,
-                  memory_size: int, env_name: str | None = None) -> None:
+                  memory_size: int, env_name: str | None = None, critic: str = "own") -> None:
     """The settings of :func:`actor_critic` for ``env`` checked before anything is built
     (``ValueError`` naming the setting, its allowed values and the value given); ``env_name``
     names ``env`` in the messages."""
@@ -56,8 +58,13 @@ def check_network(env, network: str, hidden, activation: str, init_log_std: floa
     check_count("memory_size", memory_size)
     if network not in NETWORKS:
         raise ValueError(f"network must be one of {', '.join(NETWORKS)}, got {network!r}")
+    if critic not in CRITICS:
+        raise ValueError(f"critic must be one of {', '.join(CRITICS)}, got {critic!r}")
     space = env.observation_space
     named = type(env).__name__ if env_name is None else repr(env_name)
+    if is_team(env) or critic != "own":
+        check_team(env, network, critic, named)
+        return
     if network == "spatial":
         problem = spatial_problem(env)
         if problem is not None:
@@ -90,12 +97,29 @@ def check_network(env, network: str, hidden, activation: str, init_log_std: floa
             f"pixels, but env {named}'s are {image!r}; use network cnn or auto")
 
 
+def check_team(env, network: str, critic: str, named: str) -> None:
+    """A team's network (:class:`rollax.nets.team.TeamActorCritic`): an MLP over spaces with
+    an agent axis; ``critic centralised`` needs a team (one-line ``ValueError`` each)."""
+    if not is_team(env):
+        raise ValueError(f"critic {critic} reads the whole team's observations, but env {named} "
+                         f"is not a team of agents with rewards of their own; use critic own")
+    problem = team_problem(env)
+    if problem is not None:
+        raise ValueError(f"env {named}: {problem}")
+    if network not in ("auto", "mlp"):
+        raise ValueError(f"network {network} is refused for env {named}, a team of "
+                         f"{num_agents(env)} agents: one MLP with shared parameters acts for "
+                         f"every agent; use network mlp or auto")
+
+
 def network_choice(network: str, env) -> str:
     """``network`` itself, or for ``"auto"``, when ``env``'s observation is an image
     (:func:`rollax.nets.cnn.image_shape`), the Nature CNN for images of at least
     :data:`NATURE_MIN_SIZE` pixels a side and the small CNN for smaller ones (MinAtar's 10x10;
     also for an observation with an image leaf), and the MLP otherwise."""
     if network == "auto":
+        if is_team(env):
+            return "mlp"
         space = env.observation_space
         if needs_encoder(space):
             return "cnn" if has_image_leaf(space) else "mlp"
@@ -107,7 +131,7 @@ def network_choice(network: str, env) -> str:
 
 
 def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
-                 init_log_std: float, memory_size: int) -> Network:
+                 init_log_std: float, memory_size: int, critic: str = "own") -> Network:
     """The actor-critic for ``env``'s spaces: ``network`` ``mlp`` (hidden layers ``hidden``),
     ``cnn`` (over :func:`rollax.nets.cnn.image_shape`, then ``hidden``), ``nature`` (the
     Nature-DQN torso over the image, its dense layers ``hidden``, shared by actor and critic, the
@@ -118,8 +142,20 @@ def actor_critic(env, network: str, hidden: tuple[int, ...], activation: str,
     Gaussian starting at ``init_log_std`` (:func:`action_head`); ``spatial``
     (:class:`rollax.nets.spatial.SpatialActorCritic`: a 3x3 "same" convolution of each
     ``hidden`` size over the grid :func:`rollax.nets.spatial.grid_layout` reads, one logit per
-    cell and kind). The settings are checked first (:func:`check_network`)."""
-    check_network(env, network, hidden, activation, init_log_std, memory_size)
+    cell and kind). A team of agents (:mod:`rollax.envs.agents`) gets one MLP shared by its
+    agents, its critic reading each agent's own observation or, ``critic="centralised"``, the
+    whole team's (:class:`rollax.nets.team.TeamActorCritic`). The settings are checked first
+    (:func:`check_network`)."""
+    check_network(env, network, hidden, activation, init_log_std, memory_size, critic=critic)
+    if is_team(env):
+        agents = num_agents(env)
+        kind, size = agent_space(env.action_space, agents)
+        action = {"num_actions" if kind == "discrete" else "action_size": size}
+        return TeamActorCritic(num_agents=agents,
+                               observation_size=int(env.observation_space.shape[1]),
+                               hidden=tuple(hidden), activation=activation,
+                               init_log_std=init_log_std, centralised=critic == "centralised",
+                               **action)
     action = action_head(env.action_space)
     network = network_choice(network, env)
     if network == "spatial":

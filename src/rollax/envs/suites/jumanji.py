@@ -143,9 +143,24 @@ SUPPORTED: dict[str, Support] = {
     "RobotWarehouse-v0": Support("time_limit", "factored"),
     "MultiCVRP-v0": Support(
         lambda env: 2 * (env.observation_spec.action_mask.shape[1] - 1), "factored"),
+    "LevelBasedForaging-v0": Support("time_limit", "factored"),
+    "Connector-v3": Support("time_limit", "factored"),
+    "SearchAndRescue-v0": Support("time_limit", "continuous"),
 }
-"""The ids the adapter accepts: single-agent environments, and multi-agent ones whose agents
-share one scalar reward (their joint action a ``MultiDiscrete``, one component per agent)."""
+"""The ids the adapter accepts: single-agent environments, multi-agent ones whose agents
+share one scalar reward (their joint action a ``MultiDiscrete``, one component per agent), and
+the teams of :data:`TEAMS`."""
+TEAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "LevelBasedForaging-v0": (("agents_view", "action_mask"), ()),
+    "Connector-v3": (("action_mask",), ()),
+    "SearchAndRescue-v0": (("searcher_views", "positions"), ("step",)),
+}
+"""The teams (:mod:`rollax.envs.agents`: a reward per agent, an episode end shared), by id:
+the observation fields that have a row per agent (each agent sees its own), and the fields
+left out besides ``step_count`` (SearchAndRescue's ``step``, its step counter). Every other
+field is shared: Connector's ``grid`` (``(grid_size, grid_size)``, which numbers agent ``i``'s
+cells ``3i+1 .. 3i+3``: the network's agent id tells it which are its own) and
+SearchAndRescue's ``targets_remaining``, repeated in every agent's row."""
 NVEC_FROM_MASK = ("MultiCVRP-v0",)
 """Ids whose action spec is an integer ``BoundedArray`` with a maximum one past the last valid
 value (MultiCVRP: ``num_customers + 1``, an index out of its node arrays): the values per
@@ -153,6 +168,19 @@ component are the mask's width, ``num_customers + 1`` (the depot and the custome
 LOW_FIXES = {("TSP-v1", "position"): -1.0}
 """Lower bounds below Jumanji's spec: TSP's ``position`` is -1 before the first city, outside
 its ``DiscreteArray(num_cities)`` spec."""
+
+
+class TeamState(NamedTuple):
+    """One wrapped team's state (:data:`TEAMS`): :class:`JumanjiState`'s fields and the
+    agents' rewards of the last step."""
+
+    inner: Any
+    obs: Any
+    rewards: jax.Array
+    """float32 ``(num_agents,)``: each agent's reward in the step that reached this state (0
+    after ``reset``)."""
+    elapsed: jax.Array
+    done: jax.Array
 
 
 class JumanjiState(NamedTuple):
@@ -201,8 +229,8 @@ def _refusal(jumanji, name: str) -> str:
     reward_shape = tuple(env.reward_spec.shape)
     if reward_shape != ():
         reasons.append(f"each of its {int(np.prod(reward_shape))} agents gets its own reward "
-                       f"(reward shape {reward_shape}); rollax trains one policy on one scalar "
-                       f"reward")
+                       f"(reward shape {reward_shape}), and the adapter reads the observations "
+                       f"of the teams it knows only ({', '.join(TEAMS)})")
     if np.issubdtype(np.dtype(env.action_spec.dtype), np.floating):
         reasons.append(f"its action is continuous ({type(env.action_spec).__name__} of "
                        f"{np.dtype(env.action_spec.dtype)}, shape {tuple(env.action_spec.shape)})")
@@ -256,6 +284,8 @@ class JumanjiEnv(SuiteEnvironment):
     """``(field path, raw shape)`` of each part of the observation vector, in order (a nested
     field is ``"outer.inner"``); ``raw_observation_shape`` is ``None``: Jumanji's observation is
     a ``NamedTuple`` of fields, not one array."""
+    num_agents: int = dataclasses.field(init=False, repr=False, compare=False, hash=False)
+    """The agents of a team (:data:`TEAMS`), else 1."""
 
     def __post_init__(self):
         jumanji = _import_jumanji()
@@ -276,22 +306,42 @@ class JumanjiEnv(SuiteEnvironment):
         inner_limit = {"time_limit": UNLIMITED,
                        "sized_time_limit": int(horizon) + 1}.get(support.horizon)
         inner = _build(jumanji, self.name, kwargs, inner_limit)
-        spaces, fields = _convert_spaces(inner, self.name)
+        spaces, fields, agents = _convert_spaces(inner, self.name)
         self._fill(env_kwargs=tuple(sorted(kwargs.items())), horizon=int(horizon),
-                   jumanji_env=inner, spaces=spaces, observation_fields=fields)
+                   jumanji_env=inner, spaces=spaces, observation_fields=fields,
+                   num_agents=agents)
+
+    @property
+    def team(self) -> bool:
+        """Whether this is a team of agents with rewards of their own (:data:`TEAMS`)."""
+        return self.name in TEAMS
 
     # -- the functional interface ---------------------------------------------------------------
 
-    def reset(self, key: jax.Array) -> JumanjiState:
+    def reset(self, key: jax.Array) -> JumanjiState | TeamState:
         # a raw uint32 key: states stay plain arrays
         inner, timestep = self.jumanji_env.reset(raw_key(key))
+        if self.team:  # SearchAndRescue's state holds Python numbers: arrays, as after a step
+            return jax.tree.map(jnp.asarray, TeamState(
+                inner, timestep.observation, jnp.zeros((self.num_agents,), jnp.float32),
+                *start_counters()))
         return JumanjiState(inner, timestep.observation, *start_counters())
 
-    def transition(self, state: JumanjiState, action: jax.Array, key: jax.Array | None):
+    def transition(self, state: Any, action: jax.Array, key: jax.Array | None):
         inner, timestep = self.jumanji_env.step(state.inner, self.jumanji_action(action))
-        reward = jnp.reshape(jnp.asarray(timestep.reward, jnp.float32), ())
         terminated = jnp.reshape(timestep.last(), ())
+        if self.team:  # the team's reward: the sum of its agents'
+            rewards = jnp.reshape(jnp.asarray(timestep.reward, jnp.float32), (self.num_agents,))
+            moved = state._replace(inner=inner, obs=timestep.observation, rewards=rewards)
+            return moved, jnp.sum(rewards), terminated
+        reward = jnp.reshape(jnp.asarray(timestep.reward, jnp.float32), ())
         return state._replace(inner=inner, obs=timestep.observation), reward, terminated
+
+    def agent_rewards(self, state: TeamState) -> jax.Array:
+        """A team's agents' rewards ``(num_agents,)`` in the step that reached ``state``
+        (:mod:`rollax.envs.agents`; an environment of one agent is no team, whatever it
+        defines)."""
+        return state.rewards
 
     def jumanji_action(self, action: jax.Array) -> jax.Array:
         """rollax's ``action`` as Jumanji's: unchanged for a ``DiscreteArray``; a joint
@@ -304,21 +354,31 @@ class JumanjiEnv(SuiteEnvironment):
             return jnp.stack(parts).astype(spec.dtype)
         if layout == "factored":
             return jnp.asarray(action).astype(spec.dtype)
+        if layout == "continuous":  # a Gaussian's draw, clipped into Jumanji's bounds
+            return jnp.clip(jnp.asarray(action, spec.dtype), spec.minimum, spec.maximum)
         return action
 
-    def observation(self, state: JumanjiState) -> jax.Array:
+    def observation(self, state: Any) -> jax.Array:
+        if self.team:  # (num_agents, D): each agent's own rows, then what the team shares
+            own = TEAMS[self.name][0]
+            rows = [_agent_rows(_get(state.obs, path), path in own, self.num_agents)
+                    for path, _ in self.observation_fields]
+            return jnp.concatenate(rows, axis=1)
         parts = [jnp.reshape(_get(state.obs, path), (-1,)).astype(jnp.float32)
                  for path, _ in self.observation_fields]
         return jnp.concatenate(parts)
 
-    def action_mask(self, state: JumanjiState) -> jax.Array:
+    def action_mask(self, state: Any) -> jax.Array | None:
         """bool, in rollax's layout (:mod:`rollax.envs.masks`): which actions are legal in
         ``state``, from Jumanji's ``action_mask`` observation field (all legal where Jumanji has
         none): ``(n,)`` for a ``Discrete`` action (a joint mask flattened in C order),
         ``(K, max(nvec))`` for a ``MultiDiscrete`` one (Jumanji's per-component mask). Where
         Jumanji's mask leaves a live state (or one component) no legal action, every action
-        (value) is allowed: Jumanji treats them all as illegal alike. Works under ``vmap``."""
+        (value) is allowed: Jumanji treats them all as illegal alike; None (every action legal)
+        for a continuous action. Works under ``vmap``."""
         space = self.action_space
+        if isinstance(space, Box):
+            return None
         mask = getattr(state.obs, "action_mask", None)
         if isinstance(space, MultiDiscrete):
             valid = jnp.asarray(np.arange(max(space.nvec))[None, :]
@@ -353,12 +413,25 @@ def _default_horizon(jumanji, name: str, kwargs: dict, rule) -> int:
     return int(rule(env))
 
 
-def _action_space(env, name: str) -> Discrete | MultiDiscrete:
+def _agent_rows(leaf, own: bool, agents: int) -> jax.Array:
+    """An observation field as ``(agents, size)`` float32 rows: agent ``i``'s own part of a
+    field with a row per agent (``own``), else the whole field in every row."""
+    leaf = jnp.asarray(leaf).astype(jnp.float32)
+    if own:
+        return jnp.reshape(leaf, (agents, -1))
+    return jnp.broadcast_to(jnp.reshape(leaf, (1, -1)), (agents, leaf.size))
+
+
+def _action_space(env, name: str) -> Discrete | MultiDiscrete | Box:
     """rollax's action space for the Jumanji environment ``env`` (the id's layout)."""
     specs = import_suite("jumanji.specs", "jumanji")
 
     spec = env.action_spec
     layout = SUPPORTED[name].action
+    if layout == "continuous":
+        shape = tuple(int(d) for d in spec.shape)
+        return Box(np.broadcast_to(np.asarray(spec.minimum, np.float32), shape).copy(),
+                   np.broadcast_to(np.asarray(spec.maximum, np.float32), shape).copy(), shape)
     if layout == "native":
         if not isinstance(spec, specs.DiscreteArray) or isinstance(spec,
                                                                    specs.MultiDiscreteArray):
@@ -397,36 +470,48 @@ def _leaf_bounds(spec, shape) -> tuple[np.ndarray, np.ndarray]:
             np.broadcast_to(np.asarray(high, np.float32), shape).reshape(size))
 
 
-def _fields(spec, value, prefix: str = ""):
-    """``(path, leaf spec, shape)`` of every shown observation field, in field order."""
+def _fields(spec, value, prefix: str = "", hidden: tuple[str, ...] = HIDDEN_FIELDS):
+    """``(path, leaf spec, shape)`` of every shown observation field (not in ``hidden``), in
+    field order."""
     specs = import_suite("jumanji.specs", "jumanji")
 
     names = (value._fields if hasattr(value, "_fields")  # a NamedTuple, or a dataclass (BinPack)
              else tuple(f.name for f in dataclasses.fields(value)))
     for field in names:
-        if field in HIDDEN_FIELDS:
+        if field in hidden:
             continue
         path, sub, leaf = prefix + field, spec[field], getattr(value, field)
         if isinstance(sub, specs.Array):
             yield path, sub, tuple(int(d) for d in np.shape(leaf))
         else:
-            yield from _fields(sub, leaf, path + ".")
+            yield from _fields(sub, leaf, path + ".", hidden)
 
 
-def _convert_spaces(env, name: str) -> tuple[Spaces, tuple[tuple[str, tuple[int, ...]], ...]]:
-    """The spaces (no raw shape) and the observation fields."""
+def _convert_spaces(env, name: str
+                    ) -> tuple[Spaces, tuple[tuple[str, tuple[int, ...]], ...], int]:
+    """The spaces (no raw shape), the observation fields and the agents: 1, or a team's
+    ``num_agents`` (:data:`TEAMS`), whose observation is ``(num_agents, D)``, each agent's row
+    its own fields then the shared ones, in field order (:func:`_agent_rows`)."""
     spec = env.observation_spec
-    fields = list(_fields(spec, spec.generate_value()))
+    own, hidden = TEAMS.get(name, ((), ()))
+    fields = list(_fields(spec, spec.generate_value(), hidden=(*HIDDEN_FIELDS, *hidden)))
     bounds = [_leaf_bounds(sub, shape) for _, sub, shape in fields]
     for i, (path, _, _) in enumerate(fields):
         if (name, path) in LOW_FIXES:
             bounds[i] = (np.minimum(bounds[i][0], LOW_FIXES[name, path]), bounds[i][1])
-    low = np.concatenate([b[0] for b in bounds])
-    high = np.concatenate([b[1] for b in bounds])
-    observation = Box(low, high, (int(low.size),))
+    agents = int(env.num_agents) if name in TEAMS else 1
+    if name in TEAMS:
+        rows = [[np.asarray(_agent_rows(b.reshape(shape), path in own, agents)) for b in pair]
+                for (path, _, shape), pair in zip(fields, bounds)]
+        low = np.concatenate([r[0] for r in rows], axis=1)
+        high = np.concatenate([r[1] for r in rows], axis=1)
+    else:
+        low = np.concatenate([b[0] for b in bounds])
+        high = np.concatenate([b[1] for b in bounds])
+    observation = Box(low, high, tuple(int(d) for d in low.shape))
     action = _action_space(env, name)
     return (Spaces(observation, action, None),
-            tuple((path, shape) for path, _, shape in fields))
+            tuple((path, shape) for path, _, shape in fields), agents)
 
 
 def make_jumanji(env_id: str, horizon: int | None = None, **env_kwargs) -> JumanjiEnv:
