@@ -69,6 +69,15 @@ def greedy_return(loaded, key, episodes: int) -> jax.Array:
     return jnp.mean(jnp.sum(rewards, axis=0))
 
 
+def train_refused(capsys, tmp_path, argv, words: str) -> None:
+    """``rollax train *argv`` into ``tmp_path / "run"`` exits with status 2 and one line on
+    stderr holding ``words``, and makes no run folder."""
+    code, _, err = run(capsys, "train", *argv, "--out", tmp_path / "run")
+    assert code == 2 and words in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
 def run(capsys, *argv) -> tuple[int, str, str]:
     """``rollax *argv`` in-process (``rollax.cli.main``): exit status, stdout, stderr."""
     from rollax.cli import main

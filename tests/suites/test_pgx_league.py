@@ -17,6 +17,7 @@ import pytest
 
 import rollax
 import rollax.cli
+from helpers import train_refused
 from rollax.algos import a2c, ppo
 from rollax.algos.base import hyperparams_of
 from rollax.collect import League, collect_league, draw_matches, reset_batch
@@ -170,8 +171,4 @@ def test_a_league_run_resumes_bit_identical(capsys, tmp_path):
     (["--env", "pgx:tic_tac_toe", "--opponents", "pool", "--pool-every", "0"], "pool_every"),
 ])
 def test_refusals_are_one_line_and_exit_2(argv, words, tmp_path, capsys):
-    code = rollax.cli.main(["train", *argv, "--out", str(tmp_path / "run")])
-    err = capsys.readouterr().err
-    assert code == 2 and words in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    assert not (tmp_path / "run").exists()
+    train_refused(capsys, tmp_path, argv, words)

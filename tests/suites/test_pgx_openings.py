@@ -15,6 +15,7 @@ import pytest
 
 import rollax
 import rollax.cli
+from helpers import train_refused
 from rollax.algos import ppo
 
 pgx = pytest.importorskip("pgx")
@@ -78,11 +79,7 @@ def test_training_opens_at_random_and_evaluation_does_not():
     (["--env", "pgx:tic_tac_toe", "--opening-moves", "-1"], "opening_moves must be"),
 ])
 def test_refusals_are_one_line_and_exit_2(argv, words, tmp_path, capsys):
-    code = rollax.cli.main(["train", *argv, "--out", str(tmp_path / "run")])
-    err = capsys.readouterr().err
-    assert code == 2 and words in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    assert not (tmp_path / "run").exists()
+    train_refused(capsys, tmp_path, argv, words)
 
 
 def test_the_opening_is_refused_outside_a_game_of_two_players():
