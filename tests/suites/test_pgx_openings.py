@@ -40,11 +40,16 @@ def test_the_opening_has_k_uniform_moves_and_leaves_a_live_legal_position():
     np.testing.assert_allclose(counts[:4], N / 4, atol=5 * np.sqrt(N * 0.25 * 0.75))
     assert not np.asarray(states.inner.terminated).any()
     assert not np.asarray(states.done).any() and not np.asarray(states.elapsed).any()
-    # the mover alternates: X (Pgx's first mover, current player at the start) moves again
-    # after an even number of marks, O after an odd one
-    first = np.asarray(jax.vmap(env.reset)(jax.random.split(jax.random.key(0), N)
-                                           ).inner.current_player)
-    np.testing.assert_array_equal(first, np.asarray(states.inner.current_player))
+    # the mover alternates: the game's starter (Pgx's init on the reset's first key) moves
+    # again after an even number of marks, the other player after an odd one; and the mover's
+    # plane holds as many marks as the other's, or one fewer
+    keys = jax.random.split(jax.random.key(0), N)
+    starts = jax.vmap(lambda k: env.pgx_env.init(jax.random.split(k)[0]))(keys)
+    starter = np.asarray(starts.current_player)
+    expected = np.where(stones % 2 == 0, starter, 1 - starter)
+    np.testing.assert_array_equal(np.asarray(states.inner.current_player), expected)
+    planes = np.asarray(states.inner.observation).reshape(N, 9, 2).sum(axis=1)
+    np.testing.assert_array_equal(planes[:, 1] - planes[:, 0], stones % 2)
     np.testing.assert_array_equal(np.asarray(states.inner.legal_action_mask).sum(1), 9 - stones)
 
 
