@@ -17,6 +17,10 @@
 #   seeds-compile     compile time of K PPO seeds, part by part (SEEDS="64 256 1024")
 #   profile           1,024 PPO seeds in one program under jax.profiler (the busiest device
 #                     operations), then the same and PPO at 1,024 envs with rbg keys
+#   resets            throughput at 262k and 1M envs with rbg keys, rollax resetting only the
+#                     finished environments (the CPU's path) and then every one (the
+#                     accelerators'), each traced: what bounds the step once the hash does not
+#   many-seeds        PPO seeds in one program at SEEDS_K (default 4096)
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -167,6 +171,19 @@ profile)
   row 90 "$anchors" ppo_rollax.py --num-envs 1024 --total-steps 2097152 --repeats 2 \
     --key-impl rbg --json "$out/ppo-rollax-1024-rbg.json"
   ;;
+resets)
+  for resets in finished all; do
+    row 150 "$anchors" throughput.py --sizes 262144 1048576 --steps 1000 --repeats 3 --corridor \
+      --prng rbg --resets "$resets" --profile "$out/profile-resets-$resets" \
+      --json "$out/throughput-rbg-$resets.json"
+  done
+  ;;
+many-seeds)
+  for k in ${SEEDS_K:-4096}; do
+    row "${SEED_LIMIT:-200}" "$anchors" seeds.py --seeds "$k" --total-steps 100000 --repeats 1 \
+      --json "$out/seeds-$k.json"
+  done
+  ;;
 tests)
   # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
   # limit pytest is interrupted (SIGINT), so it still reports the failures it met, and killed 30 s on
@@ -184,6 +201,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, resets, many-seeds, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

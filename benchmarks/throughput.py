@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py [--sizes 1 64 1024 16384] [--steps 1000] [--repeats 5]
                                     [--corridor 1024 65536] [--prng IMPL] [--json OUT]
+                                    [--resets finished] [--profile DIR]
 
 Rows (medians of ``--repeats`` timed runs after one warm-up; compile time apart):
 
@@ -13,6 +14,12 @@ Both CartPole loops draw one action key per (step, environment) the same way; gy
 ``step`` also resets every environment at every step (and selects); rollax's
 ``rollax.collect.autoreset`` (the reset of ``collect_autoreset``) resets only the environments
 that finished, each with its own fresh key per (step, environment).
+
+``--resets all|finished`` replaces the platform's choice inside ``autoreset`` for rollax's row:
+``reset_all`` (every reset computed and the finished selected, the accelerators' default) or
+``reset_finished`` (only the finished ones reset through a compacted gather and a switch, the
+CPU's default). ``--profile DIR`` traces one more run of each row with ``jax.profiler`` and
+prints its busiest device operations (``seeds.busiest``).
 """
 
 from __future__ import annotations
@@ -27,11 +34,14 @@ import jax
 import jax.numpy as jnp
 
 import rollax
-from rollax.collect import autoreset
+from rollax.collect import autoreset, reset_all, reset_finished
+
+RESETS = {"platform": autoreset, "all": reset_all, "finished": reset_finished}
 
 
-def rollax_cartpole(batch: int, steps: int):
+def rollax_cartpole(batch: int, steps: int, resets: str = "platform"):
     env = rollax.make("CartPole-v1")
+    reset = RESETS[resets]
 
     @jax.jit
     def run(key):
@@ -44,7 +54,7 @@ def rollax_cartpole(batch: int, steps: int):
             actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(
                 jax.random.split(action_key, batch))
             state, reward, terminated, truncated = jax.vmap(env.step)(state, actions)
-            state = autoreset(env, terminated | truncated, state, reset_key)
+            state = reset(env, terminated | truncated, state, reset_key)
             return (state, total + reward.sum()), None
 
         (_, total), _ = jax.lax.scan(body, (state, jnp.float32(0)),
@@ -101,7 +111,7 @@ def compile_timed(fn):
     return compiled, compile_s
 
 
-def measure(fns: dict, repeats: int) -> dict:
+def measure(fns: dict, repeats: int, profile: str | None = None) -> dict:
     """Compile each function apart, warm it up, then time ``repeats`` rounds in which every
     function runs once (interleaved, so a slow moment of the machine hits all of them):
     ``{name: {"compile_s", "run_s" (median)}}``."""
@@ -113,8 +123,20 @@ def measure(fns: dict, repeats: int) -> dict:
             start = time.perf_counter()
             jax.block_until_ready(fn(k))
             times[name].append(time.perf_counter() - start)
-    return {name: {"compile_s": compiled[name][1], "run_s": statistics.median(times[name])}
-            for name in fns}
+    out = {name: {"compile_s": compiled[name][1], "run_s": statistics.median(times[name])}
+           for name in fns}
+    for name, (fn, _) in compiled.items() if profile else ():
+        from seeds import busiest  # benchmarks/ is the script's folder
+
+        with jax.profiler.trace(f"{profile}/{name}", create_perfetto_trace=True):
+            jax.block_until_ready(fn(jax.random.key(0)))
+        out[name]["busiest"] = busiest(f"{profile}/{name}", out[name]["run_s"], top=12)
+        for label, ops in out[name]["busiest"].items():
+            print(f"  {name}, busiest by {label}:")
+            for op in ops:
+                print(f"  {op['ms']:9.1f} ms {op['share']:6.1%} {op['calls']:7d}x  "
+                      f"{op['name'][-110:]}")
+    return out
 
 
 def machine() -> str:
@@ -137,6 +159,10 @@ def main() -> None:
                         help="CartPole rows: gymnax only (for its peak memory alone)")
     parser.add_argument("--prng", default=None,
                         help="jax_default_prng_impl for every key (threefry2x32, rbg, unsafe_rbg)")
+    parser.add_argument("--resets", choices=tuple(RESETS), default="platform",
+                        help="rollax's auto-reset path (default: the platform's own choice)")
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="trace one more run of each CartPole row into DIR/<B>/")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.prng:
@@ -147,19 +173,22 @@ def main() -> None:
           "compile s (rollax, gymnax) |")
     print("|---|---|---|---|---|---|---|")
     for batch in args.sizes:
-        fns = {} if args.no_rollax else {"rollax": rollax_cartpole(batch, args.steps)}
+        fns = {} if args.no_rollax else {"rollax": rollax_cartpole(batch, args.steps, args.resets)}
         if not args.no_gymnax:
             fns["gymnax"] = gymnax_cartpole(batch, args.steps)
-        timed = measure(fns, args.repeats)
+        timed = measure(fns, args.repeats,
+                        args.profile and f"{args.profile}/{batch}")
         ours = timed.get("rollax", {"compile_s": float("nan"), "run_s": float("nan")})
         sps = batch * args.steps / ours["run_s"]
-        row = {"row": "CartPole-v1 random, auto-reset", "B": batch, "T": args.steps,
+        row = {"row": "CartPole-v1 random, auto-reset", "resets": args.resets, "B": batch,
+               "T": args.steps,
                "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]}
         if not args.no_gymnax:
             theirs = timed["gymnax"]
             row["gymnax_sps"] = batch * args.steps / theirs["run_s"]
             row["gymnax_compile_s"] = theirs["compile_s"]
             row["ratio"] = sps / row["gymnax_sps"]
+        row.update({f"{name}_busiest": t["busiest"] for name, t in timed.items() if "busiest" in t})
         rows.append(row)
         print(f"| {row['row']} | {batch:,} | {args.steps} | {sps:.3e} | "
               f"{row.get('gymnax_sps', float('nan')):.3e} | {row.get('ratio', float('nan')):.2f} |"

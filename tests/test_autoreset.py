@@ -158,7 +158,7 @@ def test_autoreset_resets_exactly_the_finished_lanes(batch, path):
             np.testing.assert_array_equal(np.asarray(a[i]), np.asarray(b))
 
 
-@pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
+@pytest.mark.parametrize("impl", ["threefry2x32", "rbg", "unsafe_rbg"])
 def test_split_at_equals_split_then_index(impl):
     key = jax.random.key(7, impl=impl)
     index = jnp.array([0, 3, 999, 17, 17])

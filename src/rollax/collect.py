@@ -424,12 +424,13 @@ def reset_batch(env, key: jax.Array, batch_size: int):
 def split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
     """``split(key, num)[index]`` for an integer array ``index``, hashing only the keys asked
     for. With JAX's partitionable threefry (the default), key ``i`` of a split is
-    ``fold_in(key, i)``; otherwise all ``num`` keys are derived and gathered (XLA does not fuse
-    the gather into the hash). :func:`autoreset` uses it to draw the keys of the finished
+    ``fold_in(key, i)``, for ``threefry2x32`` and for ``rbg`` (whose splits are threefry's);
+    otherwise (``unsafe_rbg``) all ``num`` keys are derived and gathered (XLA does not fuse the
+    gather into the hash). :func:`autoreset` uses it to draw the keys of the finished
     environments only."""
     impl = str(jax.random.key_impl(key))
     # jax.config sets its flags as attributes at runtime; the stub does not list them
-    if jax.config.jax_threefry_partitionable and "threefry" in impl:  # pyright: ignore[reportAttributeAccessIssue]
+    if jax.config.jax_threefry_partitionable and impl in ("threefry2x32", "rbg"):  # pyright: ignore[reportAttributeAccessIssue]
         return jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
     return per_env(key, num)[index]
 
