@@ -20,6 +20,9 @@
 #   resets            throughput at 262k and 1M envs with rbg keys, rollax resetting only the
 #                     finished environments (the CPU's path) and then every one (the
 #                     accelerators'), each traced: what bounds the step once the hash does not
+#   actions           throughput at 262k and 1M envs with the harness drawing a step's actions
+#                     from one key (--actions batched), threefry then rbg keys: the
+#                     environments compared without the harness's per-environment splits
 #   many-seeds        PPO seeds in one program at SEEDS_K (default 4096)
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
@@ -178,6 +181,12 @@ resets)
       --json "$out/throughput-rbg-$resets.json"
   done
   ;;
+actions)
+  for prng in threefry2x32 rbg; do
+    row 150 "$anchors" throughput.py --sizes 262144 1048576 --steps 1000 --repeats 3 --corridor \
+      --prng "$prng" --actions batched --json "$out/throughput-batched-$prng.json"
+  done
+  ;;
 many-seeds)
   for k in ${SEEDS_K:-4096}; do
     row "${SEED_LIMIT:-200}" "$anchors" seeds.py --seeds "$k" --total-steps 100000 --repeats 1 \
@@ -201,6 +210,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, resets, many-seeds, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

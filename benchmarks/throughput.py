@@ -2,7 +2,7 @@
 
     python benchmarks/throughput.py [--sizes 1 64 1024 16384] [--steps 1000] [--repeats 5]
                                     [--corridor 1024 65536] [--prng IMPL] [--json OUT]
-                                    [--resets finished] [--profile DIR]
+                                    [--resets finished] [--actions batched] [--profile DIR]
 
 Rows (medians of ``--repeats`` timed runs after one warm-up; compile time apart):
 
@@ -10,7 +10,9 @@ Rows (medians of ``--repeats`` timed runs after one warm-up; compile time apart)
   steps, no trajectory stored (each side folds rewards into a sum): rollax vs gymnax 1.x;
 - the corridor's absorbing collector (``rollax.collect``, trajectory stored), T = 8 and 64.
 
-Both CartPole loops draw one action key per (step, environment) the same way; gymnax's
+Both CartPole loops draw one action key per (step, environment) the same way (``--actions
+batched``: all of a step's actions from one key, ``randint(key, (B,))``, so that the harness's
+own key splits leave the comparison); gymnax's
 ``step`` also resets every environment at every step (and selects); rollax's
 ``rollax.collect.autoreset`` (the reset of ``collect_autoreset``) resets only the environments
 that finished, each with its own fresh key per (step, environment).
@@ -39,7 +41,15 @@ from rollax.collect import autoreset, reset_all, reset_finished
 RESETS = {"platform": autoreset, "all": reset_all, "finished": reset_finished}
 
 
-def rollax_cartpole(batch: int, steps: int, resets: str = "platform"):
+def draw_actions(key, batch: int, batched: bool):
+    """A step's uniformly random CartPole actions: one key per environment (split), or one
+    draw of ``B`` from the step's key (``batched``)."""
+    if batched:
+        return jax.random.randint(key, (batch,), 0, 2)
+    return jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(jax.random.split(key, batch))
+
+
+def rollax_cartpole(batch: int, steps: int, resets: str = "platform", batched: bool = False):
     env = rollax.make("CartPole-v1")
     reset = RESETS[resets]
 
@@ -51,8 +61,7 @@ def rollax_cartpole(batch: int, steps: int, resets: str = "platform"):
         def body(carry, step_key):
             state, total = carry
             action_key, reset_key = jax.random.split(step_key)
-            actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(
-                jax.random.split(action_key, batch))
+            actions = draw_actions(action_key, batch, batched)
             state, reward, terminated, truncated = jax.vmap(env.step)(state, actions)
             state = reset(env, terminated | truncated, state, reset_key)
             return (state, total + reward.sum()), None
@@ -64,7 +73,7 @@ def rollax_cartpole(batch: int, steps: int, resets: str = "platform"):
     return run
 
 
-def gymnax_cartpole(batch: int, steps: int):
+def gymnax_cartpole(batch: int, steps: int, batched: bool = False):
     import gymnax
 
     env, params = gymnax.make("CartPole-v1")
@@ -77,8 +86,7 @@ def gymnax_cartpole(batch: int, steps: int):
         def body(carry, step_key):
             state, total = carry
             action_key, env_key = jax.random.split(step_key)
-            actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, 2))(
-                jax.random.split(action_key, batch))
+            actions = draw_actions(action_key, batch, batched)
             out = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(env_key, batch), state,
                                                        actions, params)
             return (out[1], total + out[2].sum()), None
@@ -161,6 +169,8 @@ def main() -> None:
                         help="jax_default_prng_impl for every key (threefry2x32, rbg, unsafe_rbg)")
     parser.add_argument("--resets", choices=tuple(RESETS), default="platform",
                         help="rollax's auto-reset path (default: the platform's own choice)")
+    parser.add_argument("--actions", choices=("per-env", "batched"), default="per-env",
+                        help="the harness's action draw: a key per environment, or one draw")
     parser.add_argument("--profile", default=None, metavar="DIR",
                         help="trace one more run of each CartPole row into DIR/<B>/")
     parser.add_argument("--json", default=None)
@@ -173,14 +183,16 @@ def main() -> None:
           "compile s (rollax, gymnax) |")
     print("|---|---|---|---|---|---|---|")
     for batch in args.sizes:
-        fns = {} if args.no_rollax else {"rollax": rollax_cartpole(batch, args.steps, args.resets)}
+        fns = {} if args.no_rollax else {"rollax": rollax_cartpole(batch, args.steps, args.resets,
+                                                         args.actions == "batched")}
         if not args.no_gymnax:
-            fns["gymnax"] = gymnax_cartpole(batch, args.steps)
+            fns["gymnax"] = gymnax_cartpole(batch, args.steps, args.actions == "batched")
         timed = measure(fns, args.repeats,
                         args.profile and f"{args.profile}/{batch}")
         ours = timed.get("rollax", {"compile_s": float("nan"), "run_s": float("nan")})
         sps = batch * args.steps / ours["run_s"]
-        row = {"row": "CartPole-v1 random, auto-reset", "resets": args.resets, "B": batch,
+        row = {"row": "CartPole-v1 random, auto-reset", "resets": args.resets,
+               "actions": args.actions, "B": batch,
                "T": args.steps,
                "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]}
         if not args.no_gymnax:
