@@ -23,6 +23,8 @@ from rollax.envs.masks import mask_shape  # noqa: E402
 from rollax.envs.suites.jumanji import JumanjiEnv, make_jumanji  # noqa: E402
 
 BATCH, STEPS = 32, 300
+"""The lockstep's environments, and at most its steps (every episode ends by the adapter's
+horizon: the lockstep runs one step past it where that is fewer)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +132,8 @@ def _lockstep(case: Case):
     twin = jumanji.make(case.name, **dict(options, time_limit=case.limit + 1)) if case.limit \
         else ref
 
+    steps = min(STEPS, env.horizon + 1)
+
     def one(key):
         reset_key, run_key = jax.random.split(key)
         ours = env.reset(reset_key)
@@ -145,18 +149,19 @@ def _lockstep(case: Case):
             legal = rollax.envs.masks.is_legal(env.action_space, mask, action)
             raw_legal, any_raw = _raw_mask_at(case, env, ours.obs, ref_action)
             ours, reward, terminated, truncated = env.step(ours, action)
-            _, twin_step = twin.step(theirs, ref_action)
+            # without a limit the twin is the reference itself, and its step the same step
+            twin_step = None if twin is ref else twin.step(theirs, ref_action)[1]
             theirs, step = ref.step(theirs, ref_action)
             out = dict(ours_obs=ours.obs, theirs_obs=step.observation, ours_reward=reward,
                        theirs_reward=step.reward, terminated=terminated, truncated=truncated,
-                       last=step.last(), twin_last=twin_step.last(), elapsed=ours.elapsed,
+                       last=step.last(), twin_last=(twin_step or step).last(), elapsed=ours.elapsed,
                        step_count=getattr(theirs, "step_count", t + 1) - start,
                        vector=env.observation(ours), mask=mask, legal=legal,
                        raw_legal=raw_legal, any_raw=any_raw)
             return (ours, theirs), out
 
         _, out = jax.lax.scan(body, (ours, theirs),
-                              (jnp.arange(STEPS), jax.random.split(run_key, STEPS)))
+                              (jnp.arange(steps), jax.random.split(run_key, steps)))
         return out
 
     return env, jax.jit(jax.vmap(one, out_axes=1))
@@ -201,7 +206,7 @@ def test_lockstep_matches_jumanji_bit_for_bit(lockstep):
         else:
             counts["truncated"] += 1
             assert e + 1 == limit  # truncation exactly where Jumanji's limit fires
-    print(f"\n{case.name}: {BATCH} x {STEPS} steps, horizon {limit}: {counts}")
+    print(f"\n{case.name}: {BATCH} x {len(events)} steps, horizon {limit}: {counts}")
     if case.both:
         assert counts["terminated"] > 0 and counts["truncated"] > 0
     else:
@@ -216,13 +221,13 @@ def test_observation_vector_and_mask(lockstep):
         leaf = obs
         for part in field.split("."):
             leaf = getattr(leaf, part)
-        parts.append(np.reshape(np.asarray(leaf), (STEPS, BATCH, -1)).astype(np.float32))
+        parts.append(np.reshape(np.asarray(leaf), (*out["mask"].shape[:2], -1)).astype(np.float32))
     np.testing.assert_array_equal(out["vector"], np.concatenate(parts, axis=-1))
     assert out["vector"].dtype == np.float32 and out["vector"].shape[-1] == \
         env.observation_space.shape[0]
     assert "step_count" not in dict(env.observation_fields)
     assert out["mask"].dtype == bool
-    assert out["mask"].shape == (STEPS, BATCH, *mask_shape(env.action_space))
+    assert out["mask"].shape[1:] == (BATCH, *mask_shape(env.action_space))
 
 
 def test_mask_is_jumanjis(lockstep):
