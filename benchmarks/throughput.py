@@ -182,18 +182,18 @@ def main() -> None:
     print("| row | B | T | rollax steps/s | gymnax steps/s | rollax / gymnax | "
           "compile s (rollax, gymnax) |")
     print("|---|---|---|---|---|---|---|")
+    batched = args.actions == "batched"
     for batch in args.sizes:
-        fns = {} if args.no_rollax else {"rollax": rollax_cartpole(batch, args.steps, args.resets,
-                                                         args.actions == "batched")}
+        fns = {} if args.no_rollax else {
+            "rollax": rollax_cartpole(batch, args.steps, args.resets, batched)}
         if not args.no_gymnax:
-            fns["gymnax"] = gymnax_cartpole(batch, args.steps, args.actions == "batched")
+            fns["gymnax"] = gymnax_cartpole(batch, args.steps, batched)
         timed = measure(fns, args.repeats,
                         args.profile and f"{args.profile}/{batch}")
         ours = timed.get("rollax", {"compile_s": float("nan"), "run_s": float("nan")})
         sps = batch * args.steps / ours["run_s"]
         row = {"row": "CartPole-v1 random, auto-reset", "resets": args.resets,
-               "actions": args.actions, "B": batch,
-               "T": args.steps,
+               "actions": args.actions, "B": batch, "T": args.steps,
                "rollax_sps": sps, "rollax_compile_s": ours["compile_s"]}
         if not args.no_gymnax:
             theirs = timed["gymnax"]

@@ -149,12 +149,13 @@ def _lockstep(case: Case):
             legal = rollax.envs.masks.is_legal(env.action_space, mask, action)
             raw_legal, any_raw = _raw_mask_at(case, env, ours.obs, ref_action)
             ours, reward, terminated, truncated = env.step(ours, action)
-            # without a limit the twin is the reference itself, and its step the same step
-            twin_step = None if twin is ref else twin.step(theirs, ref_action)[1]
+            # without a limit the twin is the reference itself (its step is the reference's)
+            twin_last = None if twin is ref else twin.step(theirs, ref_action)[1].last()
             theirs, step = ref.step(theirs, ref_action)
+            twin_last = step.last() if twin_last is None else twin_last
             out = dict(ours_obs=ours.obs, theirs_obs=step.observation, ours_reward=reward,
                        theirs_reward=step.reward, terminated=terminated, truncated=truncated,
-                       last=step.last(), twin_last=(twin_step or step).last(), elapsed=ours.elapsed,
+                       last=step.last(), twin_last=twin_last, elapsed=ours.elapsed,
                        step_count=getattr(theirs, "step_count", t + 1) - start,
                        vector=env.observation(ours), mask=mask, legal=legal,
                        raw_legal=raw_legal, any_raw=any_raw)
