@@ -22,7 +22,9 @@
 #                     accelerators'), each traced: what bounds the step once the hash does not
 #   actions           throughput at 262k and 1M envs with the harness drawing a step's actions
 #                     from one key (--actions batched), threefry then rbg keys: the
-#                     environments compared without the harness's per-environment splits
+#                     environments compared without the harness's per-environment splits;
+#                     then rollax with rbg keys and its reset keys split as before
+#                     rollax.keys.children (all-split)
 #   many-seeds        PPO seeds in one program at SEEDS_K (default 4096)
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
@@ -186,6 +188,10 @@ actions)
     row 150 "$anchors" throughput.py --sizes 262144 1048576 --steps 1000 --repeats 3 --corridor \
       --prng "$prng" --actions batched --json "$out/throughput-batched-$prng.json"
   done
+  # rollax alone with its reset keys split as before rollax.keys.children (all-split)
+  row 120 "$anchors" throughput.py --sizes 262144 1048576 --steps 1000 --repeats 3 --corridor \
+    --prng rbg --actions batched --resets all-split --no-gymnax \
+    --json "$out/throughput-batched-rbg-split.json"
   ;;
 many-seeds)
   for k in ${SEEDS_K:-4096}; do

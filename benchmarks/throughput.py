@@ -20,8 +20,10 @@ that finished, each with its own fresh key per (step, environment).
 ``--resets all|finished`` replaces the platform's choice inside ``autoreset`` for rollax's row:
 ``reset_all`` (every reset computed and the finished selected, the accelerators' default) or
 ``reset_finished`` (only the finished ones reset through a compacted gather and a switch, the
-CPU's default). ``--profile DIR`` traces one more run of each row with ``jax.profiler`` and
-prints its busiest device operations (``seeds.busiest``).
+CPU's default); ``all-split`` is ``all`` with the reset keys from ``split`` whatever the key
+implementation (:func:`reset_all_split`: rollax's path under ``rbg`` before
+``rollax.keys.children``). ``--profile DIR`` traces one more run of each row with
+``jax.profiler`` and prints its busiest device operations (``seeds.busiest``).
 """
 
 from __future__ import annotations
@@ -37,8 +39,17 @@ import jax.numpy as jnp
 
 import rollax
 from rollax.collect import autoreset, reset_all, reset_finished
+from rollax.recurrent import reset_where
 
-RESETS = {"platform": autoreset, "all": reset_all, "finished": reset_finished}
+
+def reset_all_split(env, done, state, key):
+    """``reset_all`` with the ``B`` reset keys split by the implementation's own ``split``
+    (rollax's path before ``rollax.keys.children``: under ``rbg``, ``B`` threefry hashes)."""
+    return reset_where(done, jax.vmap(env.reset)(jax.random.split(key, done.shape[0])), state)
+
+
+RESETS = {"platform": autoreset, "all": reset_all, "finished": reset_finished,
+          "all-split": reset_all_split}
 
 
 def draw_actions(key, batch: int, batched: bool):

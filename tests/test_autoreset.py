@@ -12,6 +12,7 @@ from rollax.collect import (
     Trajectory,
     autoreset,
     collect_autoreset,
+    per_env,
     reset_all,
     reset_batch,
     reset_finished,
@@ -159,12 +160,31 @@ def test_autoreset_resets_exactly_the_finished_lanes(batch, path):
 
 
 @pytest.mark.parametrize("impl", ["threefry2x32", "rbg", "unsafe_rbg"])
-def test_split_at_equals_split_then_index(impl):
+def test_split_at_equals_per_env_then_index(impl):
     key = jax.random.key(7, impl=impl)
     index = jnp.array([0, 3, 999, 17, 17])
-    want = jax.random.key_data(jax.random.split(key, 1000)[index])
+    want = jax.random.key_data(per_env(key, 1000)[index])
     got = jax.random.key_data(jax.jit(lambda k, i: split_at(k, 1000, i))(key, index))
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("impl", ["threefry2x32", "rbg", "unsafe_rbg"])
+def test_per_env_keys_are_distinct_keys_of_the_implementation(impl):
+    """threefry: exactly ``split``; the generator implementations: the key data are the bits
+    ``key`` draws for shape ``(B, 4)``, all distinct, and the children's own draws differ."""
+    key = jax.random.key(3, impl=impl)
+    keys = jax.jit(lambda k: per_env(k, 512))(key)
+    assert str(jax.random.key_impl(keys)) == impl and keys.shape == (512,)
+    data = np.asarray(jax.random.key_data(keys))
+    if impl == "threefry2x32":
+        np.testing.assert_array_equal(data, np.asarray(jax.random.key_data(
+            jax.random.split(key, 512))))
+    else:
+        bits = jax.random.bits(key, (512, 4), jnp.uint32)
+        np.testing.assert_array_equal(data, np.asarray(bits))
+    assert len({row.tobytes() for row in data}) == 512
+    draws = np.asarray([jax.random.bits(k, (4,), jnp.uint32) for k in keys[:64]])
+    assert len({row.tobytes() for row in draws}) == 64
 
 
 def test_autoreset_trajectory_is_the_trajectory_plus_next_observation(cartpole_rollout):

@@ -6,7 +6,9 @@ key, in three stages, and use each key at most once:
 1. :func:`split_key` splits the key into streams: ``reset, action = split(key)``, or
    ``reset, action, transition = split(key, 3)`` when ``env.stochastic``.
 2. :func:`per_step` splits a stream into one key per time step: ``split(stream, T)[t]``.
-3. :func:`per_env` splits a step key into one key per environment: ``split(step_key, B)[b]``.
+3. :func:`per_env` splits a step key into one key per environment: ``split(step_key, B)[b]``
+   (with the ``rbg`` implementations, ``B`` keys drawn as bits from ``step_key``:
+   :func:`rollax.keys.children`; the ``split`` below then means that).
 
 The action and transition streams go through all three stages: environment ``b`` samples its
 action at step ``t`` with ``split(split(action, T)[t], B)[b]``, and a stochastic environment
@@ -39,6 +41,7 @@ from rollax.envs.base import step_with_key
 from rollax.envs.host import is_host
 from rollax.envs.masks import action_mask as state_mask
 from rollax.envs.players import turns
+from rollax.keys import children
 from rollax.recurrent import initial_carries, is_recurrent, reset_where
 from rollax.validate import check_count
 
@@ -106,8 +109,10 @@ def per_env(step_key: jax.Array, batch_size: int) -> jax.Array: ...
 @overload
 def per_env(step_key: None, batch_size: int) -> None: ...
 def per_env(step_key: jax.Array | None, batch_size: int) -> jax.Array | None:
-    """Stage 3: ``split(step_key, B)``, one key per environment (``None`` stays ``None``)."""
-    return None if step_key is None else jax.random.split(step_key, batch_size)
+    """Stage 3: one key per environment, ``split(step_key, B)`` (``None`` stays ``None``);
+    for the ``rbg`` implementations ``B`` keys drawn from ``step_key``'s generator
+    (:func:`rollax.keys.children`)."""
+    return None if step_key is None else children(step_key, batch_size)
 
 
 def collection_keys(key: jax.Array, batch_size: int, num_steps: int, stochastic: bool = False):
@@ -422,15 +427,14 @@ def reset_batch(env, key: jax.Array, batch_size: int):
 
 
 def split_at(key: jax.Array, num: int, index: jax.Array) -> jax.Array:
-    """``split(key, num)[index]`` for an integer array ``index``, hashing only the keys asked
-    for. With JAX's partitionable threefry (the default), key ``i`` of a split is
-    ``fold_in(key, i)``, for ``threefry2x32`` and for ``rbg`` (whose splits are threefry's);
-    otherwise (``unsafe_rbg``) all ``num`` keys are derived and gathered (XLA does not fuse the
-    gather into the hash). :func:`autoreset` uses it to draw the keys of the finished
-    environments only."""
+    """``per_env(key, num)[index]`` for an integer array ``index``. For threefry with JAX's
+    partitionable threefry (the default), key ``i`` of a split is ``fold_in(key, i)``, so only
+    the keys asked for are hashed; otherwise all ``num`` keys are derived and gathered (for
+    the ``rbg`` implementations one draw of bits; XLA does not fuse a gather into a hash).
+    :func:`autoreset` uses it to draw the keys of the finished environments only."""
     impl = str(jax.random.key_impl(key))
     # jax.config sets its flags as attributes at runtime; the stub does not list them
-    if jax.config.jax_threefry_partitionable and impl in ("threefry2x32", "rbg"):  # pyright: ignore[reportAttributeAccessIssue]
+    if jax.config.jax_threefry_partitionable and impl == "threefry2x32":  # pyright: ignore[reportAttributeAccessIssue]
         return jax.vmap(lambda i: jax.random.fold_in(key, i))(index)
     return per_env(key, num)[index]
 
@@ -442,7 +446,7 @@ COMPACT_MIN_BATCH = 64
 
 def autoreset(env, done: jax.Array, state, key: jax.Array):
     """Replace the finished environments of a batch with fresh starts: environment ``b`` (where
-    ``done[b]``) becomes ``env.reset(split(key, B)[b])``, the others keep ``state``.
+    ``done[b]``) becomes ``env.reset(per_env(key, B)[b])``, the others keep ``state``.
 
     ``done (B,)``, ``state`` a batched env state ``(B, ...)``. Every path gives identical
     states; which one runs depends on the platform the program is lowered for:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 KEY_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 """JAX's key implementations a run's root keys may use (``--key-impl``). ``threefry2x32``
@@ -32,3 +33,22 @@ def is_key(x: Any) -> bool:
     dtype = getattr(x, "dtype", None)
     # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
     return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
+
+
+GENERATOR_IMPLS = ("rbg", "unsafe_rbg")
+"""The implementations whose bits come from the backend's generator (XLA's
+``RngBitGenerator``): :func:`children` draws their children's key data as bits."""
+
+
+def children(key: jax.Array, num: int) -> jax.Array:
+    """``num`` keys from one: ``split(key, num)`` for threefry; for :data:`GENERATOR_IMPLS`
+    the ``(num, 4)`` key data drawn from ``key``'s generator in one call and wrapped
+    (``bits(key, (num, 4))``). ``rbg``'s own ``split`` is ``2 num`` threefry hashes, which on
+    a TPU cost far more than the bits the children then draw (``benchmarks/TPU.md``, ninth
+    pass); ``unsafe_rbg``'s draws ten times the bits and keeps every tenth row. Either way
+    ``key`` is consumed once and its children are distinct keys of its implementation."""
+    impl = str(jax.random.key_impl(key))
+    if impl not in GENERATOR_IMPLS:
+        return jax.random.split(key, num)
+    data = jax.random.bits(key, (num, *jax.random.key_data(key).shape), jnp.uint32)
+    return jax.random.wrap_key_data(data, impl=impl)
