@@ -225,6 +225,7 @@ def test_cli_trains_a2c_and_writes_a_run(capsys, tmp_path):
     assert len(rows) == 10 + 1 and {"grad_norm", "value_loss", "policy_loss"} <= set(rows[-1])
 
 
+@pytest.mark.optimized  # the preset's whole budget: 16 s compiled so, 41 s cheaply
 @pytest.mark.slow
 def test_cartpole_preset_reaches_475_on_three_seeds():
     # 3 seeds x 500,000 steps in one vmap: ~25 s on 2 CPUs (compile included); seeds 0-7 all

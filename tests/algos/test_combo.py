@@ -51,8 +51,7 @@ def test_every_neural_algorithm_trains_the_combo_task(spec, capsys, tmp_path):
     assert one.shape == (2,) and bool(is_legal(env.action_space, masks[3], one))
 
 
-@pytest.mark.optimized
-@pytest.mark.slow
+@pytest.mark.slow  # compiled cheaply: 14 s, against 30 s with the default optimisations
 def test_ppo_learns_the_combo_task_and_never_takes_an_illegal_action(capsys, tmp_path):
     """By hand (tests/custom_envs/combo.py): the optimum is 8 an episode, a uniformly random
     legal policy gets 4, a policy blind to the image or to the cue at most 7, one blind to the

@@ -239,6 +239,7 @@ def test_bad_settings_are_refused_before_compiling(config, message):
 
 # --- learning ---------------------------------------------------------------------------------
 
+@pytest.mark.optimized  # the presets' budgets: 10 s and 13 s compiled so, 13 s and 18 s cheaply
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", [reinforce.SPEC, grpo.SPEC], ids=lambda s: s.name)
 def test_the_cartpole_preset_learns(spec):
