@@ -1,5 +1,5 @@
-"""Typed PRNG keys (``jax.random.key``): the one test of whether a value is one, and the key
-implementations a run may choose.
+"""Typed PRNG keys (``jax.random.key``): the one test of whether a value is one, the key
+implementations a run may choose, and how one key makes many (:func:`children`).
 
 A typed key array's dtype is a key dtype (``key<fry>``, ...), not its ``uint32`` data: the
 host stores, gathers and compares its data (``jax.random.key_data``), and wraps it back
