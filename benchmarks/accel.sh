@@ -25,7 +25,8 @@
 #                     environments compared without the harness's per-environment splits;
 #                     then rollax with rbg keys and its reset keys split as before
 #                     rollax.keys.children (all-split)
-#   many-seeds        PPO seeds in one program at SEEDS_K (default 4096)
+#   many-seeds        PPO seeds in one program at SEEDS_K (default 4096), PRNG=rbg for the chip's
+#                     own generator
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -196,7 +197,7 @@ actions)
 many-seeds)
   for k in ${SEEDS_K:-4096}; do
     row "${SEED_LIMIT:-200}" "$anchors" seeds.py --seeds "$k" --total-steps 100000 --repeats 1 \
-      --json "$out/seeds-$k.json"
+      ${PRNG:+--key-impl $PRNG} --json "$out/seeds-$k${PRNG:+-$PRNG}.json"
   done
   ;;
 tests)
