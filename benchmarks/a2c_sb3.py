@@ -59,6 +59,7 @@ def run_sb3(task: str, zoo: dict, steps: int, seeds: int) -> dict:
     from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
     returns, walls = [], []
@@ -69,6 +70,7 @@ def run_sb3(task: str, zoo: dict, steps: int, seeds: int) -> dict:
         model = A2C("MlpPolicy", env, ent_coef=zoo["ent_coef"], seed=seed, device="cpu",
                     verbose=0)
         start = time.perf_counter()
+        model.set_logger(Logger(None, []))  # SB3's default logs into a new /tmp/SB3-* folder
         model.learn(total_timesteps=steps)
         walls.append(time.perf_counter() - start)
         eval_env = make_vec_env(task, n_envs=1, seed=10_000 + seed)

@@ -48,11 +48,13 @@ def run_sb3(env_id: str, steps: int, num_envs: int) -> dict:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(1)
     model = PPO("MlpPolicy", make_vec_env(env_id, n_envs=num_envs, seed=0), seed=0,
                 policy_kwargs=dict(net_arch=[64, 64]), device="cpu", **SETTINGS)
     start = time.perf_counter()
+    model.set_logger(Logger(None, []))  # SB3's default logs into a new /tmp/SB3-* folder
     model.learn(total_timesteps=steps)
     wall = time.perf_counter() - start
     mean, _ = evaluate_policy(model, make_vec_env(env_id, n_envs=1, seed=10_000),

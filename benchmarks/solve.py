@@ -97,6 +97,7 @@ def solve_sb3(seeds: int, steps: int | None, threads: int) -> dict:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(threads)
     budget = steps or ZOO_STEPS
@@ -106,6 +107,7 @@ def solve_sb3(seeds: int, steps: int | None, threads: int) -> dict:
         env = make_vec_env("CartPole-v1", n_envs=ZOO_ENVS, seed=seed)
         model = PPO("MlpPolicy", env, **ZOO, learning_rate=lambda p: p * ZOO_LR,
                     clip_range=lambda p: p * ZOO_CLIP, seed=seed, device="cpu", verbose=0)
+        model.set_logger(Logger(None, []))  # SB3's default logs into a new /tmp/SB3-* folder
         model.learn(total_timesteps=budget)
         eval_env = make_vec_env("CartPole-v1", n_envs=1, seed=10_000 + seed)
         episode_returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=EVAL_EPISODES,

@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 
 from gymnasium.vector import AutoresetMode  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
+from stable_baselines3.common.logger import Logger  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor  # noqa: E402
 
@@ -78,11 +79,18 @@ class SameStepVecEnv(VecEnv):
         return [False] * len(self._get_indices(indices))
 
 
+def quiet_logger() -> Logger:
+    """A logger that writes nowhere: SB3's default (``verbose=0``) makes a new folder
+    ``/tmp/SB3-<date>`` for every ``learn``, outside the test's own folders."""
+    return Logger(None, [])
+
+
 def _train_and_evaluate(venv, eval_env) -> tuple[float, float, float]:
     """``(greedy mean return over 20 episodes, its std, training seconds)``."""
     torch.set_num_threads(1)
     model = sb3.PPO("MlpPolicy", VecMonitor(SameStepVecEnv(venv)), seed=SEED, device="cpu",
                     **PPO_SETTINGS)
+    model.set_logger(quiet_logger())
     start = time.perf_counter()
     model.learn(total_timesteps=TIMESTEPS)
     seconds = time.perf_counter() - start
@@ -122,6 +130,7 @@ def test_sb3_multi_input_ppo_learns_an_exported_dict_observation_task():
     assert list(venv.observation_space.spaces) == ["cue", "grid", "reading"]
     model = sb3.PPO("MultiInputPolicy", VecMonitor(venv), seed=SEED, device="cpu", n_steps=64,
                     batch_size=128, n_epochs=4, learning_rate=1e-3, ent_coef=0.0)
+    model.set_logger(quiet_logger())
     model.learn(total_timesteps=60_000)
     evaluation = DummyVecEnv([lambda: Monitor(rollax.to_gymnasium(lookout.make(), seed=1234))])
     evaluation.seed(1234)
