@@ -27,6 +27,8 @@
 #                     rollax.keys.children (all-split)
 #   many-seeds        PPO seeds in one program at SEEDS_K (default 4096), PRNG=rbg for the chip's
 #                     own generator
+#   command           rollax train --env CartPole-v1 cold and warm: the runtime's start, the
+#                     import, the training and the rest, then a warm run profiled
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -200,6 +202,12 @@ many-seeds)
       ${PRNG:+--key-impl $PRNG} --json "$out/seeds-$k${PRNG:+-$PRNG}.json"
   done
   ;;
+command)
+  # rollax train --env CartPole-v1 cold and warm (its own compile cache), the runtime's start
+  # and the import apart, then a warm run under cProfile (issue 50's command row)
+  row 400 "$anchors" command_time.py --repeats 3 --json "$out/command.json" \
+    --profile "$out/command.prof"
+  ;;
 tests)
   # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
   # limit pytest is interrupted (SIGINT), so it still reports the failures it met, and killed 30 s on
@@ -217,6 +225,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"
