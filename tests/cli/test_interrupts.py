@@ -56,10 +56,13 @@ def terminal_sigint():
 
 
 def start(argv: list[str]) -> subprocess.Popen:
-    """``rollax *argv`` started as from a terminal, its output captured."""
+    """``rollax *argv`` started as from a terminal, its output captured. Python's fault
+    handler is on in the child: a crash (once, a SIGSEGV at exit after the interrupt line)
+    leaves every thread's stack in the captured stderr that the failing assertion shows."""
     with terminal_sigint():
         return subprocess.Popen(console_script(*argv), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
 
 
 def test_the_entry_point_knows_the_commands():
