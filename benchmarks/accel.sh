@@ -27,6 +27,8 @@
 #                     rollax.keys.children (all-split)
 #   many-seeds        PPO seeds in one program at SEEDS_K (default 4096), PRNG=rbg for the chip's
 #                     own generator
+#   ppo               PPO beside rejax at ENVS environments (default 64), PRNG=rbg for rollax's
+#                     keys
 #   command           rollax train --env CartPole-v1 cold and warm: the runtime's start, the
 #                     import, the training and the rest, then a warm run profiled
 #   tests             the fast tests (not slow, not integration) in one process on the device,
@@ -202,6 +204,16 @@ many-seeds)
       ${PRNG:+--key-impl $PRNG} --json "$out/seeds-$k${PRNG:+-$PRNG}.json"
   done
   ;;
+ppo)
+  # PPO beside rejax at ENVS environments (default 64; STEPS total, default 2,097,152): the
+  # sizes between timing's 4 and 1,024
+  for n in ${ENVS:-64}; do
+    row 120 "$anchors" ppo_rollax.py --num-envs "$n" --total-steps "${STEPS:-2097152}" --repeats 2 \
+      ${PRNG:+--key-impl $PRNG} --json "$out/ppo-rollax-$n${PRNG:+-$PRNG}.json"
+    row 120 "$rejax" ppo_rejax.py --num-envs "$n" --total-steps "${STEPS:-2097152}" --repeats 2 \
+      --json "$out/ppo-rejax-$n.json"
+  done
+  ;;
 command)
   # rollax train --env CartPole-v1 cold and warm (its own compile cache), the runtime's start
   # and the import apart, then a warm run under cProfile (issue 50's command row)
@@ -225,6 +237,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, ppo, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"
