@@ -74,6 +74,12 @@ def main() -> None:
             "warm": {k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]}}
     for row in rows.values():
         row["rest"] = row["command"] - row["training"] - imported
+    if args.profile:  # before this process opens the device (a TPU admits one process)
+        done = subprocess.run([sys.executable, "-m", "cProfile", "-o", args.profile, "-m",
+                               "rollax.cli", "train", "--env", args.env, "--json", "--out",
+                               str(work / "profiled")], env=env, capture_output=True, text=True)
+        if done.returncode != 0:  # the profile so far is still written: print it after the error
+            print(f"the profiled run exited {done.returncode}:\n{done.stderr[-3000:]}")
     record = {"device": device(), "env": args.env, "runtime": runtime, "import": imported,
               **rows}
     print(f"rollax train --env {args.env} on {record['device']}")
@@ -86,9 +92,6 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=1))
     if args.profile:
-        subprocess.run([sys.executable, "-m", "cProfile", "-o", args.profile, "-m",
-                        "rollax.cli", "train", "--env", args.env, "--json", "--out",
-                        str(work / "profiled")], env=env, check=True, capture_output=True)
         import pstats
         pstats.Stats(args.profile).sort_stats("cumulative").print_stats(30)
     shutil.rmtree(work)  # the runs and their cache

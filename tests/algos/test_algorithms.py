@@ -52,14 +52,19 @@ def _budget_argv(spec, fraction: int) -> list[str]:
     return ["--" + name.replace("_", "-"), str(value)]
 
 
-RESUMED = [pytest.param(s, {}, id=s.name) for s in NEURAL] + [
+RESUMED = [pytest.param(s, {}, id=s.name,
+                        marks=[pytest.mark.optimized] if s.name == "ppo" else [])
+           for s in NEURAL] + [
     pytest.param(s, {"normalize_rewards": True}, id=f"{s.name}-normalize-rewards")
     for s in NEURAL if "normalize_rewards" in s.fields]
 """Every neural algorithm, and those with reward normalisation with it (its statistics and
-running returns are part of the state a resume goes on from)."""
+running returns are part of the state a resume goes on from). PPO's row compiles as ``rollax``
+compiles (``optimized``): the claim that a resume is bit-identical to the whole run, across two
+differently built programs, is about the program users run. The other rows check that each
+algorithm's state is whole at a checkpoint, which holds however XLA optimises, and compile
+cheaply (tests/conftest.py)."""
 
 
-@pytest.mark.optimized
 @pytest.mark.slow
 @pytest.mark.parametrize(("spec", "extra"), RESUMED)
 def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, extra, capsys, tmp_path):

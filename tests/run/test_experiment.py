@@ -1,5 +1,10 @@
 """Experiments: chunking never changes results, checkpoints resume bit for bit (also after
-SIGKILL and Ctrl-C), bad checkpoints and config files are refused, figures and logs."""
+SIGKILL and Ctrl-C), bad checkpoints and config files are refused, figures and logs.
+
+The tests whose claim is bit-identity across two differently built programs (chunk sizes, a
+resume) are marked ``optimized``: compiled as ``rollax`` compiles them (tests/conftest.py). The
+others (files, figures, refusals, printed intervals, which programs are lowered) hold however
+XLA optimises, and compile cheaply."""
 
 import hashlib
 import json
@@ -18,9 +23,6 @@ from helpers import run, train_json
 from rollax.run.experiment import params_sha256
 from rollax.run.stats import summarize
 
-pytestmark = pytest.mark.optimized
-"""Claims about the program rollax compiles (tests/conftest.py)."""
-
 KILL_RUN = ["train", "--updates", "1500", "--batch-size", "16", "--chunk-size", "25",
             "--checkpoint-every", "25", "--json"]
 
@@ -36,6 +38,7 @@ def tree_digest(folder):
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_chunk_size_never_changes_results_tabular(capsys, tmp_path):
     common = ["train", "--updates", "12", "--batch-size", "64", "--seeds", "2", "--json"]
@@ -48,6 +51,7 @@ def test_chunk_size_never_changes_results_tabular(capsys, tmp_path):
     assert params_sha256(params) == shas[1]
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_chunk_size_never_changes_results_ppo(capsys, tmp_path):
     common = ["train", "--env", "CartPole-v1", "--total-steps", "1280", "--num-envs", "4",
@@ -77,6 +81,7 @@ def start_and_wait_for_checkpoint(out):
     return proc
 
 
+@pytest.mark.optimized
 @pytest.mark.integration
 def test_sigkill_then_resume_is_bit_identical(capsys, tmp_path, uninterrupted):
     out = tmp_path / "killed"
@@ -92,6 +97,7 @@ def test_sigkill_then_resume_is_bit_identical(capsys, tmp_path, uninterrupted):
     assert [r["update"] for r in rows] == list(range(0, 1501))  # no gap, no duplicate
 
 
+@pytest.mark.optimized
 @pytest.mark.integration
 def test_ctrl_c_checkpoints_then_exits_and_resumes(capsys, tmp_path, uninterrupted):
     out = tmp_path / "interrupted"
