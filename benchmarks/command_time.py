@@ -15,7 +15,9 @@ warm. Rows (seconds; warm: the median of ``--repeats``):
 - ``command``: the train command's wall time;
 - ``training``: the summary's ``wall_time_s`` (compile, run and final evaluation), and within it
   ``compile_time_s`` and ``run_time_s``;
-- ``rest``: command - training - import (the runner, tracing, checks, figures, files).
+- ``rest``: command - training - import (the runner, tracing, checks, figures, files);
+- ``start_then_import``, ``start_beside_import``: the runtime's start and the import in
+  sequence, then the start in a thread during the import.
 
 ``--profile PATH`` also runs the command once more (warm) under ``cProfile``, writes the
 profile to PATH and prints its 30 costliest calls by cumulative time. The runs and their cache
@@ -48,6 +50,14 @@ def wall(argv: list[str], env: dict) -> float:
     return seconds
 
 
+SEQUENTIAL = "import jax; jax.devices(); import rollax.cli"
+OVERLAPPED = ("import threading, jax; t = threading.Thread(target=jax.devices); t.start(); "
+              "import rollax.cli; t.join()")
+"""The runtime's start and rollax's import one after the other, then the start in a thread
+while the import goes on: the two differ if starting the device's client releases Python's
+lock (what a command could overlap with its start)."""
+
+
 def train(work: Path, i: int, env_id: str, env: dict) -> dict:
     folder = work / f"run-{i}"
     seconds = wall(["-m", "rollax.cli", "train", "--env", env_id, "--json", "--out",
@@ -69,6 +79,9 @@ def main() -> None:
     runtime = statistics.median(wall(["-c", "import jax; jax.devices()"], env)
                                 for _ in range(2))
     imported = statistics.median(wall(["-c", "import rollax.cli"], env) for _ in range(2))
+    # could the runtime start while rollax imports? only if starting it lets Python run
+    sequential = statistics.median(wall(["-c", SEQUENTIAL], env) for _ in range(2))
+    overlapped = statistics.median(wall(["-c", OVERLAPPED], env) for _ in range(2))
     runs = [train(work, i, args.env, env) for i in range(args.repeats + 1)]
     rows = {"cold": runs[0],
             "warm": {k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]}}
@@ -81,9 +94,11 @@ def main() -> None:
         if done.returncode != 0:  # the profile so far is still written: print it after the error
             print(f"the profiled run exited {done.returncode}:\n{done.stderr[-3000:]}")
     record = {"device": device(), "env": args.env, "runtime": runtime, "import": imported,
-              **rows}
+              "start_then_import": sequential, "start_beside_import": overlapped, **rows}
     print(f"rollax train --env {args.env} on {record['device']}")
     print(f"runtime start {runtime:.2f} s, import rollax.cli {imported:.2f} s")
+    print(f"runtime start then import {sequential:.2f} s, started in a thread beside the "
+          f"import {overlapped:.2f} s")
     print("| cache | command s | training s (compile, run) | rest s |")
     print("|---|---|---|---|")
     for name, r in rows.items():
