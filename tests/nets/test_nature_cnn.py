@@ -203,6 +203,7 @@ def test_nature_refused_where_it_cannot_read_the_observation():
         check_network(discrete, "nature", (8,), "relu", 0.0, 8, env_name="d")
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_ppo_picks_it_for_byte_frames_and_learns_which_side_is_bright(capsys, tmp_path):
     """tests/custom_envs/bright_side.py: only the frame tells the answer (optimum 4 per
