@@ -21,8 +21,8 @@ output compared as text; results bit-identical across two differently built prog
 sizes, resumes, lanes, devices) is marked ``optimized`` and compiles with the defaults. So is a
 learning check whose run is long enough that the default program, compiled and run, takes less
 time (measured one by one: A2C's and the episodic methods' CartPole presets, the Nature CNN's
-bright-side check); every other
-learning check is faster compiled cheaply (the whole ``slow`` set took 2.1x longer optimised).
+bright-side check); every other learning check is faster compiled cheaply (the whole ``slow``
+set took 2.1x longer optimised).
 The mark goes on those tests alone, not on their modules: a test beside them about files,
 refusals or which programs are lowered compiles cheaply, and so do the other rows of a claim
 whose PPO row is marked (tests/algos/test_algorithms.py: each algorithm's state is whole at a
