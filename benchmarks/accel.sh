@@ -79,9 +79,9 @@ if [ -z "$dry" ] && [ -d /opt/pypi/simple ] && [ ! -d /tmp/site-index ]; then  #
   pip_quiet --only-binary=:all: --index-url file:///opt/pypi/simple --target /tmp/site-index \
     matplotlib pyyaml flax seaborn || echo "could not install from /opt/pypi/simple"
 fi
-if [ -z "$dry" ] && [ ! -f /tmp/site-compiled ]; then  # bytecode once a machine, as pip would
+if [ -z "$dry" ] && [ ! -f /tmp/.site-compiled ]; then  # bytecode once a machine, as pip would
   # (the TPU machine writes none on import: every process compiled 441 modules, ~1 s)
-  python3 -m compileall -q -j 0 src /tmp/site-* >/dev/null 2>&1; touch /tmp/site-compiled
+  python3 -m compileall -q -j 0 src /tmp/site-* >/dev/null 2>&1; touch /tmp/.site-compiled
 fi
 base="${PYTHONPATH:+$PYTHONPATH:}"  # the machine's JAX first
 anchors="$base$PWD/src:/tmp/site-anchors:/tmp/site-index"
