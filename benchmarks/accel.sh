@@ -31,6 +31,8 @@
 #                     keys
 #   command           rollax train --env CartPole-v1 cold and warm: the runtime's start, the
 #                     import, the training and the rest, then a warm run profiled
+#   phases            the runtime's start in phases (which let other Python threads run), and
+#                     started in a thread beside rollax's import as the command starts it
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -219,10 +221,18 @@ ppo)
   done
   ;;
 command)
-  # rollax train --env CartPole-v1 cold and warm (its own compile cache), the runtime's start
+  # the runtime's start in phases (which hold Python's lock), then rollax train --env
+  # CartPole-v1 cold and warm (its own compile cache; REPEATS warm runs, 3), the runtime's start
   # and the import apart, then a warm run under cProfile (issue 50's command row)
-  row 400 "$anchors" command_time.py --repeats 3 --json "$out/command.json" \
+  row 60 "$anchors" runtime_phases.py --json "$out/runtime-phases.json"
+  row 540 "$anchors" command_time.py --repeats "${REPEATS:-3}" --json "$out/command.json" \
     --profile "$out/command.prof"
+  ;;
+phases)
+  # the runtime's start in phases, then started in a thread beside rollax's import (twice)
+  row 60 "$anchors" runtime_phases.py --json "$out/runtime-phases.json"
+  row 60 "$anchors" runtime_phases.py --beside --json "$out/runtime-beside-1.json"
+  row 60 "$anchors" runtime_phases.py --beside --json "$out/runtime-beside-2.json"
   ;;
 tests)
   # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
@@ -241,6 +251,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, ppo, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, ppo, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, phases, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

@@ -5,9 +5,9 @@ and the rest (building the runner, tracing, figures, files).
     python benchmarks/command_time.py [--env CartPole-v1] [--repeats 3] [--json PATH]
         [--profile PATH]
 
-Each run is a fresh process (``python -m rollax.cli train --env ENV --json``) with a compile
-cache of its own (``ROLLAX_COMPILE_CACHE``): the first run finds it empty (cold), the others
-warm. Rows (seconds; warm: the median of ``--repeats``):
+Each run is a fresh process running what the ``rollax`` script runs (``rollax train --env ENV
+--json``, :data:`SCRIPT`) with a compile cache of its own (``ROLLAX_COMPILE_CACHE``): the first
+run finds it empty (cold), the others warm. Rows (seconds; warm: the median of ``--repeats``):
 
 - ``runtime``: ``python -c "import jax; jax.devices()"`` (the interpreter, JAX and the device's
   runtime starting; on a TPU most of the command's fixed cost);
@@ -17,7 +17,10 @@ warm. Rows (seconds; warm: the median of ``--repeats``):
   ``compile_time_s`` and ``run_time_s``;
 - ``rest``: command - training - import (the runner, tracing, checks, figures, files);
 - ``start_then_import``, ``start_beside_import``: the runtime's start and the import in
-  sequence, then the start in a thread during the import.
+  sequence, then the start in a thread during the import;
+- ``warm_late_start``: the warm command with the runtime started by its first array, as before
+  the entry point started it in a thread (``_rollax_entry.start_device`` turned off), run
+  alternately with the warm rows.
 
 ``--profile PATH`` also runs the command once more (warm) under ``cProfile``, writes the
 profile to PATH and prints its 30 costliest calls by cumulative time. The runs and their cache
@@ -58,10 +61,19 @@ while the import goes on: the two differ if starting the device's client release
 lock (what a command could overlap with its start)."""
 
 
-def train(work: Path, i: int, env_id: str, env: dict) -> dict:
-    folder = work / f"run-{i}"
-    seconds = wall(["-m", "rollax.cli", "train", "--env", env_id, "--json", "--out",
-                    str(folder)], env)
+SCRIPT = "import sys, _rollax_entry; sys.exit(_rollax_entry.main())"
+"""What the installed ``rollax`` script runs (``python -m rollax.cli`` would import all of
+``rollax.cli`` before the entry point, and so before it could start the runtime)."""
+
+LATE_START = ("import sys, _rollax_entry as entry; entry.start_device = lambda argv: None; "
+              "sys.exit(entry.main())")
+"""The same without the runtime's early start."""
+
+
+def train(work: Path, i: int, env_id: str, env: dict, late: bool = False) -> dict:
+    folder = work / f"run-{i}{'-late' * late}"
+    seconds = wall(["-c", LATE_START if late else SCRIPT, "train", "--env", env_id, "--json",
+                    "--out", str(folder)], env)
     summary = json.loads((folder / "summary.json").read_text())
     return {"command": seconds, "training": summary["wall_time_s"],
             "compile": summary["compile_time_s"], "run": summary["run_time_s"]}
@@ -82,14 +94,20 @@ def main() -> None:
     # could the runtime start while rollax imports? only if starting it lets Python run
     sequential = statistics.median(wall(["-c", SEQUENTIAL], env) for _ in range(2))
     overlapped = statistics.median(wall(["-c", OVERLAPPED], env) for _ in range(2))
-    runs = [train(work, i, args.env, env) for i in range(args.repeats + 1)]
+    runs, late = [train(work, 0, args.env, env)], []
+    for i in range(1, args.repeats + 1):  # alternately, so that a drift falls on both
+        runs.append(train(work, i, args.env, env))
+        late.append(train(work, i, args.env, env, late=True))
     rows = {"cold": runs[0],
-            "warm": {k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]}}
+            "warm": {k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]},
+            "warm_late_start": {k: statistics.median(r[k] for r in late) for k in late[0]}}
     for row in rows.values():
         row["rest"] = row["command"] - row["training"] - imported
     if args.profile:  # before this process opens the device (a TPU admits one process)
-        done = subprocess.run([sys.executable, "-m", "cProfile", "-o", args.profile, "-m",
-                               "rollax.cli", "train", "--env", args.env, "--json", "--out",
+        script = work / "rollax_script.py"
+        script.write_text(SCRIPT + "\n")
+        done = subprocess.run([sys.executable, "-m", "cProfile", "-o", args.profile,
+                               str(script), "train", "--env", args.env, "--json", "--out",
                                str(work / "profiled")], env=env, capture_output=True, text=True)
         if done.returncode != 0:  # the profile so far is still written: print it after the error
             print(f"the profiled run exited {done.returncode}:\n{done.stderr[-3000:]}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import MutableMapping
 
 COMMANDS = ("train", "eval", "plot", "rollout", "exact", "gradients", "check-env", "envs",
@@ -104,6 +105,40 @@ def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
     environ["XLA_FLAGS"] = f"{flags} {FORCE_COUNT}={int(value)}".strip()
 
 
+COMPILING = ("train", "eval", "rollout", "exact", "gradients", "check-env", "render", "export",
+             "exploitability", "play", "rate", "tune")
+"""The commands that compile programs (``train`` and ``rollax.cli.commands.COMPILES``; a test
+keeps the two equal), so that use the device: :func:`start_device` starts it early."""
+
+
+def start_device(argv: list[str]) -> threading.Thread | None:
+    """For a command that will use the device (:data:`COMPILING`, not asking for ``--help``):
+    import JAX and start its device runtime (``jax.devices()``) in a thread, returned to be
+    joined; ``None`` otherwise.
+
+    On a TPU the runtime's start takes seconds (the client's creation, during which jaxlib
+    releases Python's lock), and the command's first array would otherwise wait for all of it
+    after rollax's import and the parsing of the command line; in a thread, those go on beside
+    it. The command's own first use of the device waits for the start (JAX starts it once,
+    under a lock) and reports its failure if it failed; the thread swallows it. Bad input still
+    exits 2 before anything is compiled or written: starting the runtime is neither. The
+    thread is joined before the process exits, never left inside the runtime's start. XLA's
+    flags are read when it starts, so :func:`host_devices` runs first."""
+    if not argv or argv[0] not in COMPILING or "-h" in argv or "--help" in argv:
+        return None
+    import jax
+
+    def start() -> None:
+        try:
+            jax.devices()
+        except Exception:  # the command's own first use of the device says what failed
+            pass
+
+    thread = threading.Thread(target=start, name="rollax-device-start")
+    thread.start()
+    return thread
+
+
 def quick_version() -> str | None:
     """``rollax --version``'s line (``rollax <version> (jax <version>)``) without importing
     rollax or JAX (about a second): rollax's version read from the ``rollax/version.py`` that
@@ -127,8 +162,9 @@ def quick_version() -> str | None:
 
 
 def main() -> int:
-    """``rollax``: :func:`rollax.cli.main` after :func:`exit_on_interrupt` and
-    :func:`host_devices`; ``rollax --version`` answered by :func:`quick_version`."""
+    """``rollax``: :func:`rollax.cli.main` after :func:`exit_on_interrupt`,
+    :func:`host_devices` and :func:`start_device`; ``rollax --version`` answered by
+    :func:`quick_version`."""
     exit_on_interrupt(sys.argv[1:])
     if sys.argv[1:] == ["--version"]:
         line = quick_version()
@@ -136,11 +172,14 @@ def main() -> int:
             print(line)
             return 0
     host_devices(sys.argv[1:], os.environ)
+    starting = start_device(sys.argv[1:])
     from rollax.cli import main as command
 
     try:
         return command()
     finally:
+        if starting is not None:
+            starting.join()
         leave_objects_to_exit()
 
 

@@ -206,6 +206,55 @@ def test_a_finished_command_leaves_its_objects_to_the_exit(monkeypatch, capsys, 
         assert "--bad" in err
 
 
+def test_the_commands_that_compile_start_the_device_early(monkeypatch):
+    """The entry point's list of compiling commands is ``train`` and ``COMPILES``; for those
+    (not with ``--help``) :func:`_rollax_entry.start_device` calls ``jax.devices()`` in a
+    thread other than the command's, swallowing its failure (the command's own first use of
+    the device reports it); other commands start nothing."""
+    import threading
+
+    import jax
+
+    import _rollax_entry
+    from rollax.cli.commands import COMPILES
+    from rollax.cli.flags import COMMANDS
+
+    names = {name for name, kind in COMMANDS.items() if kind in COMPILES} | {"train"}
+    assert set(_rollax_entry.COMPILING) == names
+    calls = []
+
+    def failing_start():
+        calls.append(threading.current_thread())
+        raise RuntimeError("no device")
+
+    monkeypatch.setattr(jax, "devices", failing_start)
+    for argv in (["envs"], ["plot", "run"], ["train", "--help"], ["eval", "-h"], []):
+        assert _rollax_entry.start_device(argv) is None
+    assert calls == []
+    thread = _rollax_entry.start_device(["train", "--env", "CartPole-v1"])
+    assert thread is not None
+    thread.join()
+    assert calls == [thread] and thread is not threading.main_thread()
+
+
+def test_bad_input_after_an_early_start_still_exits_2(monkeypatch, capsys):
+    """``rollax train`` with a bad value, the device started beside it: the one error line
+    and status 2, the start's thread joined before :func:`_rollax_entry.main` returns."""
+    import threading
+
+    import _rollax_entry
+
+    monkeypatch.setattr(sys, "argv", ["rollax", "train", "--lr", "-1"])
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        assert _rollax_entry.main() == 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert not any(t.name == "rollax-device-start" for t in threading.enumerate())
+    err = capsys.readouterr().err
+    assert err.startswith("rollax train: error:") and "lr" in err and err.count("\n") == 1
+
+
 def test_quick_version_is_the_version_line():
     """``rollax --version`` answered before rollax and JAX are imported prints what
     :func:`rollax.cli.version` prints."""

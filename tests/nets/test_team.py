@@ -10,11 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import f32_atol, f32_rtol
 from rollax.nets.team import TeamActorCritic
 
 
 def numpy_mlp(layers, x):
-    """tanh after every layer but the last, in float64."""
+    """tanh after every layer but the last, in float64 (a TPU's float32 tanh is within the
+    tolerances of :func:`helpers.f32_rtol`)."""
     x = np.asarray(x, np.float64)
     for k, layer in enumerate(layers):
         x = np.asarray(layer.weight, np.float64) @ x + np.asarray(layer.bias, np.float64)
@@ -31,10 +33,10 @@ def test_every_agent_reads_its_own_row_and_id_with_the_shared_parameters():
     assert dist.logits.shape == (3, 5) and values.shape == (3,)
     for i in range(3):
         x = np.concatenate([np.asarray(obs[i]), np.eye(3)[i]])
-        np.testing.assert_allclose(dist.logits[i], numpy_mlp(params.actor, x), rtol=1e-5,
-                                   atol=1e-6)
-        np.testing.assert_allclose(values[i], numpy_mlp(params.critic, x)[0], rtol=1e-5,
-                                   atol=1e-6)
+        np.testing.assert_allclose(dist.logits[i], numpy_mlp(params.actor, x),
+                                   rtol=f32_rtol(1e-5), atol=f32_atol(1e-6))
+        np.testing.assert_allclose(values[i], numpy_mlp(params.critic, x)[0],
+                                   rtol=f32_rtol(1e-5), atol=f32_atol(1e-6))
     same = jnp.broadcast_to(obs[0], (3, 4))  # one view, three ids: three policies
     logits = net.distribution(params, same).logits
     assert not np.allclose(logits[0], logits[1])
@@ -53,8 +55,8 @@ def test_the_centralised_critic_reads_the_whole_team():
         assert not np.allclose(before[1], after[1])
         x = np.concatenate([np.asarray(obs).reshape(-1), [1.0, 0.0]])
         if net.centralised:
-            np.testing.assert_allclose(before[0], numpy_mlp(params.critic, x)[0], rtol=1e-5,
-                                       atol=1e-6)
+            np.testing.assert_allclose(before[0], numpy_mlp(params.critic, x)[0],
+                                       rtol=f32_rtol(1e-5), atol=f32_atol(1e-6))
         # the actor reads the agent's own row either way
         np.testing.assert_allclose(net.distribution(params, obs).logits[0],
                                    net.distribution(params, moved).logits[0])
