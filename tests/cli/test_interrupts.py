@@ -245,6 +245,9 @@ def test_bad_input_after_an_early_start_still_exits_2(monkeypatch, capsys):
     import _rollax_entry
 
     monkeypatch.setattr(sys, "argv", ["rollax", "train", "--lr", "-1"])
+    # the entry point gives `train` a CPU device per core in XLA_FLAGS: this process's
+    # later subprocesses must not inherit it
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
     previous = signal.getsignal(signal.SIGINT)
     try:
         assert _rollax_entry.main() == 2
