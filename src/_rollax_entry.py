@@ -108,7 +108,7 @@ def host_devices(argv: list[str], environ: MutableMapping[str, str]) -> None:
 COMPILING = ("train", "eval", "rollout", "exact", "gradients", "check-env", "render", "export",
              "exploitability", "play", "rate", "tune")
 """The commands that compile programs (``train`` and ``rollax.cli.commands.COMPILES``; a test
-keeps the two equal), so that use the device: :func:`start_device` starts it early."""
+keeps the two equal): they use the device, which :func:`start_device` starts early."""
 
 
 def start_device(argv: list[str]) -> threading.Thread | None:
