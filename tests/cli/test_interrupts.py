@@ -238,12 +238,25 @@ def test_the_commands_that_compile_start_the_device_early(monkeypatch):
 
 
 def test_bad_input_after_an_early_start_still_exits_2(monkeypatch, capsys):
-    """``rollax train`` with a bad value, the device started beside it: the one error line
-    and status 2, the start's thread joined before :func:`_rollax_entry.main` returns."""
+    """``rollax train`` with a bad value, the device started beside it (a start slower than
+    the error, as on a TPU): the one error line and status 2, the start's thread joined
+    before :func:`_rollax_entry.main` returns."""
+    import gc
     import threading
+    import time
+
+    import jax
 
     import _rollax_entry
 
+    devices, ended = jax.devices, []
+
+    def slow_start():
+        time.sleep(0.5)
+        ended.append(True)
+        return devices()
+
+    monkeypatch.setattr(jax, "devices", slow_start)
     monkeypatch.setattr(sys, "argv", ["rollax", "train", "--lr", "-1"])
     # the entry point gives `train` a CPU device per core in XLA_FLAGS: this process's
     # later subprocesses must not inherit it
@@ -251,7 +264,9 @@ def test_bad_input_after_an_early_start_still_exits_2(monkeypatch, capsys):
     previous = signal.getsignal(signal.SIGINT)
     try:
         assert _rollax_entry.main() == 2
+        assert ended == [True]  # main returned only after the start ended
     finally:
+        gc.unfreeze()  # the entry point froze this process's objects for its exit
         signal.signal(signal.SIGINT, previous)
     assert not any(t.name == "rollax-device-start" for t in threading.enumerate())
     err = capsys.readouterr().err
