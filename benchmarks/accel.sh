@@ -221,7 +221,7 @@ ppo)
   done
   ;;
 command)
-  # the runtime's start in phases (which hold Python's lock), then rollax train --env
+  # the runtime's start in phases (runtime_phases.py), then rollax train --env
   # CartPole-v1 cold and warm (its own compile cache; REPEATS warm runs, 3), the runtime's start
   # and the import apart, then a warm run under cProfile (issue 50's command row)
   row 60 "$anchors" runtime_phases.py --json "$out/runtime-phases.json"
