@@ -197,7 +197,7 @@ def test_a_finished_command_leaves_its_objects_to_the_exit(monkeypatch, capsys, 
         assert _rollax_entry.main() == status
         assert gc.get_freeze_count() > 0
     finally:
-        gc.unfreeze()
+        gc.freeze()  # as tests/conftest.py leaves the session
         signal.signal(signal.SIGINT, previous)
     out, err = capsys.readouterr()
     if status == 0:
@@ -241,7 +241,6 @@ def test_bad_input_after_an_early_start_still_exits_2(monkeypatch, capsys):
     """``rollax train`` with a bad value, the device started beside it (a start slower than
     the error, as on a TPU): the one error line and status 2, the start's thread joined
     before :func:`_rollax_entry.main` returns."""
-    import gc
     import threading
     import time
 
@@ -265,8 +264,7 @@ def test_bad_input_after_an_early_start_still_exits_2(monkeypatch, capsys):
     try:
         assert _rollax_entry.main() == 2
         assert ended == [True]  # main returned only after the start ended
-    finally:
-        gc.unfreeze()  # the entry point froze this process's objects for its exit
+    finally:  # the entry point froze this process's objects, as tests/conftest.py does
         signal.signal(signal.SIGINT, previous)
     assert not any(t.name == "rollax-device-start" for t in threading.enumerate())
     err = capsys.readouterr().err
