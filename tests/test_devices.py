@@ -202,9 +202,10 @@ SCRIPT = textwrap.dedent(r'''
                                    "params": host(runner.final_params(state)),
                                    "loss": np.asarray(metrics.policy_loss).tolist()}
             apart[str(devices)]["later_lowerings"] = later_chunks_lower(runner, state, 4)
-        for seed in range(4):
-            runner = Runner(algo, make_lanes(seed, 1, {}), 4)
-            state, metrics = runner.run_chunk(runner.initial_state(), 4)
+        runner = Runner(algo, make_lanes(0, 1, {}), 4)  # a single-seed run's program
+        for seed in range(4):  # seed k's run: its own root key (lanes differ in data alone)
+            state = runner.init(make_lanes(seed, 1, {}).keys(), runner.hp)
+            state, metrics = runner.run_chunk(state, 4)
             apart["alone"].append({"params": host(runner.final_params(state)),
                                    "loss": np.asarray(metrics.policy_loss).tolist()})
         clock("lanes apart", start)

@@ -108,15 +108,15 @@ def test_atari_shapes_and_orthogonal_initialisation():
 def test_actor_and_critic_share_the_torso_and_nothing_else(small):
     net, params = small
     obs = jax.random.uniform(jax.random.key(6), (net.observation_size,), maxval=255.0)
-    g_actor = jax.grad(lambda p: net.log_prob(p, obs, jnp.int32(1)))(params)
-    g_critic = jax.grad(lambda p: net.value(p, obs))(params)
+    g_actor = jax.jit(jax.grad(lambda p: net.log_prob(p, obs, jnp.int32(1))))(params)
+    g_critic = jax.jit(jax.grad(lambda p: net.value(p, obs)))(params)
     assert all(np.asarray(g).any() for g in jax.tree.leaves(g_actor.torso)[:2])
     assert all(np.asarray(g).any() for g in jax.tree.leaves(g_critic.torso)[:2])
     assert not any(np.asarray(g).any() for g in jax.tree.leaves(g_actor.critic))
     assert not any(np.asarray(g).any() for g in jax.tree.leaves(g_critic.actor))
     # per-network clipping treats the torso as its own group
     grads = jax.tree.map(jnp.ones_like, params)
-    clipped, _ = clip_per_network(1.0).update(grads, None)
+    clipped, _ = jax.jit(clip_per_network(1.0).update)(grads, None)
     for field in ("torso", "actor", "critic"):
         leaves = jax.tree.leaves(getattr(clipped, field))
         norm = math.sqrt(sum(np.sum(np.square(g)) for g in leaves))
@@ -150,21 +150,22 @@ def test_both_heads_read_one_pass_of_the_torso(small):
 def test_policy_methods_agree(small):
     net, params = small
     obs = jax.random.uniform(jax.random.key(7), (4, net.observation_size), maxval=255.0)
-    action, log_prob = jax.vmap(net.sample, (None, 0, 0))(
+    action, log_prob = jax.jit(jax.vmap(net.sample, (None, 0, 0)))(
         params, obs, jax.random.split(jax.random.key(8), 4))
     assert action.shape == (4,) and action.dtype == jnp.int32
-    np.testing.assert_allclose(jax.vmap(net.log_prob, (None, 0, 0))(params, obs, action),
+    np.testing.assert_allclose(jax.jit(jax.vmap(net.log_prob, (None, 0, 0)))(params, obs, action),
                                log_prob, rtol=1e-6)
-    logits = jax.vmap(lambda o: params.actor[0](net.features(params.torso, o)))(obs)
-    np.testing.assert_array_equal(jax.vmap(net.greedy, (None, 0))(params, obs),
+    logits = jax.jit(jax.vmap(lambda p, o: p.actor[0](net.features(p.torso, o)), (None, 0)))(
+        params, obs)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(net.greedy, (None, 0)))(params, obs),
                                   jnp.argmax(logits, -1))
     mask = jnp.array([False, True, False])
-    assert int(net.greedy(params, obs[0], mask)) == 1
+    assert int(jax.jit(net.greedy)(params, obs[0], mask)) == 1
     gauss = NatureCNNActorCritic(image_shape=(36, 36, 1), action_size=2, hidden=(8,),
                                  init_log_std=-0.5)
-    gp = gauss.init(jax.random.key(9))
+    gp = jax.jit(gauss.init)(jax.random.key(9))
     np.testing.assert_array_equal(gp.log_std, [-0.5, -0.5])
-    assert gauss.sample(gp, jnp.ones(36 * 36), jax.random.key(10))[0].shape == (2,)
+    assert jax.jit(gauss.sample)(gp, jnp.ones(36 * 36), jax.random.key(10))[0].shape == (2,)
 
 
 def test_pixel_scale_reads_the_space_bounds():
@@ -203,14 +204,15 @@ def test_nature_refused_where_it_cannot_read_the_observation():
         check_network(discrete, "nature", (8,), "relu", 0.0, 8, env_name="d")
 
 
-@pytest.mark.optimized
 @pytest.mark.slow
 def test_ppo_picks_it_for_byte_frames_and_learns_which_side_is_bright(capsys, tmp_path):
     """tests/custom_envs/bright_side.py: only the frame tells the answer (optimum 4 per
     episode, a random policy 2); ``auto`` builds the Nature CNN with pixels scaled by 1/255,
-    and the greedy policy must get nearly every answer right."""
+    and the greedy policy must get nearly every answer right. Compiled cheaply, 4,096 steps
+    (16 updates) took 13 s here against 18 s for 8,192 steps compiled as ``rollax`` does (the
+    convolutions' optimised compile alone takes 13 s); seeds 1, 2, 3 evaluate to 4.0, 3.92, 4.0."""
     summary = train_json(capsys, "--env", "custom_envs.bright_side:make", "--algo", "ppo",
-                         "--total-steps", "8192", "--num-envs", "16", "--num-steps", "16",
+                         "--total-steps", "4096", "--num-envs", "16", "--num-steps", "16",
                          "--minibatches", "4", "--epochs", "4", "--lr", "0.001",
                          "--hidden", "64", "--activation", "relu", "--eval-episodes", "64",
                          "--out", tmp_path / "run")
