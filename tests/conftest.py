@@ -96,11 +96,14 @@ _GC_THRESHOLDS = (10_000, 20, 10)
 the objects alive once the tests are collected are frozen out of its reach (JAX's and the
 libraries' modules): tracing allocates many short-lived objects, and the collector walked them
 and the whole heap again and again (about 5 % of the CPU time under ``perf``). Measured on
-``tests/algos`` with ``-n 2``: 158 and 165 s by default, 150 s so (148 and 154 s with rarer
-full collections). Memory is still freed by reference counts; cycles wait a little longer."""
+``tests/algos`` with ``-n 2`` (frozen once configured): 158 and 165 s by default, 150 s so
+(148 and 154 s with rarer full collections). Memory is still freed by reference counts;
+cycles wait a little longer."""
 
 
 def pytest_collection_finish(session):
+    """Every test module is imported: what is alive now stays alive, out of the collector's
+    walks (:data:`_GC_THRESHOLDS`)."""
     gc.collect()
     gc.freeze()
 
