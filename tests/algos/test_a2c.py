@@ -99,10 +99,11 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
                            max_grad_norm=0.3, eval_episodes=1)
     algo = a2c.SPEC.build(config)
     hp = algo.hyperparams
-    state = algo.init(jax.random.key(3), hp)
-    new_state, metrics = algo.update(state, hp)
+    # each step one compiled program, not one per operation
+    state = jax.jit(algo.init)(jax.random.key(3), hp)
+    new_state, metrics = jax.jit(algo.update)(state, hp)
     setup = algo.update.__self__
-    batch = _batch(setup, state, hp)
+    batch = jax.jit(lambda state, hp: _batch(setup, state, hp))(state, hp)
     net, n = setup.experience.net, setup.experience.cells
 
     def loss(params):  # written apart from a2c_loss: per-cell terms, then means
@@ -112,8 +113,8 @@ def test_one_update_is_one_clipped_rmsprop_step_of_the_loss():
         vf = jnp.sum(jnp.square(value - batch.target)) / n
         return pg + 0.5 * vf - 0.2 * jnp.sum(dist.entropy()) / n
 
-    grads = jax.grad(loss)(state.params)
-    got = jax.grad(lambda p: setup.loss(p, batch, hp)[0])(state.params)
+    grads = jax.jit(jax.grad(loss))(state.params)
+    got = jax.jit(jax.grad(lambda p: setup.loss(p, batch, hp)[0]))(state.params)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(grads)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     actor = [np.asarray(g) for g in jax.tree.leaves((grads.actor, grads.log_std))]

@@ -96,16 +96,24 @@ def test_seeds_by_sweep_resume_bit_identical_and_load_run(spec, extra, capsys, t
     assert float(greedy_return(loaded, jax.random.key(5), 8)) == pytest.approx(float(expected))
 
 
-@pytest.mark.optimized
+CHECKED = [pytest.param(s, id=s.name, marks=[pytest.mark.optimized] if s.name == "ppo" else [])
+           for s in NEURAL]
+"""Every neural algorithm; PPO's row compiles as ``rollax`` compiles (the program users run),
+the others cheaply: that the staged checks take no key and change no data holds however XLA
+optimises (tests/conftest.py)."""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", NEURAL, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", CHECKED)
 def test_checked_mode_runs_and_changes_nothing(spec, capsys, tmp_path):
     plain, checked = tmp_path / "plain", tmp_path / "checked"
     train_json(capsys, *_algo_argv(spec), "--out", plain)
     train_json(capsys, *_algo_argv(spec), "--checked", "--out", checked)
-    # the staged checks may change XLA's fusion: diagnostics can move in the last float32 bit
+    # the staged checks may change XLA's fusion: diagnostics can move in their last float32
+    # bits, those of a quantity near 1 for one formed as 1 - x (explained variance)
+    last_bits = 2 * float(np.finfo(np.float32).eps)
     for a, b in zip(run_metrics(plain), run_metrics(checked), strict=True):
         assert a.keys() == b.keys()
-        assert a == {k: pytest.approx(v, rel=1e-6, abs=1e-7) if isinstance(v, float) else v
-                     for k, v in b.items()}
+        assert a == {k: pytest.approx(v, rel=1e-6, abs=last_bits) if isinstance(v, float)
+                     else v for k, v in b.items()}
     assert run_metrics(plain)[-1].get("eval_return") == run_metrics(checked)[-1].get("eval_return")
