@@ -140,13 +140,13 @@ def test_replay_gives_the_stored_log_probs_back(network):
 def _loop_gradient(parts, params, traj, advantage, scale):
     """``scale * sum over live cells of A[t, b] grad log pi(a | s)``, one cell at a time."""
     total = jax.tree_util.tree_map(jnp.zeros_like, params)
+    cell_grad = jax.jit(jax.grad(parts.net.log_prob))  # one program for every cell
     T, B = traj.reward.shape
     for b in range(B):
         for t in range(T):
             if not bool(traj.active[t, b]):
                 continue
-            grad = jax.grad(lambda p, t=t, b=b: parts.net.log_prob(
-                p, traj.observation[t, b], traj.action[t, b]))(params)
+            grad = cell_grad(params, traj.observation[t, b], traj.action[t, b])
             total = jax.tree_util.tree_map(
                 lambda acc, g, t=t, b=b: acc + scale * float(advantage[t, b]) * g, total, grad)
     return total
@@ -192,7 +192,8 @@ def test_reinforce_gradient_is_the_score_function_sum(parts, batch, baseline):
         adv = reinforce.advantages(returns, out.value, traj.active, baseline, 3)
         return -normalized_sum(out.log_prob * jax.lax.stop_gradient(adv), traj.active, 3)
 
-    _close(jax.grad(policy_loss)(params), _loop_gradient(parts, params, traj, A, -1 / 6))
+    _close(jax.jit(jax.grad(policy_loss))(params),
+           _loop_gradient(parts, params, traj, A, -1 / 6))
 
 
 def test_grpo_first_gradient_is_the_group_relative_score_sum(parts, batch):
@@ -211,7 +212,7 @@ def test_grpo_first_gradient_is_the_group_relative_score_sum(parts, batch):
                               3)
 
     expected = _loop_gradient(setup, params, traj, np.broadcast_to(A, traj.reward.shape), 1 / 6)
-    _close(jax.grad(objective)(params), expected)
+    _close(jax.jit(jax.grad(objective))(params), expected)
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -418,7 +419,7 @@ def test_grpo_update_is_a_loop_over_the_live_steps():
     config = grpo.GRPOConfig(env=ENV, horizon=200, batch_size=6, group_size=3, epochs=1,
                              hidden=(8,))
     algo = grpo.SPEC.build(config)
-    state = algo.init(jax.random.key(2), algo.hyperparams)
+    state = jax.jit(algo.init)(jax.random.key(2), algo.hyperparams)
     _, metrics = jax.jit(algo.update)(state, algo.hyperparams)
     parts = episodic.make_parts(config, False, None)[1]
     _, traj = jax.jit(lambda s: episodic.collect_batch(parts, s))(state)
