@@ -24,8 +24,13 @@ EXTRA = {"ppo": ["--normalize-observations"]}
 
 def states_and_masks(n: int, seed: int = 0):
     env = make()
-    states = jax.vmap(env.reset)(jax.random.split(jax.random.key(seed), n))
-    return env, states, jax.vmap(env.observation)(states), jax.vmap(env.action_mask)(states)
+
+    @jax.jit  # one program, not one per operation
+    def draw(key):
+        states = jax.vmap(env.reset)(jax.random.split(key, n))
+        return states, jax.vmap(env.observation)(states), jax.vmap(env.action_mask)(states)
+
+    return env, *draw(jax.random.key(seed))
 
 
 @pytest.mark.slow

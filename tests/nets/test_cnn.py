@@ -28,7 +28,7 @@ def seeds(n, start=0):
 @pytest.fixture(scope="module")
 def breakout_net():
     net = CNNActorCritic(image_shape=(10, 10, 4), num_actions=3)
-    return net, net.init(jax.random.key(0))
+    return net, jax.jit(net.init)(jax.random.key(0))
 
 
 @pytest.mark.slow
@@ -36,18 +36,24 @@ def test_shapes_and_methods(breakout_net):
     net, params = breakout_net
     obs = jax.random.bernoulli(jax.random.key(1), 0.3, (5, 400)).astype(jnp.float32)
     keys = jax.random.split(jax.random.key(2), 5)
-    action, log_prob = jax.vmap(net.sample, (None, 0, 0))(params, obs, keys)
+
+    @jax.jit  # one program, not one per operation
+    def methods(params, obs, keys):
+        action, log_prob = jax.vmap(net.sample, (None, 0, 0))(params, obs, keys)
+        return (action, log_prob, jax.vmap(net.log_prob, (None, 0, 0))(params, obs, action),
+                jax.vmap(net.value, (None, 0))(params, obs),
+                jax.vmap(net.greedy, (None, 0))(params, obs), net.torso(params.actor, obs[0]))
+
+    action, log_prob, again, value, greedy, torso = methods(params, obs, keys)
     assert action.shape == (5,) and action.dtype == jnp.int32 and log_prob.shape == (5,)
-    np.testing.assert_allclose(jax.vmap(net.log_prob, (None, 0, 0))(params, obs, action),
-                               log_prob, rtol=1e-6)
-    assert jax.vmap(net.value, (None, 0))(params, obs).shape == (5,)
-    assert jax.vmap(net.greedy, (None, 0))(params, obs).shape == (5,)
-    assert net.torso(params.actor, obs[0]).shape == (16 * 8 * 8,)
+    np.testing.assert_allclose(again, log_prob, rtol=1e-6)
+    assert value.shape == (5,) and greedy.shape == (5,)
+    assert torso.shape == (16 * 8 * 8,)
     assert net.observation_size == 400 and net.feature_map == (16, 8, 8)
     assert params.log_std.shape == (0,)
     gauss = CNNActorCritic(image_shape=(6, 5, 2), action_size=2, channels=(4, 8),
                            init_log_std=-0.5)
-    gp = gauss.init(jax.random.key(3))
+    gp = jax.jit(gauss.init)(jax.random.key(3))
     assert gauss.sample(gp, jnp.ones(60), jax.random.key(4))[0].shape == (2,)
     np.testing.assert_array_equal(gp.log_std, [-0.5, -0.5])
     assert gauss.torso(gp.critic, jnp.ones(60)).shape == (8 * 2 * 1,)

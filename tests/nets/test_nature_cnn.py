@@ -2,6 +2,7 @@
 initialisation, the torso shared by actor and critic, and the network choice (``auto`` picks it
 for images of 36x36 pixels and more; ``nature`` refused where it cannot read the observation)."""
 
+import functools
 import json
 import math
 import types
@@ -32,18 +33,24 @@ def test_strided_conv_is_lax_convolution():
     # conv_hwc with stride 4 and 2 (patches x kernel matrix, channels last) against lax's
     # convolution with those window strides on the (C, H, W) image, non-zero biases
     image = jax.random.normal(jax.random.key(0), (23, 18, 3))
-    for kernel, stride in [(8, 4), (4, 2), (3, 1)]:
+
+    @functools.partial(jax.jit, static_argnums=(0, 1))  # one program a layer
+    def outputs(kernel, stride):
         layer = conv(jax.random.normal(jax.random.key(kernel), (5, 3 * kernel * kernel)),
                      kernel, stride)
         layer = eqx.tree_at(lambda c: c.bias, layer, jnp.arange(5.0).reshape(5, 1, 1))
+        chw = jnp.transpose(image, (2, 0, 1))
         want = jax.lax.conv_general_dilated(
-            jnp.transpose(image, (2, 0, 1))[None], layer.weight, (stride, stride), "VALID",
+            chw[None], layer.weight, (stride, stride), "VALID",
             precision=jax.lax.Precision.HIGHEST)[0] + layer.bias
-        got = conv_hwc(layer, image)
+        return conv_hwc(layer, image), want, layer(chw)  # the last: equinox's own
+
+    for kernel, stride in [(8, 4), (4, 2), (3, 1)]:
+        got, want, equinox = outputs(kernel, stride)
         assert got.shape == ((23 - kernel) // stride + 1, (18 - kernel) // stride + 1, 5)
         np.testing.assert_allclose(jnp.transpose(got, (2, 0, 1)), want, rtol=1e-5, atol=1e-4)
-        np.testing.assert_allclose(jnp.transpose(got, (2, 0, 1)), layer(
-            jnp.transpose(image, (2, 0, 1))), rtol=1e-5, atol=1e-4)  # equinox's own
+        np.testing.assert_allclose(jnp.transpose(got, (2, 0, 1)), equinox, rtol=1e-5,
+                                   atol=1e-4)
 
 
 @pytest.fixture(scope="module")
