@@ -33,6 +33,8 @@
 #                     import, the training and the rest, then a warm run profiled
 #   phases            the runtime's start in phases (which let other Python threads run), and
 #                     started in a thread beside rollax's import as the command starts it
+#   warm-compile      rollax train --env CartPole-v1 cold, then warm twice: its compile path
+#                     program by program (tracing, lowering, the cache key, the cache's read)
 #   tests             the fast tests (not slow, not integration) in one process on the device,
 #                     JUnit XML under $OUT
 #   minatar-cnn       rollax's CNN preset, the four MinAtar games at 1e7 steps x 3 seeds
@@ -234,6 +236,10 @@ phases)
   row 60 "$anchors" runtime_phases.py --beside --json "$out/runtime-beside-1.json"
   row 60 "$anchors" runtime_phases.py --beside --json "$out/runtime-beside-2.json"
   ;;
+warm-compile)
+  # the warm command's compile path in phases (warm_compile.py: one cold run, two warm)
+  row 300 "$anchors" warm_compile.py --json "$out/warm-compile.json"
+  ;;
 tests)
   # the fast tests on the device, in one process (one program at a time may hold a TPU); at the
   # limit pytest is interrupted (SIGINT), so it still reports the failures it met, and killed 30 s on
@@ -251,6 +257,6 @@ brax-rollax|brax-brax)  # needs .whl/brax: brax 0.14.2, mujoco, mujoco-mjx and t
   install brax
   row 540 "$base$PWD/src:/tmp/site-brax" brax_ppo.py --libs "${section#brax-}" \
     --total-steps 20000000 --seeds 3 --json "$out/$section.json" --plot "$out/$section.png" ;;
-*) echo "unknown section '$section' (timing, ppo, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, phases, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
+*) echo "unknown section '$section' (timing, ppo, parts, variants, shuffle, seeds-compile, profile, resets, actions, many-seeds, seeds, command, phases, warm-compile, tests, minatar-cnn, minatar-mlp, minatar-rejax, brax-rollax, brax-brax)"; exit 2 ;;
 esac
 echo; echo "JSON in $out"

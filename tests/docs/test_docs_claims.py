@@ -86,6 +86,7 @@ def _example_near(page: str, marker: str) -> tuple[str, str]:
     return text[start:end], text[shown:text.index("```\n", shown)]
 
 
+@pytest.mark.optimized
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 kernels only")
@@ -93,7 +94,8 @@ def _example_near(page: str, marker: str) -> tuple[str, str]:
 def test_the_ppo_example_prints_the_same_with_other_cpu_kernels(isa, tmp_path):
     """api.md's PPO example trains for real, and its returns depend on the kernels XLA emits
     for the CPU; what it prints must not: run again with XLA's AVX2 and SSE4.2 kernels (the
-    docs test runs it with this machine's own)."""
+    docs test runs it with this machine's own), compiled as a user's machine compiles it
+    (``optimized``: the session's cheap compilation would otherwise reach the subprocess)."""
     code, shown = _example_near("api.md", 'ppo.preset("CartPole-v1", total_steps=65536)')
     env = {**os.environ, "XLA_FLAGS": f"--xla_cpu_max_isa={isa}", "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
