@@ -12,7 +12,8 @@ computation (``jax._src.compiler._resolve_compilation_strategy``, private: this 
 only hook), and reports, in seconds: ``trace``, ``lower`` and ``get`` (JAX's
 ``backend_compile_duration``, which times its whole ``compile_or_get_cached``), their ``sum``;
 within ``get`` the ``key``, the ``retrieve`` of cache hits and the ``compile`` of misses (the
-rest); the programs counted, the command's wall time and the summary's ``compile_time_s``.
+rest); the same three by program name (``by_name``, the costliest four printed); the programs
+counted, the command's wall time and the summary's ``compile_time_s``.
 rollax compiles some programs side by side in threads, so a cold run's sums can exceed its wall
 time. The runs and their cache live in a temporary folder, removed at the end.
 """
@@ -44,11 +45,14 @@ def child(out: Path, argv: list[str]) -> None:
     seconds: Counter = Counter()
     counts: Counter = Counter()
     programs: Counter = Counter()
+    by_name: dict[str, Counter] = {}  # seconds of trace, lower and get by program name
 
     def listen(event, duration, fun_name=None, **_):
         if event in EVENTS:
             seconds[EVENTS[event]] += duration
             counts[EVENTS[event]] += 1
+            if fun_name is not None:
+                by_name.setdefault(str(fun_name), Counter())[EVENTS[event]] += duration
         if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
             programs[str(fun_name)] += 1
 
@@ -79,6 +83,7 @@ def child(out: Path, argv: list[str]) -> None:
         "wall_s": round(wall, 2), **phases,
         "sum": round(seconds["trace"] + seconds["lower"] + seconds["get"], 3),
         "counts": dict(counts), "programs": dict(programs),
+        "by_name": {name: {k: round(v, 3) for k, v in c.items()} for name, c in by_name.items()},
         "device": f"{jax.devices()[0].platform} ({jax.devices()[0].device_kind})"}))
 
 
@@ -112,6 +117,11 @@ def main() -> None:
                   f"{row['retrieve']:.2f}, compile {row['compile']:.2f}) = {row['sum']:.2f} s | "
                   f"programs {sum(row['programs'].values())} | summary compile_time_s "
                   f"{row['summary_compile_time_s']}", flush=True)
+            costliest = sorted(row["by_name"].items(), key=lambda kv: -sum(kv[1].values()))
+            print("     by program (trace, lower, get): " + "; ".join(
+                f"{name} x{row['programs'].get(name, 0)} " + "/".join(
+                    f"{times.get(k, 0.0):.2f}" for k in ("trace", "lower", "get"))
+                for name, times in costliest[:4]), flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if args.json:
