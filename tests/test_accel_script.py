@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ROWS = {"timing": 5, "seeds": 3, "command": 2, "phases": 3, "tests": 1, "minatar-cnn": 4,
-        "minatar-mlp": 4, "minatar-rejax": 4, "brax-rollax": 1, "brax-brax": 1}
+ROWS = {"timing": 5, "seeds": 3, "command": 2, "phases": 3, "warm-compile": 1, "tests": 1,
+        "minatar-cnn": 4, "minatar-mlp": 4, "minatar-rejax": 4, "brax-rollax": 1, "brax-brax": 1}
 """Each section's rows."""
 
 
