@@ -25,7 +25,8 @@ learning check is faster compiled cheaply (the whole ``slow`` set took 2.1x long
 The mark goes on those tests alone, not on their modules: a test beside them about files,
 refusals or which programs are lowered compiles cheaply, and so do the other rows of a claim
 whose PPO row is marked (tests/algos/test_algorithms.py: each algorithm's state is whole at a
-checkpoint, which holds however XLA optimises).
+checkpoint, and its checked mode takes no key and changes no data, which hold however XLA
+optimises).
 """
 
 import contextlib
