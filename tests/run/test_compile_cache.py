@@ -139,3 +139,60 @@ def test_the_chatter_filter_drops_only_the_cache_log_lines(piecewise):
     with os.fdopen(read_out, "rb") as f:
         assert f.read() == (b"\rupdate 1/4\rupdate 2/4" + other + b"rollax train: error: x\n"
                             b"no newline at the end")
+
+
+def test_an_entry_is_written_whole_and_replaced(tmp_path, monkeypatch):
+    cache = compile_cache._WholeEntries(str(tmp_path), max_size=-1)
+    cache.put("k", b"first")
+    assert _entries(tmp_path) == ["k-cache"] and cache.get("k") == b"first"
+    # JAX puts a key only after a miss: an entry it could not read is replaced
+    cache.put("k", b"second")
+    assert _entries(tmp_path) == ["k-cache"] and cache.get("k") == b"second"
+
+    def interrupted(source, target):
+        raise KeyboardInterrupt
+
+    # a write stopped before its rename leaves neither an entry nor its temporary file
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cache.put("other", b"never whole")
+    assert _entries(tmp_path) == ["k-cache"]
+
+
+def test_enable_makes_jax_build_the_whole_entry_cache(tmp_path):
+    # the hook reaches into JAX's private module: a JAX that moved it fails here
+    from jax._src import compilation_cache as jax_cache
+    compile_cache._write_whole_entries()
+    assert jax_cache.LRUCache is compile_cache._WholeEntries
+    cache, _ = jax_cache.get_file_cache(str(tmp_path))
+    assert isinstance(cache, compile_cache._WholeEntries)
+
+
+HEAL = """
+import sys
+from rollax.run import compile_cache
+compile_cache.enable(sys.argv[1])
+import jax, jax.numpy as jnp, numpy as np
+print(jax.jit(lambda x: jnp.cumsum(x * 3.0))(np.arange(4.0, dtype=np.float32)).tolist())
+"""
+
+
+@pytest.mark.integration
+def test_a_truncated_entry_heals(tmp_path):
+    folder = tmp_path / "cache"
+
+    def run() -> str:
+        proc = subprocess.run([sys.executable, "-c", HEAL, str(folder)], capture_output=True,
+                              text=True, check=True, timeout=120)
+        assert proc.stdout == "[0.0, 3.0, 9.0, 18.0]\n"
+        return proc.stderr
+
+    assert "persistent compilation cache" not in run()
+    [entry] = [p for p in folder.iterdir() if p.name.endswith("-cache")]
+    truncated = entry.read_bytes()[:-100]
+    entry.write_bytes(truncated)  # what a process killed mid-write left
+    assert "Error reading persistent compilation cache entry" in run()
+    # the process that compiled the program again rewrote it, and the next one reads it
+    assert entry.read_bytes() != truncated
+    assert "persistent compilation cache" not in run()
+    assert _entries(folder) == [entry.name]

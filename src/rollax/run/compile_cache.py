@@ -9,15 +9,23 @@ the cache off), else ``$XDG_CACHE_HOME/rollax/jax``, else ``~/.cache/rollax/jax`
 Importing this module changes nothing; the library never turns the cache on by itself. A
 library user can call :func:`enable` (before the first compilation of the process: JAX opens
 its cache once per process).
+
+:func:`enable` also makes JAX write each entry whole (:class:`_WholeEntries`): a command
+stopped while it writes one (Ctrl-C ends ``rollax`` at once) leaves no truncated entry behind,
+and an entry that cannot be read is replaced by the next process that compiles its program.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import jax
+from jax._src import compilation_cache as jax_cache  # private: see _WholeEntries
+from jax._src.lru_cache import LRUCache
 
 ENV_VAR = "ROLLAX_COMPILE_CACHE"
 """The environment variable that moves (a folder) or disables (``0``, ``off``, empty) the
@@ -63,11 +71,49 @@ def _check_folder(folder: Path) -> Path:
     return folder.absolute()
 
 
+class _WholeEntries(LRUCache):
+    """JAX's file cache, except that an entry is written whole or not at all.
+
+    JAX's own ``put`` writes the entry's file in place and never rewrites an existing one. A
+    process ended mid-write (rollax's Ctrl-C handler exits at once; a kill) leaves a truncated
+    file, which every later process fails to read: JAX warns and compiles the program again, in
+    every command, for good. Here the bytes go to a temporary file in the same folder, renamed
+    onto the entry's name (``os.replace``: atomic within one filesystem), so a reader sees the
+    whole entry or none. A put also replaces an entry that exists: JAX puts a key only after a
+    miss, so the existing file is one it could not read (it heals) or one another process
+    wrote meanwhile (the same program). With a size limit (JAX's
+    ``jax_compilation_cache_max_size``) or a remote folder, JAX's own locked ``put`` runs."""
+
+    def put(self, key: str, value: bytes) -> None:
+        folder = os.fspath(self.path)
+        if self.eviction_enabled or "://" in folder or not key:
+            super().put(key, value)
+            return
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(value)
+            os.replace(temporary, os.path.join(folder, f"{key}-cache"))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _write_whole_entries() -> None:
+    """Have JAX build its file cache as :class:`_WholeEntries` (its ``get_file_cache`` builds
+    the cache from the module's ``LRUCache`` name, on jax 0.9.2 to 0.10.2), when the process
+    first compiles with the cache on."""
+    jax_cache.LRUCache = _WholeEntries  # pyright: ignore[reportPrivateImportUsage]
+
+
 def enable(folder: str | os.PathLike | None = None) -> Path:
     """Turn JAX's persistent compilation cache on in ``folder`` (default:
-    :func:`default_folder`), caching every program however small or quick to compile;
-    returns the folder (absolute). Call it before the process compiles anything."""
+    :func:`default_folder`), caching every program however small or quick to compile, each
+    entry written whole (:class:`_WholeEntries`); returns the folder (absolute). Call it before
+    the process compiles anything."""
     path = _check_folder(Path(folder).expanduser() if folder is not None else default_folder())
+    _write_whole_entries()
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
