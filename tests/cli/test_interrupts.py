@@ -59,15 +59,13 @@ def start(argv: list[str]) -> subprocess.Popen:
     """``rollax *argv`` started as from a terminal, its output captured. Python's fault
     handler is on in the child: a crash (once, a SIGSEGV at exit after the interrupt line)
     leaves every thread's stack in the captured stderr that the failing assertion shows.
-    The child compiles without the session's compile cache: JAX writes a cache entry in
-    place, so a process stopped at any moment can leave a truncated one, which every later
-    reader of that program warns about on stderr (seen once in CI, in this module's exact
-    stderr check)."""
+    The child compiles into the session's compile cache, and is stopped at chosen moments:
+    rollax writes each entry whole (tests/run/test_compile_cache.py), so no later reader of
+    that cache meets a truncated entry and a warning on its stderr."""
     with terminal_sigint():
         return subprocess.Popen(console_script(*argv), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONFAULTHANDLER": "1",
-                                     "ROLLAX_COMPILE_CACHE": "off"})
+                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
 
 
 def test_the_entry_point_knows_the_commands():
