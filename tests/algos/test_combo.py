@@ -62,11 +62,14 @@ def test_ppo_learns_the_combo_task_and_never_takes_an_illegal_action(capsys, tmp
     legal policy gets 4, a policy blind to the image or to the cue at most 7, one blind to the
     vector at most 5, and only an illegal action scores above 8. PPO's greedy policy must beat
     7 clearly (so it reads all three leaves), answer ``a[1]`` (its vector reading under the
-    mask) right in every state, and its sampled episodes never take an illegal action."""
+    mask) right in every state, and its sampled episodes never take an illegal action.
+    Measured (compiled cheaply as here): seeds 0-5 score 7.37-8.0 over 256 episodes; at the
+    earlier ``--lr 0.001`` and 64 episodes seed 0 scored 7.08-7.56 as XLA's code generation
+    changed only the last bits of its floats."""
     summary = train_json(capsys, "--env", "custom_envs.combo:make", "--algo", "ppo",
                          "--total-steps", "32768", "--num-envs", "16", "--num-steps", "16",
-                         "--minibatches", "4", "--epochs", "4", "--lr", "0.001",
-                         "--ent-coef", "0", "--eval-episodes", "64", "--out", tmp_path / "run")
+                         "--minibatches", "4", "--epochs", "4", "--lr", "0.003",
+                         "--ent-coef", "0", "--eval-episodes", "256", "--out", tmp_path / "run")
     assert 7.25 <= summary["eval_return_mean"] <= 8
     loaded = rollax.load_run(tmp_path / "run")
     env, states, obs, masks = states_and_masks(2048, seed=5)
