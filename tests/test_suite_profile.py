@@ -31,8 +31,9 @@ def test_rows_of_a_compile_and_a_subprocess(tmp_path):
     folder = tmp_path / "profile"
     folder.mkdir()
     (folder / "gw7.json").write_text("{}")  # an earlier session's
-    env = {**os.environ, "SUITE_PROFILE_DIR": str(folder), "JAX_PLATFORMS": "cpu",
-           "ROLLAX_COMPILE_CACHE": "off"}
+    # a fresh session, not this one's xdist worker (PYTEST_XDIST_WORKER names the rows' file)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    env.update(SUITE_PROFILE_DIR=str(folder), JAX_PLATFORMS="cpu", ROLLAX_COMPILE_CACHE="off")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tools.suite_profile",
                            "-p", "no:cacheprovider", str(tmp_path / "test_two.py")],
