@@ -28,6 +28,7 @@ TESTS = textwrap.dedent("""
 @pytest.mark.integration
 def test_rows_of_a_compile_and_a_subprocess(tmp_path):
     (tmp_path / "test_two.py").write_text(TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # the inner session's root: tmp_path
     folder = tmp_path / "profile"
     folder.mkdir()
     (folder / "gw7.json").write_text("{}")  # an earlier session's
