@@ -4,12 +4,13 @@
 
 For each test it records the wall time, this process's CPU time, the CPU time of the
 subprocesses it ran (``RUSAGE_CHILDREN``), and what JAX spent on its programs, from JAX's
-monitoring events: tracing, lowering to MLIR, compiling (a miss of the compile cache) and reading
-a compiled program from the cache (a hit). Each pytest process (the xdist workers, or the only
-process) writes its tests' rows to ``suite-profile/<worker>.json`` (``SUITE_PROFILE_DIR``
-chooses the folder); the process that started the session prints the totals and the files that
-took longest once every worker has finished. CPU seconds are summed over both cores, so they are
-about twice the suite's wall time on this 2-core machine.
+monitoring events: tracing, lowering to MLIR, compiling (a miss of the compile cache) and
+reading a compiled program from the cache (a hit), as JAX times them (the seconds those calls
+took). Each pytest process (the xdist workers, or the only process) writes its tests' rows to
+``suite-profile/<worker>.json`` (``SUITE_PROFILE_DIR`` chooses the folder); the process that
+started the session prints the totals and the files that took longest once every worker has
+finished. CPU seconds are summed over both cores, so they are about twice the suite's wall time
+on this 2-core machine.
 """
 
 from __future__ import annotations
