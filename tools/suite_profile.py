@@ -6,8 +6,9 @@ For each test it records the wall time, this process's CPU time, the CPU time of
 subprocesses it ran (``RUSAGE_CHILDREN``), and what JAX spent on its programs, from JAX's
 monitoring events: tracing, lowering to MLIR, compiling (a miss of the compile cache) and
 reading a compiled program from the cache (a hit), as JAX times them (the seconds those calls
-took). Each pytest process (the xdist workers, or the only process) writes its tests' rows to
-``suite-profile/<worker>.json`` (``SUITE_PROFILE_DIR`` chooses the folder); the process that
+took), and how many of each. Each pytest process (the xdist workers, or the only process)
+writes its tests' rows to ``suite-profile/<worker>.json`` (``SUITE_PROFILE_DIR`` chooses the
+folder); the process that
 started the session prints the totals and the files that took longest once every worker has
 finished. CPU seconds are summed over both cores, so they are about twice the suite's wall time
 on this 2-core machine.
@@ -27,9 +28,9 @@ import jax.monitoring
 import pytest
 
 FOLDER = Path(os.environ.get("SUITE_PROFILE_DIR", "suite-profile"))
-FIELDS = ("wall_s", "cpu_s", "children_s", "trace_s", "lower_s", "compile_s", "compiles",
-          "read_s", "reads")
-"""A row's numbers: seconds, and counts of compiled and read programs."""
+FIELDS = ("wall_s", "cpu_s", "children_s", "trace_s", "traces", "lower_s", "lowerings",
+          "compile_s", "compiles", "read_s", "reads")
+"""A row's numbers: seconds, and counts of traced, lowered, compiled and read programs."""
 
 Row = dict[str, float]
 _rows: dict[str, Row] = collections.defaultdict(lambda: dict.fromkeys(FIELDS, 0.0))
@@ -41,8 +42,10 @@ def _duration(event: str, duration_secs: float, **_: str | int) -> None:
     row = _rows[_current[0]]
     if event.endswith("/jaxpr_trace_duration"):
         row["trace_s"] += duration_secs
+        row["traces"] += 1
     elif event.endswith("/jaxpr_to_mlir_module_duration"):
         row["lower_s"] += duration_secs
+        row["lowerings"] += 1
     elif event.endswith("/backend_compile_duration"):  # a compile, or a read from the cache
         hit = getattr(_state, "hit", False)
         row["read_s" if hit else "compile_s"] += duration_secs
