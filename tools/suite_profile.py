@@ -8,10 +8,9 @@ monitoring events: tracing, lowering to MLIR, compiling (a miss of the compile c
 reading a compiled program from the cache (a hit), as JAX times them (the seconds those calls
 took), and how many of each. Each pytest process (the xdist workers, or the only process)
 writes its tests' rows to ``suite-profile/<worker>.json`` (``SUITE_PROFILE_DIR`` chooses the
-folder); the process that
-started the session prints the totals and the files that took longest once every worker has
-finished. CPU seconds are summed over both cores, so they are about twice the suite's wall time
-on this 2-core machine.
+folder); the process that started the session prints the totals and the files that took
+longest once every worker has finished. CPU seconds are summed over both cores, so they are
+about twice the suite's wall time on this 2-core machine.
 """
 
 from __future__ import annotations
