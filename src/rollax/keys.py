@@ -7,7 +7,7 @@ host stores, gathers and compares its data (``jax.random.key_data``), and wraps 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,30 @@ def is_key(x: Any) -> bool:
     dtype = getattr(x, "dtype", None)
     # jax.dtypes re-exports issubdtype without "as": pyright takes it as private
     return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
+
+
+class Shapes(NamedTuple):
+    """What :func:`eval_shape` returns."""
+
+    value: Any
+    """``jax.eval_shape``'s pytree of ``jax.ShapeDtypeStruct``."""
+    key_impls: dict[int, Any]
+    """For each leaf of ``value`` that is a typed key, by its position among the leaves: its
+    implementation (``jax.random.key_impl`` takes no abstract value)."""
+
+
+def eval_shape(fn: Any, *args: Any) -> Shapes:
+    """``jax.eval_shape(fn, *args)`` (one trace, nothing compiled or run), with the
+    implementation of each typed key in the result, read off while tracing."""
+    impls: dict[int, Any] = {}
+
+    def traced(*inner: Any) -> Any:
+        out = fn(*inner)
+        impls.update({i: jax.random.key_impl(x)
+                      for i, x in enumerate(jax.tree.leaves(out)) if is_key(x)})
+        return out
+
+    return Shapes(jax.eval_shape(traced, *args), impls)
 
 
 GENERATOR_IMPLS = ("rbg", "unsafe_rbg")

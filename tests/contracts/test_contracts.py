@@ -460,6 +460,33 @@ def test_a_typed_key_inside_the_state_passes_every_check():
     assert final.status == "passed" and "episode ends" in final.message
 
 
+@dataclasses.dataclass(frozen=True)
+class TracedRbgWalk(KeyWalk):
+    """KeyWalk keeping an ``rbg`` key (4 words of key data, not threefry's 2) made from the
+    reset key, and failing if it is reset outside a trace. It splits the key each step and
+    draws nothing from it (``rbg``'s draws change under ``vmap``; its splits do not)."""
+
+    def reset(self, key):
+        assert isinstance(key, jax.core.Tracer), "reset ran op by op"
+        rng = jax.random.wrap_key_data(jnp.tile(jax.random.key_data(key), 2), impl="rbg")
+        return KeyState(jnp.int32(0), rng, *start_counters())
+
+    def transition(self, state, action, key):
+        rng, _ = jax.random.split(state.rng)
+        pos = state.pos + action
+        return state._replace(pos=pos, rng=rng), jnp.float32(0.5) * action, pos >= 3
+
+
+def test_the_checks_reset_only_in_a_trace_and_keep_a_state_keys_implementation():
+    # an environment reset op by op compiles each operation (the auto-reset check did so once,
+    # for the state's types: 609 programs for Playground's CartpoleBalance); the recorded key
+    # data is wrapped back with the state key's own implementation
+    report = rollax.check_env(TracedRbgWalk())
+    assert report.ok, report
+    final = next(r for r in report.results if r.name == "autoreset_final_observation")
+    assert final.status == "passed" and "episode ends" in final.message
+
+
 # ---------------------------------------------------------------------------------------------
 # Key ownership inside an environment (read off the jaxprs of reset and step) and flag dtypes
 

@@ -24,7 +24,7 @@ from rollax.contracts.trees import (
     trees_mismatch,
 )
 from rollax.envs.base import Environment, step_with_key
-from rollax.keys import is_key
+from rollax.keys import Shapes, eval_shape, is_key
 
 
 class RecordedState(NamedTuple):
@@ -107,15 +107,14 @@ class Rows(NamedTuple):
     """Whether the state each row started from was done."""
 
 
-def like(template: Any, data: Any) -> Any:
-    """``data`` (host arrays) with each leaf that is a typed key in ``template`` (same tree)
-    wrapped back into a key of the same implementation."""
-    def wrap(t: Any, x: Any) -> Any:
-        if not is_key(t) or is_key(x):
-            return x
-        return jax.random.wrap_key_data(x, impl=jax.random.key_impl(t))
-
-    return jax.tree.map(wrap, template, data)
+def like(types: Shapes, data: Any) -> Any:
+    """``data`` (host arrays, a tree like ``types.value``) with each leaf that is a typed key
+    in ``types`` wrapped back into a key of the same implementation."""
+    tree = jax.tree.structure(types.value)
+    return tree.unflatten([
+        x if i not in types.key_impls or is_key(x)
+        else jax.random.wrap_key_data(x, impl=types.key_impls[i])
+        for i, x in enumerate(tree.flatten_up_to(data))])
 
 
 def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, start_states: Any,
@@ -125,9 +124,10 @@ def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, star
     the tracer with the states overridden)."""
     key_shape = tuple(jax.random.key_data(key).shape)
     # recorded states are host arrays (a typed key in a state as its key data): stepping and
-    # resetting need the state's own types back
-    template = env.reset(key)
-    start_states = like(template, start_states)
+    # resetting need the state's own types back, read off a trace (an environment reset op by
+    # op compiles each operation: 609 programs for Playground's CartpoleBalance)
+    types = eval_shape(env.reset, key)
+    start_states = like(types, start_states)
     B = jax.tree.leaves(start_states)[0].shape[0]
     T = keys[1].shape[0]
     state = RecordedState(start_states, np.zeros((B,) + key_shape, np.uint32))
@@ -135,7 +135,7 @@ def record_rows(env: Any, policy: Any, params: Any, autoreset_fn: Callable, star
     (obs, before), (next_obs, after) = host((traj.observation, traj.next_observation))
     restep_keys = (keys[0], keys[1], after.key if env.stochastic else None)
     restepped = run(restep_keys, np.arange(B, dtype=np.int32), True,
-                    (like(template, before.inner), np.asarray(traj.action)))
+                    (like(types, before.inner), np.asarray(traj.action)))
     ending = np.asarray(traj.terminated, bool) | np.asarray(traj.truncated, bool)
     return Rows(obs, next_obs, before.inner, after.inner, ending,
                 jax.tree.map(lambda x: x[1:], restepped.observation),

@@ -18,7 +18,7 @@ from rollax.contracts.probe import probe_actions, sample_action, usable_mask
 from rollax.contracts.report import Finding
 from rollax.contracts.trees import first_mismatch, mismatch_values, same_bits
 from rollax.envs.base import is_structured, space_leaves, space_tree, step_with_key
-from rollax.keys import is_key
+from rollax.keys import eval_shape, is_key
 
 
 class Trace(NamedTuple):
@@ -185,18 +185,21 @@ def make_tracer(env: Any, policy: Any, params: Any) -> Callable:
 def no_override(env: Any, policy: Any, params: Any, batch_size: int, num_steps: int) -> tuple:
     """Zero ``(override_states, override_actions)`` of the right shapes (host arrays)."""
     key = jax.random.key(0)
-    state = jax.eval_shape(env.reset, key)
+    shapes = eval_shape(env.reset, key)
+    state = shapes.value
     action = jax.eval_shape(lambda s, k: sample_action(policy, params, env, s, k), state, key)
     lead = (num_steps, batch_size)
 
-    def zeros(leaf: Any) -> Any:
-        if is_key(leaf):  # a key inside the state: zero key data, wrapped
+    def zeros(leaf: Any, impl: Any = None) -> Any:
+        if is_key(leaf):  # a key inside the state: zero key data, wrapped as its own kind
             data = jax.eval_shape(jax.random.key_data, leaf)
             # jax.random.wrap_key_data takes any uint32 array; its stub says jax.Array
-            return jax.random.wrap_key_data(np.zeros(lead + data.shape, data.dtype))  # pyright: ignore[reportArgumentType]
+            return jax.random.wrap_key_data(np.zeros(lead + data.shape, data.dtype), impl=impl)  # pyright: ignore[reportArgumentType]
         return np.zeros(lead + tuple(leaf.shape), leaf.dtype)
 
-    return jax.tree.map(zeros, state), zeros(action)
+    leaves, tree = jax.tree.flatten(state)
+    zeroed = [zeros(leaf, shapes.key_impls.get(i)) for i, leaf in enumerate(leaves)]
+    return tree.unflatten(zeroed), zeros(action)
 
 
 def trace_difference(a: Trace, b: Trace, ulps: int = 0) -> Finding | None:
