@@ -1,5 +1,6 @@
 """Typed PRNG keys (``jax.random.key``): the one test of whether a value is one, the key
-implementations a run may choose, and how one key makes many (:func:`children`).
+implementations a run may choose, how one key makes many (:func:`children`), and a function's
+abstract result with the implementation of each key in it (:func:`eval_shape`).
 
 A typed key array's dtype is a key dtype (``key<fry>``, ...), not its ``uint32`` data: the
 host stores, gathers and compares its data (``jax.random.key_data``), and wraps it back
