@@ -36,7 +36,7 @@ def is_key(x: Any) -> bool:
     return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)  # pyright: ignore[reportPrivateImportUsage]
 
 
-class Shapes(NamedTuple):
+class AbstractValue(NamedTuple):
     """What :func:`eval_shape` returns."""
 
     value: Any
@@ -46,7 +46,7 @@ class Shapes(NamedTuple):
     implementation (``jax.random.key_impl`` takes no abstract value)."""
 
 
-def eval_shape(fn: Any, *args: Any) -> Shapes:
+def eval_shape(fn: Any, *args: Any) -> AbstractValue:
     """``jax.eval_shape(fn, *args)`` (one trace, nothing compiled or run), with the
     implementation of each typed key in the result, read off while tracing."""
     impls: dict[int, Any] = {}
@@ -57,7 +57,7 @@ def eval_shape(fn: Any, *args: Any) -> Shapes:
                       for i, x in enumerate(jax.tree.leaves(out)) if is_key(x)})
         return out
 
-    return Shapes(jax.eval_shape(traced, *args), impls)
+    return AbstractValue(jax.eval_shape(traced, *args), impls)
 
 
 GENERATOR_IMPLS = ("rbg", "unsafe_rbg")

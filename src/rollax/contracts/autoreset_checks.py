@@ -24,7 +24,7 @@ from rollax.contracts.trees import (
     trees_mismatch,
 )
 from rollax.envs.base import Environment, step_with_key
-from rollax.keys import Shapes, eval_shape, is_key
+from rollax.keys import AbstractValue, eval_shape, is_key
 
 
 class RecordedState(NamedTuple):
@@ -107,7 +107,7 @@ class Rows(NamedTuple):
     """Whether the state each row started from was done."""
 
 
-def like(types: Shapes, data: Any) -> Any:
+def like(types: AbstractValue, data: Any) -> Any:
     """``data`` (host arrays, a tree like ``types.value``) with each leaf that is a typed key
     in ``types`` wrapped back into a key of the same implementation."""
     tree = jax.tree.structure(types.value)
